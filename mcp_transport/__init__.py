@@ -1,0 +1,27 @@
+"""django-mcp-transport: a Django app that serves MCP over Streamable HTTP.
+
+Importing this package imports nothing from Django (as ``channels/__init__.py``), so
+``mcp_transport.protocol`` stays usable on its own.
+"""
+
+__version__ = "0.1.0"
+
+# The public API, imported lazily (PEP 562) so that `import mcp_transport` stays Django-free.
+_EXPORTS = {
+    "tool": "registry", "resource": "registry", "prompt": "registry", "completion": "registry",
+    "registry": "registry", "ToolError": "registry",
+    "Context": "context", "SyncContext": "context", "ToolCancelled": "context",
+    "ClientCapabilityError": "context",
+    "ToolResult": "content",
+}
+
+
+def __getattr__(name):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'mcp_transport' has no attribute {name!r}")
+    from importlib import import_module
+
+    return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+
+
+__all__ = ["__version__", *_EXPORTS]

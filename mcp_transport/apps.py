@@ -1,0 +1,15 @@
+from django.apps import AppConfig
+from django.utils.module_loading import autodiscover_modules
+
+
+class McpTransportConfig(AppConfig):
+    name = "mcp_transport"
+    verbose_name = "MCP transport"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        from . import checks  # noqa: F401  (registers the system checks)
+        from .conf import get_config
+
+        # Import every installed app's tools module, as the admin does with admin.py.
+        autodiscover_modules(get_config()["TOOLS_MODULE"])

@@ -1,0 +1,131 @@
+"""Doorbells: Redis pub/sub, one connection per process, fanned out in-process.
+
+A doorbell only says "look again": the event store stays the source of truth. Whoever waits
+subscribes first and reads the store second, so nothing appended in between is missed, and
+waits time out to a fallback read, so a lost doorbell delays an event but never loses it.
+"""
+import asyncio
+import logging
+import weakref
+
+from .connections import async_redis
+
+logger = logging.getLogger(__name__)
+
+
+class Subscription:
+    """Messages published on some channels, queued until ``wait()`` takes them."""
+
+    def __init__(self, bell, channels):
+        self._bell = bell
+        self.channels = tuple(channels)
+        self._queue = asyncio.Queue()
+
+    def _deliver(self, channel, data):
+        self._queue.put_nowait((channel, data))
+
+    async def wait(self, timeout):
+        """The next (channel, data), or None after ``timeout`` seconds."""
+        try:
+            return await asyncio.wait_for(self._queue.get(), timeout)
+        except asyncio.TimeoutError:
+            return None
+
+    async def __aenter__(self):
+        await self._bell.subscribe(self)
+        return self
+
+    async def __aexit__(self, *exc):
+        await self._bell.unsubscribe(self)
+
+
+class Doorbell:
+    def __init__(self):
+        self._pubsub = None
+        self._reader = None
+        self._listeners = {}
+        self._confirmed = {}
+
+    def listen(self, *channels) -> Subscription:
+        """``async with bell.listen(a, b) as sub:`` subscribes before the body runs."""
+        return Subscription(self, channels)
+
+    async def subscribe(self, subscription):
+        new = [c for c in subscription.channels if c not in self._listeners]
+        pending = [self._confirmed[c] for c in subscription.channels if c in self._confirmed and c not in new]
+        for channel in subscription.channels:
+            self._listeners.setdefault(channel, set()).add(subscription)
+        if new:
+            await self._subscribe(new)
+        if pending:  # another waiter subscribed these a moment ago: wait for the same confirmation
+            await asyncio.wait_for(asyncio.gather(*pending), 5)
+
+    async def _subscribe(self, channels):
+        if self._pubsub is None:
+            self._pubsub = async_redis().pubsub()
+        waiters = [self._confirmed.setdefault(c, asyncio.get_running_loop().create_future()) for c in channels]
+        await self._pubsub.subscribe(*channels)
+        if self._reader is None or self._reader.done():
+            self._reader = asyncio.create_task(self._read())
+        # Wait for Redis to confirm, so that a PUBLISH after this point reaches us.
+        await asyncio.wait_for(asyncio.gather(*waiters), 5)
+
+    async def unsubscribe(self, subscription):
+        gone = []
+        for channel in subscription.channels:
+            listeners = self._listeners.get(channel)
+            if listeners is not None:
+                listeners.discard(subscription)
+                if not listeners:
+                    del self._listeners[channel]
+                    gone.append(channel)
+        if gone and self._pubsub is not None:
+            try:
+                await self._pubsub.unsubscribe(*gone)
+            except Exception:  # the connection is gone; its subscriptions went with it
+                logger.debug("unsubscribe failed", exc_info=True)
+
+    async def _read(self):
+        try:
+            async for message in self._pubsub.listen():
+                self._dispatch(message)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("doorbell reader stopped; waiters fall back to polling")
+            self._reset()
+
+    def _dispatch(self, message):
+        kind, channel = message["type"], message["channel"]
+        if kind == "subscribe":
+            waiter = self._confirmed.pop(channel, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(True)
+        elif kind == "message":
+            for subscription in tuple(self._listeners.get(channel, ())):
+                subscription._deliver(channel, message["data"])
+
+    def _reset(self):
+        self._pubsub, self._reader = None, None
+        channels = list(self._listeners)
+        self._confirmed.clear()
+        if channels:
+            asyncio.get_running_loop().create_task(self._resubscribe(channels))
+
+    async def _resubscribe(self, channels):
+        try:
+            await self._subscribe(channels)
+        except Exception:
+            logger.exception("doorbell resubscribe failed")
+
+
+_bells = weakref.WeakKeyDictionary()
+
+
+def doorbell() -> Doorbell:
+    """The doorbell of the running event loop."""
+    loop = asyncio.get_running_loop()
+    bell = _bells.get(loop)
+    if bell is None:
+        bell = _bells[loop] = Doorbell()
+    return bell

@@ -1,0 +1,79 @@
+"""Settings for mcp_transport, read only through ``get_config()``.
+
+Usage, in the project's settings.py::
+
+    MCP_TRANSPORT = {
+        "ALLOWED_ORIGINS": ["https://app.example.com"],
+        "SESSION_IDLE_TIMEOUT": 1800,
+        "SSE_RETRY_MS": 1000,          # None: no retry field at all
+    }
+
+Unknown keys raise ``ImproperlyConfigured`` so that a typo never passes silently. The cache is
+cleared when ``MCP_TRANSPORT`` changes (``override_settings`` in tests).
+"""
+from functools import cache
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+DEFAULTS = {
+    #: Redis URL for sessions, events and doorbells; None: the LOCATION of CACHE_ALIAS.
+    "REDIS_URL": None,
+    #: The django-redis cache whose server holds sessions and events.
+    "CACHE_ALIAS": "default",
+    #: Prefix of every Redis key and pub/sub channel this app uses.
+    "KEY_PREFIX": "mcp",
+    #: Extra browser origins allowed to call the endpoint (exact "scheme://host[:port]").
+    "ALLOWED_ORIGINS": [],
+    #: Allow http(s)://localhost, 127.0.0.1 and [::1] on any port.
+    "ALLOW_LOOPBACK_ORIGINS": True,
+    #: Seconds without a request after which a session expires (then 404).
+    "SESSION_IDLE_TIMEOUT": 1800,
+    #: Largest POST body accepted, in bytes (413 above it).
+    "MAX_REQUEST_BYTES": 4 * 1024 * 1024,
+    #: SSE ``retry`` in milliseconds sent with each stream's priming event; None: never sent.
+    "SSE_RETRY_MS": 1000,
+    #: Seconds between keep-alive comments on idle SSE streams.
+    "KEEPALIVE_SECONDS": 15,
+    #: Events kept per stream (oldest trimmed first).
+    "STREAM_MAXLEN": 1000,
+    #: Seconds a stream's events stay replayable after its last event.
+    "STREAM_TTL": 3600,
+    #: Seconds a tool waits for the client's answer to sampling, elicitation or roots.
+    "CLIENT_REQUEST_TIMEOUT": 300,
+    #: Items per page of tools/list, resources/list, resources/templates/list, prompts/list.
+    "PAGE_SIZE": 100,
+    #: Level of notifications/message before the client calls logging/setLevel.
+    "DEFAULT_LOG_LEVEL": "info",
+    #: Module name autodiscovered in every installed app (like admin.py).
+    "TOOLS_MODULE": "mcp_tools",
+    "SERVER_NAME": "django-mcp-transport",
+    "SERVER_TITLE": None,
+    "SERVER_VERSION": None,
+    "INSTRUCTIONS": None,
+}
+
+
+@cache
+def get_config() -> dict:
+    user = getattr(settings, "MCP_TRANSPORT", {})
+    unknown = set(user) - set(DEFAULTS)
+    if unknown:
+        raise ImproperlyConfigured(f"Unknown MCP_TRANSPORT keys: {', '.join(sorted(unknown))}.")
+    return {**DEFAULTS, **user}
+
+
+def redis_url() -> str:
+    config = get_config()
+    if config["REDIS_URL"]:
+        return config["REDIS_URL"]
+    location = settings.CACHES[config["CACHE_ALIAS"]]["LOCATION"]
+    return location[0] if isinstance(location, (list, tuple)) else location
+
+
+@receiver(setting_changed)
+def _reset(*, setting, **kwargs):
+    if setting in ("MCP_TRANSPORT", "CACHES"):
+        get_config.cache_clear()

@@ -1,0 +1,75 @@
+"""Redis clients: one asyncio client per event loop, one sync client per process.
+
+The URL is ``MCP_TRANSPORT["REDIS_URL"]`` or the LOCATION of the django-redis cache named by
+``CACHE_ALIAS``, so a project configures Redis once, in CACHES.
+"""
+import asyncio
+import hashlib
+import weakref
+from functools import cache
+
+import redis
+import redis.asyncio as aredis
+
+from .conf import get_config, redis_url
+
+_async_clients = weakref.WeakKeyDictionary()
+
+
+def async_redis() -> aredis.Redis:
+    """The asyncio client of the running loop (clients cannot be shared across loops)."""
+    loop = asyncio.get_running_loop()
+    client = _async_clients.get(loop)
+    if client is None:
+        client = aredis.Redis.from_url(redis_url(), decode_responses=True, health_check_interval=30)
+        _async_clients[loop] = client
+    return client
+
+
+@cache
+def sync_redis() -> redis.Redis:
+    return redis.Redis.from_url(redis_url(), decode_responses=True)
+
+
+class Keys:
+    """Every Redis key and channel name, built in one place: ``{prefix}:{kind}:{session}[:...]``."""
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+
+    def session(self, session_id):
+        return f"{self.prefix}:session:{session_id}"
+
+    def stream(self, session_id, stream_key):
+        return f"{self.prefix}:stream:{session_id}:{stream_key}"
+
+    def stream_bell(self, session_id, stream_key):
+        return f"{self.prefix}:bell:{session_id}:{stream_key}"
+
+    def session_bell(self, session_id):
+        """Published when the session is terminated, so its open streams close."""
+        return f"{self.prefix}:bell:{session_id}:session"
+
+    def get_stream_lock(self, session_id):
+        return f"{self.prefix}:getlock:{session_id}"
+
+    def outbound_ids(self, session_id):
+        return f"{self.prefix}:outid:{session_id}"
+
+    def reply(self, session_id, request_id):
+        return f"{self.prefix}:reply:{session_id}:{request_id}"
+
+    def cancel_channel(self):
+        return f"{self.prefix}:cancel"
+
+    def subscriptions(self, session_id):
+        """The resource URIs a session subscribed to."""
+        return f"{self.prefix}:subs:{session_id}"
+
+    def uri_subscribers(self, uri):
+        """The sessions subscribed to a resource URI (hashed: URIs are long and arbitrary)."""
+        return f"{self.prefix}:urisubs:{hashlib.sha256(uri.encode()).hexdigest()[:32]}"
+
+
+def keys() -> Keys:
+    return Keys(get_config()["KEY_PREFIX"])

@@ -1,0 +1,338 @@
+"""The Channels shell: HTTP in, protocol core and dispatch, HTTP out. Nothing else.
+
+It subclasses ``AsyncConsumer`` rather than ``AsyncHttpConsumer``: a streaming ``handle()``
+there blocks ``http.disconnect`` until it returns. Streams are written from their own tasks,
+so the consumer's dispatch loop stays free to see the client go away.
+
+Order of checks on every request (status codes are part of the contract):
+Origin (403) -> Host (400) -> method (405) -> headers (415, 406, 413) -> body (400 -32700 /
+-32600) -> session (400 missing, 404 unknown) -> version header (400) -> dispatch.
+"""
+import asyncio
+import json
+import logging
+
+import redis
+from channels.consumer import AsyncConsumer
+from channels.exceptions import StopConsumer
+from django.conf import settings
+from django.http.request import split_domain_port, validate_host
+
+from . import sessions, streams
+from .bell import doorbell
+from .conf import get_config
+from .connections import async_redis, keys
+from .dispatch import Call, dispatch, initialize_result, may_send
+from .protocol import http, ids, jsonrpc, versions
+from .protocol.errors import ErrorCode, InvalidRequest, ProtocolError, TransportError
+from .protocol.jsonrpc import Notification, Request, Response
+from .protocol.session import SessionState, next_state
+from .storage import UnknownEvent, get_event_store
+
+logger = logging.getLogger(__name__)
+
+JSON_HEADERS = [(b"content-type", b"application/json")]
+SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
+               (b"x-accel-buffering", b"no")]
+
+
+def _allowed_hosts():
+    hosts = settings.ALLOWED_HOSTS
+    if settings.DEBUG and not hosts:
+        return [".localhost", "127.0.0.1", "[::1]"]  # as Django's HttpRequest.get_host()
+    return hosts
+
+
+def check_host(host):
+    domain, _port = split_domain_port(host or "")
+    if not domain or not validate_host(domain, _allowed_hosts()):
+        raise TransportError(f"Host {host!r} is not allowed.")
+
+
+class McpHttpConsumer(AsyncConsumer):
+    """Serves one HTTP request on the MCP endpoint (POST, GET or DELETE)."""
+
+    #: Tasks writing this request's SSE response; the consumer lives until they are done.
+    tasks = ()
+
+    async def http_request(self, message):
+        if not hasattr(self, "body"):
+            self.body, self.size = [], 0
+        self.size += len(message.get("body", b""))
+        self.body.append(message.get("body", b""))
+        if message.get("more_body") and self.size <= get_config()["MAX_REQUEST_BYTES"]:
+            return
+        try:
+            await self.handle(b"".join(self.body))
+        except ProtocolError as exc:
+            await self.send_error(exc)
+        except redis.RedisError:
+            logger.exception("Redis is unreachable")
+            await self.send_error(ProtocolError("The session store is unavailable.", http_status=503))
+        if not self.tasks:
+            raise StopConsumer()
+
+    async def http_disconnect(self, message):
+        # Stop writing; the request itself goes on (a disconnect is not a cancel in 2025-11-25).
+        for task in self.tasks:
+            task.cancel()
+        raise StopConsumer()
+
+    def run_task(self, coroutine):
+        self.tasks = (*self.tasks, asyncio.create_task(coroutine))
+
+    # -- routing ---------------------------------------------------------------------------
+
+    async def handle(self, body: bytes):
+        self.headers = http.read_headers(self.scope["headers"])
+        config = get_config()
+        http.check_origin(self.headers.get("origin"), config["ALLOWED_ORIGINS"], config["ALLOW_LOOPBACK_ORIGINS"])
+        check_host(self.headers.get("host"))
+        method = self.scope["method"]
+        http.check_method(method)
+        if method == "POST":
+            await self.post(body)
+        elif method == "GET":
+            await self.get()
+        else:
+            await self.delete()
+
+    async def open_session(self) -> sessions.SessionRecord:
+        session_id = self.headers.get("mcp-session-id")
+        if session_id is None:
+            raise TransportError("Missing Mcp-Session-Id header: send initialize first.")
+        session = await sessions.load(session_id) if ids.is_session_id(session_id) else None
+        if session is None or session.user_id != self.user_id:
+            # "respond to requests containing that session ID with HTTP 404 Not Found"
+            raise TransportError("Session not found: it expired or was terminated; initialize a new one.",
+                                 http_status=404)
+        self.version = http.request_version(self.headers.get("mcp-protocol-version"), session.protocol_version)
+        return session
+
+    @property
+    def user(self):
+        return self.scope.get("user")
+
+    @property
+    def user_id(self):
+        user = self.user
+        return user.pk if user is not None and user.is_authenticated else None
+
+    # -- POST ------------------------------------------------------------------------------
+
+    async def post(self, body):
+        http.check_content_type(self.headers.get("content-type"))
+        self.accept = http.negotiate_post(self.headers.get("accept"))
+        http.check_body_size(self.size, get_config()["MAX_REQUEST_BYTES"])
+        message = jsonrpc.parse(body)
+        if "mcp-session-id" not in self.headers and isinstance(message, Request):
+            if message.method == "initialize":
+                return await self.initialize(message)
+            if versions.is_modern_request(message.params):
+                # Not -32020/-32021/-32022, so that a 2026-07-28 client falls back to initialize.
+                raise InvalidRequest("This server needs a session: send initialize (protocol 2025-11-25).")
+        session = await self.open_session()
+        if isinstance(message, Request):
+            await self.post_request(session, message)
+        elif isinstance(message, Notification):
+            await self.post_notification(session, message)
+        else:
+            await self.post_response(session, message)
+
+    async def initialize(self, request):
+        params = request.params
+        version = versions.negotiate(params.get("protocolVersion"))
+        capabilities, client_info = params.get("capabilities"), params.get("clientInfo")
+        session = sessions.SessionRecord(
+            id=ids.new_session_id(), protocol_version=version, user_id=self.user_id,
+            client_info=client_info if isinstance(client_info, dict) else {},
+            client_capabilities=capabilities if isinstance(capabilities, dict) else {},
+            log_level=get_config()["DEFAULT_LOG_LEVEL"])
+        await sessions.create(session)
+        reply = jsonrpc.result_message(request.id, initialize_result(version))
+        await self.send_json(200, reply, [(b"mcp-session-id", session.id.encode())])
+
+    async def post_request(self, session, request):
+        try:
+            state = next_state(SessionState(session.state), request.method)
+        except ProtocolError as exc:
+            return await self.send_json(exc.http_status, jsonrpc.error_message(request.id, exc.code, exc.message))
+        if state.value != session.state:
+            await sessions.update(session, state=state.value)
+        call = Call(session=session, user=self.user)
+        if may_send(request) or not self.accept.json or self.accept.prefers_sse:
+            return await self.respond_sse(session, request, call)
+        await self.send_json(200, await self.run_inline(request, call))
+
+    async def run_inline(self, request, call):
+        try:
+            return jsonrpc.result_message(request.id, await dispatch(request, call))
+        except ProtocolError as exc:
+            return jsonrpc.error_message(request.id, exc.code, exc.message, exc.data)
+        except Exception:
+            logger.exception("%s failed", request.method)
+            return jsonrpc.error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error.")
+
+    async def respond_sse(self, session, request, call):
+        stream = streams.RequestStream(session.id, request.id, ids.new_stream_key())
+        call.channel = stream
+        writer = await self.start_sse()
+        await self.prime(writer, session, stream.stream_key)
+        stream.attach(writer)
+        streams.start(stream, request, call)
+
+    async def post_notification(self, session, notification):
+        method = notification.method
+        if method == "notifications/initialized" and session.state == SessionState.INITIALIZING.value:
+            await sessions.update(session, state=SessionState.READY.value)
+        elif method == "notifications/cancelled":
+            request_id = notification.params.get("requestId")
+            # "Invalid cancellation notifications SHOULD be ignored." -- basic/utilities/cancellation
+            if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
+                await streams.request_cancel(session.id, request_id)
+        await self.send_accepted()
+
+    async def post_response(self, session, response: Response):
+        await streams.deliver_reply(session.id, {"id": response.id, "result": response.result,
+                                                 "error": response.error})
+        await self.send_accepted()
+
+    # -- GET: the standalone stream, or a resumed stream -----------------------------------
+
+    async def get(self):
+        http.check_get_accept(self.headers.get("accept"))
+        session = await self.open_session()
+        last_event_id = self.headers.get("last-event-id")
+        event_id = ids.EventId.parse(last_event_id) if last_event_id else None
+        stream_key = event_id.stream if event_id else ids.GET_STREAM
+        lock = await self.lock_get_stream(session.id) if stream_key == ids.GET_STREAM else None
+        names = keys()
+        subscription = doorbell().listen(names.stream_bell(session.id, stream_key), names.session_bell(session.id))
+        await subscription.__aenter__()
+        try:
+            backlog = await self.replay(session.id, event_id)
+        except BaseException:
+            await _release(subscription, lock)
+            raise
+        writer = await self.start_sse()
+        if event_id is None:
+            position = await self.prime(writer, session, stream_key)
+        else:
+            position = event_id.position
+        tail = StreamTail(writer, session.id, stream_key, position, subscription, lock)
+        self.run_task(tail.run(backlog))
+
+    async def replay(self, session_id, event_id):
+        if event_id is None:
+            return []
+        try:
+            return await get_event_store().replay_after(session_id, event_id)
+        except UnknownEvent:
+            # Not 404: "When a client receives HTTP 404 ... it MUST start a new session."
+            raise InvalidRequest("Last-Event-ID names no event this session can replay: "
+                                 "it is unknown or no longer kept.") from None
+
+    async def lock_get_stream(self, session_id):
+        """One standalone GET stream per session, across all processes; a second gets 409."""
+        ttl = get_config()["KEEPALIVE_SECONDS"] * 3
+        lock = async_redis().lock(keys().get_stream_lock(session_id), timeout=ttl)
+        if not await lock.acquire(blocking=False):
+            raise TransportError("This session already has an open GET stream.", http_status=409)
+        return lock
+
+    # -- DELETE ------------------------------------------------------------------------------
+
+    async def delete(self):
+        session = await self.open_session()
+        await sessions.close(session.id, "deleted")
+        # "Terminating a session ... cancels its in-flight work" (checklist G2).
+        await streams.request_cancel(session.id)
+        await self.send_json(200, None)
+
+    # -- responses ---------------------------------------------------------------------------
+
+    async def prime(self, writer, session, stream_key):
+        """Append the stream's first event; send it as a priming event to clients that expect one.
+        Returns its position, the stream's replay origin."""
+        event_id = await get_event_store().append(session.id, stream_key, None)
+        if versions.primes_streams(session.protocol_version):
+            writer.push(streams.priming_frame(event_id))
+        else:
+            writer.push(b": open\n\n")  # the first body chunk is what flushes the headers
+        return event_id.position
+
+    async def start_sse(self):
+        headers = list(SSE_HEADERS)
+        if "mcp-session-id" in self.headers:
+            headers.append((b"mcp-session-id", self.headers["mcp-session-id"].encode("latin-1")))
+        await self.send({"type": "http.response.start", "status": 200, "headers": headers})
+        writer = streams.SseWriter(self.send)
+        self.run_task(writer.run())
+        return writer
+
+    async def send_json(self, status, message, extra_headers=()):
+        body = jsonrpc.dumps(message) if message is not None else b""
+        headers = [*JSON_HEADERS, (b"content-length", str(len(body)).encode()), *extra_headers]
+        await self.send({"type": "http.response.start", "status": status, "headers": headers})
+        await self.send({"type": "http.response.body", "body": body})
+
+    async def send_accepted(self):
+        """"the server MUST return HTTP status code 202 Accepted with no body"."""
+        await self.send({"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0")]})
+        await self.send({"type": "http.response.body", "body": b""})
+
+    async def send_error(self, exc: ProtocolError):
+        status = exc.http_status if exc.http_status != 200 else 400
+        extra = [(name.encode(), value.encode()) for name, value in exc.headers]
+        await self.send_json(status, jsonrpc.error_message(None, exc.code, exc.message, exc.data), extra)
+
+
+async def _release(subscription, lock):
+    await subscription.__aexit__(None, None, None)
+    if lock is not None:
+        try:
+            await lock.release()
+        except Exception:  # expired meanwhile: nothing to release
+            pass
+
+
+class StreamTail:
+    """Writes a GET response: the replayed backlog, then live events until the stream's
+    final event (a resumed POST stream), the session's end, or the client's disconnect."""
+
+    def __init__(self, writer, session_id, stream_key, position, subscription, lock):
+        self.writer = writer
+        self.session_id, self.stream_key, self.position = session_id, stream_key, position
+        self.subscription, self.lock = subscription, lock
+
+    async def run(self, backlog):
+        try:
+            if not self.write(backlog):
+                await self.follow()
+        finally:
+            await _release(self.subscription, self.lock)
+
+    def write(self, events) -> bool:
+        """Queue events; True once the final one is queued (the response is then complete)."""
+        for event in events:
+            self.position = event.id.position
+            if event.final:
+                frame = streams.event_frame(event.id, event.message) if event.message else b""
+                self.writer.push(frame, last=True)
+                return True
+            if event.message is not None:
+                self.writer.push(streams.event_frame(event.id, event.message))
+        return False
+
+    async def follow(self):
+        keepalive = get_config()["KEEPALIVE_SECONDS"]
+        store = get_event_store()
+        while True:
+            received = await self.subscription.wait(keepalive)
+            if received is not None and received[1] == "closed":
+                self.writer.push(b"", last=True)
+                return
+            if received is None and self.lock is not None:
+                await self.lock.extend(keepalive * 3, replace_ttl=True)
+            if self.write(await store.read_after(self.session_id, self.stream_key, self.position)):
+                return

@@ -1,0 +1,139 @@
+"""``Context``: what a tool can do while it runs, besides returning its result.
+
+A tool asks for it with a parameter annotated ``Context``. Async tools get ``Context`` (await
+its methods); sync tools, which run in a worker thread, get ``SyncContext`` with the same
+methods as plain calls. Everything a tool sends goes on its own request's stream: "These
+messages SHOULD relate to the originating client request." -- spec 2025-11-25 basic/transports
+"""
+import logging
+from typing import Any, Optional
+
+from asgiref.sync import async_to_sync
+
+logger = logging.getLogger(__name__)
+
+#: RFC 5424 severities, lowest first (spec 2025-11-25 server/utilities/logging).
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+
+class ToolCancelled(Exception):
+    """Raised by ``check_cancelled()`` once the client has cancelled the request."""
+
+
+class ClientCapabilityError(Exception):
+    """The client did not declare the capability a request needs."""
+
+
+class Context:
+    def __init__(self, *, channel, session_id: str, request_id, progress_token=None, user=None,
+                 client_capabilities: Optional[dict] = None, log_level: str = "info"):
+        self._channel = channel
+        self.session_id = session_id
+        self.request_id = request_id
+        #: The client's ``_meta.progressToken``; progress is only sent when there is one.
+        self.progress_token = progress_token
+        #: The Django user of the request (AnonymousUser without authentication).
+        self.user = user
+        self.client_capabilities = client_capabilities or {}
+        self.log_level = log_level
+        self._last_progress = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self._channel.cancelled
+
+    def check_cancelled(self) -> None:
+        if self._channel.cancelled:
+            raise ToolCancelled(f"Request {self.request_id!r} was cancelled by the client.")
+
+    async def report_progress(self, progress: float, total: Optional[float] = None,
+                              message: Optional[str] = None) -> None:
+        """"The progress value MUST increase with each notification, even if the total is
+        unknown." -- spec 2025-11-25 basic/utilities/progress. A value that does not increase is
+        dropped (and logged) rather than sent."""
+        if self.progress_token is None:
+            return
+        if self._last_progress is not None and progress <= self._last_progress:
+            logger.warning("progress %s after %s dropped: progress must increase", progress, self._last_progress)
+            return
+        self._last_progress = progress
+        params = {"progressToken": self.progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self._channel.notify("notifications/progress", params)
+
+    async def log(self, level: str, data: Any, logger_name: Optional[str] = None) -> None:
+        """Send ``notifications/message`` if ``level`` is at or above the session's level."""
+        if LOG_LEVELS.index(level) < LOG_LEVELS.index(self.log_level):
+            return
+        params = {"level": level, "data": data}
+        if logger_name is not None:
+            params["logger"] = logger_name
+        await self._channel.notify("notifications/message", params)
+
+    async def debug(self, data, logger_name=None):
+        await self.log("debug", data, logger_name)
+
+    async def info(self, data, logger_name=None):
+        await self.log("info", data, logger_name)
+
+    async def warning(self, data, logger_name=None):
+        await self.log("warning", data, logger_name)
+
+    async def error(self, data, logger_name=None):
+        await self.log("error", data, logger_name)
+
+    async def send_request(self, method: str, params: Optional[dict] = None,
+                           capability: Optional[str] = None) -> dict:
+        """Send a request to the client on this call's stream and wait for its result.
+
+        "Both parties MUST ... Only use capabilities that were successfully negotiated"
+        -- spec 2025-11-25 basic/lifecycle
+        """
+        if capability and capability not in self.client_capabilities:
+            raise ClientCapabilityError(f"The client did not declare the {capability!r} capability.")
+        return await self._channel.request(method, params or {})
+
+    async def sample(self, messages: list, *, max_tokens: int, **params) -> dict:
+        """``sampling/createMessage``; ``messages`` may be plain strings (user text)."""
+        messages = [{"role": "user", "content": {"type": "text", "text": m}} if isinstance(m, str) else m
+                    for m in messages]
+        return await self.send_request("sampling/createMessage",
+                                       {"messages": messages, "maxTokens": max_tokens, **params}, "sampling")
+
+    async def elicit(self, message: str, requested_schema: dict) -> dict:
+        """``elicitation/create`` (form mode); returns ``{"action": ..., "content": ...}``."""
+        return await self.send_request("elicitation/create",
+                                       {"message": message, "requestedSchema": requested_schema}, "elicitation")
+
+    async def list_roots(self) -> list:
+        result = await self.send_request("roots/list", {}, "roots")
+        return result.get("roots", [])
+
+    async def close_stream(self, retry_ms: Optional[int] = None) -> None:
+        """Close this call's SSE connection now; the client resumes with GET + Last-Event-ID.
+
+        "the server MAY close the connection (without terminating the SSE stream) at any time"
+        -- spec 2025-11-25 basic/transports (SEP-1699 polling)."""
+        await self._channel.close_stream(retry_ms)
+
+
+def _sync(method_name):
+    async_method = getattr(Context, method_name)
+
+    def method(self, *args, **kwargs):
+        return async_to_sync(async_method)(self, *args, **kwargs)
+    method.__name__ = method_name
+    method.__doc__ = async_method.__doc__
+    return method
+
+
+class SyncContext(Context):
+    """The same API for sync tools, which run in a worker thread."""
+
+    for _name in ("report_progress", "log", "debug", "info", "warning", "error", "send_request", "sample",
+                  "elicit", "list_roots", "close_stream"):
+        locals()[_name] = _sync(_name)
+    del _name

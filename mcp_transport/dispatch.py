@@ -1,0 +1,293 @@
+"""MCP methods: JSON-RPC request in, result out. No HTTP, no streams.
+
+``dispatch(request, call)`` runs one request for an open session and returns its result, or
+raises a ``ProtocolError`` that the shell turns into a JSON-RPC error. ``call`` gives what a
+handler may need: the session, the user and, for tools, the channel that reaches the client.
+"""
+import base64
+import binascii
+import inspect
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import SyncToAsync
+from django.db import close_old_connections
+
+from . import __version__, sessions
+from .conf import get_config
+from .content import error_result
+from .context import LOG_LEVELS, ClientCapabilityError, Context, SyncContext, ToolCancelled
+from .protocol.errors import InvalidParams, MethodNotFound, ResourceNotFound
+from .protocol.jsonrpc import Request
+from .registry import ArgumentError, ToolError, registry
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Call:
+    """One request being served."""
+
+    session: sessions.SessionRecord
+    user: Any = None
+    #: Reaches the client while the request runs (notify, request, close_stream, cancelled).
+    channel: Any = None
+
+
+def capabilities() -> dict:
+    """"Servers MUST ... declare" what they support; declare only what is registered."""
+    caps = {"logging": {}}
+    if registry.tools:
+        caps["tools"] = {"listChanged": True}
+    if registry.resources or registry.templates:
+        caps["resources"] = {"subscribe": True, "listChanged": True}
+    if registry.prompts:
+        caps["prompts"] = {"listChanged": True}
+    if registry.prompts or registry.templates:
+        caps["completions"] = {}
+    return caps
+
+
+def server_info() -> dict:
+    config = get_config()
+    info = {"name": config["SERVER_NAME"], "version": config["SERVER_VERSION"] or __version__}
+    if config["SERVER_TITLE"]:
+        info["title"] = config["SERVER_TITLE"]
+    return info
+
+
+def initialize_result(protocol_version: str) -> dict:
+    result = {"protocolVersion": protocol_version, "capabilities": capabilities(), "serverInfo": server_info()}
+    if get_config()["INSTRUCTIONS"]:
+        result["instructions"] = get_config()["INSTRUCTIONS"]
+    return result
+
+
+def may_send(request: Request) -> bool:
+    """Whether the handler can send messages before its result (then the reply must be SSE)."""
+    if request.method != "tools/call":
+        return False
+    spec = registry.tools.get(request.params.get("name"))
+    return spec is not None and spec.may_send
+
+
+# -- pagination ------------------------------------------------------------------------------
+# Cursors are opaque: base64 of the last name on the previous page. Items are sorted by name,
+# so a cursor stays valid while items come and go ("Provide stable cursors").
+
+def _encode_cursor(name: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"after": name}).encode()).decode()
+
+
+def _decode_cursor(cursor) -> str:
+    try:
+        after = json.loads(base64.urlsafe_b64decode(cursor.encode()))["after"]
+        if isinstance(after, str):
+            return after
+    except (AttributeError, ValueError, TypeError, KeyError, binascii.Error):
+        pass
+    # "Invalid cursors SHOULD result in an error with code -32602" -- server/utilities/pagination
+    raise InvalidParams("The cursor is not one this server issued.")
+
+
+def paginate(items: dict, params: dict, key: str) -> dict:
+    names = sorted(items)
+    cursor = params.get("cursor")
+    if cursor is not None:
+        after = _decode_cursor(cursor)
+        names = [name for name in names if name > after]
+    size = get_config()["PAGE_SIZE"]
+    page = {key: [items[name].describe() for name in names[:size]]}
+    if len(names) > size:
+        page["nextCursor"] = _encode_cursor(names[size - 1])
+    return page
+
+
+# -- handlers --------------------------------------------------------------------------------
+
+async def ping(params, call):
+    return {}
+
+
+async def tools_list(params, call):
+    return paginate(registry.tools, params, "tools")
+
+
+async def resources_list(params, call):
+    return paginate(registry.resources, params, "resources")
+
+
+async def resource_templates_list(params, call):
+    return paginate(registry.templates, params, "resourceTemplates")
+
+
+async def prompts_list(params, call):
+    return paginate(registry.prompts, params, "prompts")
+
+
+def _string_param(params, name):
+    value = params.get(name)
+    if not isinstance(value, str) or not value:
+        raise InvalidParams(f'"{name}" must be a non-empty string.')
+    return value
+
+
+def _object_param(params, name):
+    value = params.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidParams(f'"{name}" must be an object.')
+    return value
+
+
+async def run_sync_or_async(func, *args, **kwargs):
+    """Await an async function; run a sync one in a worker thread (it may use the ORM)."""
+    if inspect.iscoroutinefunction(func):
+        return await func(*args, **kwargs)
+    return await SyncToAsync(_with_fresh_connections(func), thread_sensitive=False)(*args, **kwargs)
+
+
+def _with_fresh_connections(func):
+    def run(*args, **kwargs):
+        close_old_connections()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            close_old_connections()
+    return run
+
+
+async def tools_call(params, call):
+    name = _string_param(params, "name")
+    spec = registry.tools.get(name)
+    if spec is None:
+        # "Unknown tools" are protocol errors -- spec 2025-11-25 server/tools (Error Handling)
+        raise InvalidParams(f"Unknown tool: {name}.")
+    try:
+        kwargs = spec.bind(_object_param(params, "arguments"))
+    except ArgumentError as exc:
+        return error_result(str(exc))
+    if spec.context_param:
+        kwargs[spec.context_param] = make_context(spec, params, call)
+    return await _run_tool(spec, kwargs)
+
+
+def make_context(spec, params, call):
+    meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+    context_class = Context if spec.is_async else SyncContext
+    return context_class(channel=call.channel, session_id=call.session.id, request_id=call.channel.request_id,
+                         progress_token=meta.get("progressToken"), user=call.user,
+                         client_capabilities=call.session.client_capabilities, log_level=call.session.log_level)
+
+
+async def _run_tool(spec, kwargs):
+    try:
+        value = await run_sync_or_async(spec.func, **kwargs)
+    except (ToolError, ClientCapabilityError) as exc:
+        return error_result(str(exc))
+    except ToolCancelled:
+        raise
+    except Exception as exc:
+        logger.exception("tool %s raised", spec.name)
+        return error_result(f"Tool {spec.name} failed: {type(exc).__name__}.")
+    return spec.to_result(value)
+
+
+async def resources_read(params, call):
+    uri = _string_param(params, "uri")
+    spec, variables = registry.find_resource(uri)
+    if spec is None:
+        raise ResourceNotFound(f"Resource not found: {uri}.", data={"uri": uri})
+    value = await run_sync_or_async(spec.func, **variables)
+    return {"contents": spec.to_contents(uri, value)}
+
+
+async def resources_subscribe(params, call):
+    uri = _string_param(params, "uri")
+    from .notify import subscribe
+
+    await subscribe(call.session.id, uri)
+    return {}
+
+
+async def resources_unsubscribe(params, call):
+    uri = _string_param(params, "uri")
+    from .notify import unsubscribe
+
+    await unsubscribe(call.session.id, uri)
+    return {}
+
+
+async def prompts_get(params, call):
+    name = _string_param(params, "name")
+    spec = registry.prompts.get(name)
+    if spec is None:
+        raise InvalidParams(f"Unknown prompt: {name}.")
+    arguments = _object_param(params, "arguments")
+    missing = spec.missing_arguments(arguments)
+    if missing:
+        raise InvalidParams(f"Missing required arguments for prompt {name}: {', '.join(missing)}.")
+    known = {a["name"] for a in spec.arguments}
+    value = await run_sync_or_async(spec.func, **{k: v for k, v in arguments.items() if k in known})
+    return spec.to_result(value)
+
+
+async def completion_complete(params, call):
+    ref, argument = _object_param(params, "ref"), _object_param(params, "argument")
+    key = (ref.get("type"), ref.get("name") if ref.get("type") == "ref/prompt" else ref.get("uri"))
+    if key[0] not in ("ref/prompt", "ref/resource") or not isinstance(argument.get("name"), str):
+        raise InvalidParams("completion/complete needs a prompt or resource ref and an argument name.")
+    completer = registry.completers.get(key)
+    values = []
+    if completer is not None:
+        context_arguments = _object_param(_object_param(params, "context"), "arguments")
+        values = list(await run_sync_or_async(completer, argument["name"], str(argument.get("value", "")),
+                                               context_arguments))
+    # "values: An array of completion values. Must not exceed 100 items."
+    return {"completion": {"values": values[:100], "total": len(values), "hasMore": len(values) > 100}}
+
+
+async def logging_set_level(params, call):
+    level = params.get("level")
+    if level not in LOG_LEVELS:
+        raise InvalidParams(f"Unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}.")
+    await sessions.update(call.session, log_level=level)
+    return {}
+
+
+HANDLERS = {
+    "ping": ping,
+    "tools/list": tools_list,
+    "tools/call": tools_call,
+    "resources/list": resources_list,
+    "resources/templates/list": resource_templates_list,
+    "resources/read": resources_read,
+    "resources/subscribe": resources_subscribe,
+    "resources/unsubscribe": resources_unsubscribe,
+    "prompts/list": prompts_list,
+    "prompts/get": prompts_get,
+    "completion/complete": completion_complete,
+    "logging/setLevel": logging_set_level,
+}
+
+#: The capability each method belongs to: "methods of features we did not declare return -32601".
+_METHOD_CAPABILITY = {"tools/": "tools", "resources/": "resources", "prompts/": "prompts",
+                      "completion/": "completions", "logging/": "logging"}
+
+
+def _declared(method: str) -> bool:
+    for prefix, capability in _METHOD_CAPABILITY.items():
+        if method.startswith(prefix):
+            return capability in capabilities()
+    return True
+
+
+async def dispatch(request: Request, call: Call) -> dict:
+    handler = HANDLERS.get(request.method)
+    if handler is None or not _declared(request.method):
+        raise MethodNotFound(f"Method not found: {request.method}.")
+    return await handler(request.params, call)
+

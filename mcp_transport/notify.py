@@ -1,0 +1,79 @@
+"""Server-initiated notifications: they go on each session's standalone GET stream.
+
+"The server MAY send JSON-RPC requests and notifications on the stream. These messages SHOULD
+be unrelated to any concurrently-running JSON-RPC request." -- spec 2025-11-25 basic/transports
+
+Call the sync functions from Django code or Celery tasks, the async ones from async code:
+
+    from mcp_transport.notify import resource_updated_sync, list_changed_sync
+    resource_updated_sync("file:///reports/today.csv")
+    list_changed_sync("tools")
+"""
+from datetime import timedelta
+
+from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
+from django.utils import timezone
+
+from .conf import get_config
+from .connections import async_redis, keys
+from .models import McpSession
+from .protocol.ids import GET_STREAM
+from .protocol.jsonrpc import notification_message
+from .protocol.session import SessionState
+from .storage import get_event_store
+
+LIST_KINDS = ("tools", "resources", "prompts")
+
+
+async def subscribe(session_id: str, uri: str) -> None:
+    names = keys()
+    async with async_redis().pipeline(transaction=False) as pipe:
+        pipe.sadd(names.subscriptions(session_id), uri)
+        pipe.sadd(names.uri_subscribers(uri), session_id)
+        await pipe.execute()
+
+
+async def unsubscribe(session_id: str, uri: str) -> None:
+    names = keys()
+    async with async_redis().pipeline(transaction=False) as pipe:
+        pipe.srem(names.subscriptions(session_id), uri)
+        pipe.srem(names.uri_subscribers(uri), session_id)
+        await pipe.execute()
+
+
+async def resource_updated(uri: str) -> int:
+    """Send notifications/resources/updated to every session subscribed to ``uri``."""
+    names = keys()
+    client = async_redis()
+    message = notification_message("notifications/resources/updated", {"uri": uri})
+    sent = 0
+    for session_id in await client.smembers(names.uri_subscribers(uri)):
+        if await client.exists(names.session(session_id)):
+            await get_event_store().append(session_id, GET_STREAM, message)
+            sent += 1
+        else:
+            await client.srem(names.uri_subscribers(uri), session_id)
+    return sent
+
+
+@database_sync_to_async
+def _open_session_ids():
+    idle = timedelta(seconds=get_config()["SESSION_IDLE_TIMEOUT"])
+    return list(McpSession.objects.exclude(state=SessionState.CLOSED.value)
+                .filter(last_seen_at__gte=timezone.now() - idle).values_list("id", flat=True))
+
+
+async def list_changed(kind: str) -> int:
+    """Send notifications/{kind}/list_changed to every open session."""
+    if kind not in LIST_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(LIST_KINDS)}")
+    message = notification_message(f"notifications/{kind}/list_changed")
+    session_ids = await _open_session_ids()
+    for session_id in session_ids:
+        await get_event_store().append(session_id, GET_STREAM, message)
+    return len(session_ids)
+
+
+resource_updated_sync = async_to_sync(resource_updated)
+list_changed_sync = async_to_sync(list_changed)

@@ -1,0 +1,89 @@
+"""Errors of the protocol core, each carrying its JSON-RPC code and HTTP status.
+
+Tree::
+
+    ProtocolError                  code, http_status, message, data
+    ├── RemoteProtocolError        the client broke the protocol (400-class)
+    │   ├── ParseError             -32700, HTTP 400
+    │   ├── InvalidRequest         -32600, HTTP 400
+    │   ├── MethodNotFound         -32601, in-band (HTTP 200)
+    │   ├── InvalidParams          -32602, in-band (HTTP 200)
+    │   └── TransportError         -32600, HTTP 403/404/405/406/409/413/415/400
+    └── LocalProtocolError         we broke it: a bug (-32603)
+
+Parsing client input raises nothing but ``RemoteProtocolError`` (the h11 fuzz invariant);
+anything else escaping the core is a bug. The shell maps these to responses in one place.
+"""
+from enum import IntEnum
+
+
+class ErrorCode(IntEnum):
+    #: Invalid JSON was received.
+    PARSE_ERROR = -32700
+    #: The JSON sent is not a valid request object.
+    INVALID_REQUEST = -32600
+    #: The method does not exist or is not available.
+    METHOD_NOT_FOUND = -32601
+    #: Invalid method parameters (unknown tool, bad cursor, bad log level).
+    INVALID_PARAMS = -32602
+    #: Internal JSON-RPC error.
+    INTERNAL_ERROR = -32603
+    #: Resource not found (spec 2025-11-25 server/resources).
+    RESOURCE_NOT_FOUND = -32002
+
+
+class ProtocolError(Exception):
+    code = ErrorCode.INTERNAL_ERROR
+    #: HTTP status of the reply; 200 means the error goes in-band as a JSON-RPC error.
+    http_status = 500
+
+    def __init__(self, message, *, code=None, http_status=None, data=None, headers=()):
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        if http_status is not None:
+            self.http_status = http_status
+        self.data = data
+        #: Extra response headers as (name, value) str pairs, e.g. ``Allow`` for a 405.
+        self.headers = tuple(headers)
+
+
+class RemoteProtocolError(ProtocolError):
+    """The client sent something the protocol does not allow."""
+
+    code = ErrorCode.INVALID_REQUEST
+    http_status = 400
+
+
+class LocalProtocolError(ProtocolError):
+    """We tried to do something the protocol does not allow: a bug."""
+
+
+class ParseError(RemoteProtocolError):
+    code = ErrorCode.PARSE_ERROR
+
+
+class InvalidRequest(RemoteProtocolError):
+    code = ErrorCode.INVALID_REQUEST
+
+
+class MethodNotFound(RemoteProtocolError):
+    code = ErrorCode.METHOD_NOT_FOUND
+    http_status = 200
+
+
+class InvalidParams(RemoteProtocolError):
+    code = ErrorCode.INVALID_PARAMS
+    http_status = 200
+
+
+class ResourceNotFound(RemoteProtocolError):
+    code = ErrorCode.RESOURCE_NOT_FOUND
+    http_status = 200
+
+
+class TransportError(RemoteProtocolError):
+    """An HTTP-level rejection; the body is a JSON-RPC error without an id."""
+
+    code = ErrorCode.INVALID_REQUEST

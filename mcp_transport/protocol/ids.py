@@ -1,0 +1,59 @@
+"""Session ids, stream keys and SSE event ids: the only place they are built or parsed.
+
+"The session ID SHOULD be globally unique and cryptographically secure ... MUST only contain
+visible ASCII characters (ranging from 0x21 to 0x7E)." -- spec 2025-11-25 basic/transports
+
+"Event IDs SHOULD encode sufficient information to identify the originating stream"
+-- spec 2025-11-25 basic/transports. An event id is ``<stream key>.<position>``. The stream key
+is ``g`` for the session's GET stream or 16 random hex digits for a POST stream (never derived
+from the client's request id, which a client chooses). The session is *not* in the id: a stream
+is looked up inside the session presenting the id, so another session's id finds nothing.
+"""
+import re
+import secrets
+from dataclasses import dataclass
+
+from .errors import InvalidRequest
+
+#: Stream key of a session's standalone GET stream.
+GET_STREAM = "g"
+
+_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{22,128}")
+# [0-9], not \d: \d also matches non-ASCII digits such as "١".
+_EVENT_ID = re.compile(r"(g|[0-9a-f]{16})\.([0-9]{1,20}-[0-9]{1,20})")
+
+
+def new_session_id() -> str:
+    """192 random bits in base64url: 32 characters of [A-Za-z0-9_-]."""
+    return secrets.token_urlsafe(24)
+
+
+def is_session_id(value: str) -> bool:
+    return bool(_SESSION_ID.fullmatch(value))
+
+
+def new_stream_key() -> str:
+    """64 random bits, so a stream cannot be guessed from anything the client sent."""
+    return secrets.token_hex(8)
+
+
+@dataclass(frozen=True)
+class EventId:
+    stream: str
+    #: Position inside the stream: ``<int>-<int>``, ordered like Redis stream entry ids.
+    position: str
+
+    def __str__(self):
+        return f"{self.stream}.{self.position}"
+
+    @property
+    def sort_key(self):
+        major, minor = self.position.split("-")
+        return int(major), int(minor)
+
+    @classmethod
+    def parse(cls, value: str) -> "EventId":
+        match = _EVENT_ID.fullmatch(value.strip())
+        if match is None:
+            raise InvalidRequest("Last-Event-ID is not an event id this server issued.")
+        return cls(match.group(1), match.group(2))

@@ -1,0 +1,12 @@
+"""``mcp_path()``: the one route a project adds to its ASGI router.
+
+    application = ProtocolTypeRouter({"http": URLRouter([mcp_path("mcp"), re_path(r"", django_asgi_app)])})
+"""
+from django.urls import path
+
+from .consumers import McpHttpConsumer
+
+
+def mcp_path(route: str = "mcp"):
+    """The endpoint at exactly ``/<route>``: no trailing-slash redirect, no CSRF."""
+    return path(route, McpHttpConsumer.as_asgi())

@@ -1,0 +1,133 @@
+"""Sessions: a Django model row (the durable record) cached in Redis (the live copy).
+
+Any web process serves any session. The Redis key expires after SESSION_IDLE_TIMEOUT without
+a request (every request refreshes it with GETEX), which is how idle sessions expire. When the
+key is missing but the row is open and recent (Redis was flushed or restarted), the row
+refills it; otherwise the session is expired and its requests get 404:
+"The server MAY terminate the session at any time, after which it MUST respond to requests
+containing that session ID with HTTP 404 Not Found." -- spec 2025-11-25 basic/transports
+"""
+import asyncio
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from typing import Optional
+
+from channels.db import database_sync_to_async
+from django.utils import timezone
+
+from .conf import get_config
+from .connections import async_redis, keys
+from .models import McpSession
+from .protocol.session import SessionState
+
+#: Seconds between writes of ``last_seen_at`` to the database for one session.
+LAST_SEEN_WRITE_INTERVAL = 60
+
+
+@dataclass
+class SessionRecord:
+    id: str
+    protocol_version: str
+    state: str = SessionState.INITIALIZING.value
+    client_info: dict = field(default_factory=dict)
+    client_capabilities: dict = field(default_factory=dict)
+    log_level: str = "info"
+    user_id: Optional[int] = None
+    #: Unix time of the last database write of last_seen_at (not stored in the row).
+    seen_written: float = 0.0
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, raw: str) -> "SessionRecord":
+        return cls(**json.loads(raw))
+
+    @classmethod
+    def from_row(cls, row: McpSession) -> "SessionRecord":
+        return cls(id=row.id, protocol_version=row.protocol_version, state=row.state, client_info=row.client_info,
+                   client_capabilities=row.client_capabilities, log_level=row.log_level, user_id=row.user_id,
+                   seen_written=row.last_seen_at.timestamp())
+
+
+def _idle_timeout() -> int:
+    return get_config()["SESSION_IDLE_TIMEOUT"]
+
+
+async def _cache(record: SessionRecord) -> None:
+    await async_redis().set(keys().session(record.id), record.to_json(), ex=_idle_timeout())
+
+
+async def create(record: SessionRecord) -> None:
+    now = timezone.now()
+    record.seen_written = now.timestamp()
+    await _insert_row(record, now)
+    await _cache(record)
+
+
+@database_sync_to_async
+def _insert_row(record, now):
+    info = record.client_info
+    McpSession.objects.create(
+        id=record.id, user_id=record.user_id, state=record.state, protocol_version=record.protocol_version,
+        client_name=str(info.get("name", ""))[:200], client_version=str(info.get("version", ""))[:100],
+        client_info=info, client_capabilities=record.client_capabilities, log_level=record.log_level,
+        last_seen_at=now)
+
+
+async def load(session_id: str) -> Optional[SessionRecord]:
+    """The open session with this id, refreshing its idle timer; None if unknown or closed."""
+    raw = await async_redis().getex(keys().session(session_id), ex=_idle_timeout())
+    if raw is not None:
+        record = SessionRecord.from_json(raw)
+        if time.time() - record.seen_written > LAST_SEEN_WRITE_INTERVAL:
+            await _touch(record)
+        return record
+    return await _load_from_database(session_id)
+
+
+async def _touch(record):
+    record.seen_written = time.time()
+    await _cache(record)
+    await database_sync_to_async(McpSession.objects.filter(pk=record.id).update)(last_seen_at=timezone.now())
+
+
+async def _load_from_database(session_id):
+    row = await database_sync_to_async(McpSession.objects.filter(pk=session_id).first)()
+    if row is None or not row.is_open:
+        return None
+    if timezone.now() - row.last_seen_at > timedelta(seconds=_idle_timeout()):
+        await _close_row(session_id, "expired")
+        return None
+    record = SessionRecord.from_row(row)
+    await _cache(record)  # Redis lost it (flush or restart); the row is authoritative
+    return record
+
+
+async def update(record: SessionRecord, **changes) -> None:
+    """Change fields of the live copy and the row."""
+    for name, value in changes.items():
+        setattr(record, name, value)
+    await _cache(record)
+    await database_sync_to_async(McpSession.objects.filter(pk=record.id).update)(**changes)
+
+
+async def close(session_id: str, reason: str) -> None:
+    """Close the session everywhere: row, live copy, streams; open streams are told to end."""
+    from .storage import get_event_store
+
+    names = keys()
+    await _close_row(session_id, reason)
+    client = async_redis()
+    await client.delete(names.session(session_id), names.get_stream_lock(session_id),
+                        names.outbound_ids(session_id), names.subscriptions(session_id))
+    await client.publish(names.session_bell(session_id), "closed")
+    await asyncio.shield(get_event_store().delete_session(session_id))
+
+
+@database_sync_to_async
+def _close_row(session_id, reason):
+    McpSession.objects.filter(pk=session_id).exclude(state=SessionState.CLOSED.value).update(
+        state=SessionState.CLOSED.value, closed_at=timezone.now(), closed_reason=reason)

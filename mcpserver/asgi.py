@@ -1,0 +1,16 @@
+"""ASGI entry point: /mcp goes to the MCP consumer, everything else to Django."""
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mcpserver.settings")
+django_asgi_app = get_asgi_application()  # sets Django up before the app's modules import models
+
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.urls import re_path  # noqa: E402
+
+from mcp_transport.routing import mcp_path  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {"http": URLRouter([mcp_path("mcp"), re_path(r"", django_asgi_app)])}
+)
