@@ -94,6 +94,7 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 MCP_TRANSPORT = {
     "ALLOWED_ORIGINS": _env_list("MCP_ALLOWED_ORIGINS"),
+    "KEY_PREFIX": os.environ.get("MCP_KEY_PREFIX", "mcp"),
     "SERVER_NAME": "django-mcp-transport-example",
 }
 

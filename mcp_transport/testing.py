@@ -1,0 +1,222 @@
+"""Test helpers shipped with the app (as channels.testing and rest_framework.test are).
+
+``LiveServer`` runs a real daphne process on a free port; ``HttpClient`` speaks raw HTTP to it
+(stdlib only), including reading SSE streams event by event, so tests see exact status codes,
+headers and frames.
+
+    server = LiveServer(env={"REDIS_URL": ...}).start()
+    client = HttpClient(server.url)
+    client.initialize()
+    reply = client.call("tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+"""
+import http.client
+import itertools
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from .protocol.sse import SseDecoder
+
+LATEST = "2025-11-25"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class LiveServer:
+    """``daphne -b 127.0.0.1 -p PORT <application>`` as a child process."""
+
+    def __init__(self, application="mcpserver.asgi:application", env=None, cwd=None, path="/mcp"):
+        self.application, self.path = application, path
+        self.env = {**os.environ, **(env or {})}
+        self.cwd = cwd
+        self.port = None
+        self.process = None
+        self.log_file = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}{self.path}"
+
+    def start(self, timeout=30.0) -> "LiveServer":
+        self.port = free_port()
+        daphne = Path(sys.executable).with_name("daphne")
+        self.log_file = tempfile.NamedTemporaryFile(prefix="daphne-", suffix=".log", delete=False)
+        self.process = subprocess.Popen(
+            [str(daphne), "-v", "1", "-b", "127.0.0.1", "-p", str(self.port), self.application],
+            env=self.env, cwd=self.cwd, stdout=self.log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        self._wait_until_listening(timeout)
+        return self
+
+    def _wait_until_listening(self, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"daphne exited with {self.process.returncode}:\n{self.log()}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"daphne did not listen within {timeout}s:\n{self.log()}")
+
+    def log(self) -> str:
+        return Path(self.log_file.name).read_text(errors="replace") if self.log_file else ""
+
+    def kill(self) -> None:
+        """SIGKILL: the process gets no chance to clean up (a crash)."""
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        if self.log_file:
+            self.log_file.close()
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict
+    body: bytes
+
+    @property
+    def json(self):
+        return json.loads(self.body)
+
+    @property
+    def content_type(self):
+        return self.headers.get("content-type", "").split(";")[0]
+
+
+class SseStream:
+    """An open SSE response, read event by event."""
+
+    def __init__(self, connection, response):
+        self.connection, self.response = connection, response
+        self.status = response.status
+        self.headers = {k.lower(): v for k, v in response.getheaders()}
+        self.decoder = SseDecoder()
+        self._pending = []
+        self.raw = b""
+        self.closed_by_server = False
+
+    def next_event(self, timeout=10.0):
+        """The next event, or None when the server ended the stream."""
+        self.connection.sock.settimeout(timeout)
+        while not self._pending:
+            chunk = self.response.read1(65536)
+            if not chunk:
+                self.closed_by_server = True
+                return None
+            self.raw += chunk
+            self._pending.extend(self.decoder.feed(chunk))
+        return self._pending.pop(0)
+
+    def events(self, timeout=10.0):
+        """All events until the server ends the stream."""
+        collected = []
+        while (event := self.next_event(timeout)) is not None:
+            collected.append(event)
+        return collected
+
+    def messages(self, timeout=10.0):
+        return [json.loads(e.data) for e in self.events(timeout) if e.data]
+
+    def close(self):
+        """Drop the TCP connection, as a client whose network went away."""
+        try:
+            self.connection.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.connection.close()
+
+
+class HttpClient:
+    """A minimal MCP client over raw HTTP: one connection per request, like a fresh client."""
+
+    def __init__(self, url, protocol_version=LATEST):
+        parts = urlsplit(url)
+        self.host, self.port, self.path = parts.hostname, parts.port, parts.path
+        self.protocol_version = protocol_version
+        self.session_id = None
+        self._ids = itertools.count(1)
+
+    def headers(self, extra=None, session=True):
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        if session and self.session_id:
+            headers["Mcp-Session-Id"] = self.session_id
+            headers["MCP-Protocol-Version"] = self.protocol_version
+        headers.update(extra or {})
+        return {k: v for k, v in headers.items() if v is not None}
+
+    def _send(self, method, body, headers, timeout):
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+        connection.request(method, self.path, body=body, headers=headers)
+        return connection, connection.getresponse()
+
+    def request(self, method, body=None, headers=None, session=True, timeout=30.0) -> Reply:
+        connection, response = self._send(method, body, self.headers(headers, session), timeout)
+        try:
+            return Reply(response.status, {k.lower(): v for k, v in response.getheaders()}, response.read())
+        finally:
+            connection.close()
+
+    def stream(self, method, body=None, headers=None, session=True, timeout=30.0) -> SseStream:
+        connection, response = self._send(method, body, self.headers(headers, session), timeout)
+        return SseStream(connection, response)
+
+    def message(self, method, params=None, request_id=None):
+        message = {"jsonrpc": "2.0", "method": method}
+        if request_id is not False:
+            message["id"] = next(self._ids) if request_id is None else request_id
+        if params is not None:
+            message["params"] = params
+        return message
+
+    def initialize(self, version=None, capabilities=None, initialized=True) -> Reply:
+        params = {"protocolVersion": version or self.protocol_version, "capabilities": capabilities or {},
+                  "clientInfo": {"name": "mcp-transport-tests", "version": "0"}}
+        reply = self.request("POST", self.message("initialize", params), session=False)
+        assert reply.status == 200, (reply.status, reply.body)
+        self.session_id = reply.headers["mcp-session-id"]
+        self.protocol_version = reply.json["result"]["protocolVersion"]
+        if initialized:
+            notified = self.request("POST", self.message("notifications/initialized", request_id=False))
+            assert notified.status == 202, (notified.status, notified.body)
+        return reply
+
+    def call(self, method, params=None, headers=None) -> dict:
+        """A request answered with JSON or SSE; returns the JSON-RPC response message."""
+        message = self.message(method, params)
+        stream = self.stream("POST", message, headers)
+        if stream.headers.get("content-type", "").startswith("text/event-stream"):
+            responses = [m for m in stream.messages() if m.get("id") == message["id"] and "method" not in m]
+            assert len(responses) == 1, responses
+            return responses[0]
+        body = stream.response.read()
+        stream.connection.close()
+        assert stream.status == 200, (stream.status, body)
+        return json.loads(body)
+
+    def delete(self) -> Reply:
+        return self.request("DELETE")

@@ -1,0 +1,81 @@
+"""Fixtures shared by the whole suite.
+
+Redis and the database are real: ``REDIS_URL`` and ``DATABASE_URL`` when set (CI), otherwise an
+embedded redis-server started here and a SQLite file. Integration tests run daphne processes
+(``mcp_server``, ``second_server``) that share this Redis and database with each other.
+"""
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+if not os.environ.get("REDIS_URL"):
+    from mcpserver.embedded_redis import EmbeddedRedis
+
+    _embedded_redis = EmbeddedRedis().start()  # stopped at exit (atexit)
+    os.environ["REDIS_URL"] = _embedded_redis.url
+
+# Keys of this run never collide with another run's, or with `make run` on the same Redis.
+os.environ.setdefault("MCP_KEY_PREFIX", f"mcptest{secrets.token_hex(3)}")
+
+from django.conf import settings  # noqa: E402  (after REDIS_URL is known)
+
+settings.CACHES["default"]["LOCATION"] = os.environ["REDIS_URL"]
+
+
+@pytest.fixture(scope="session")
+def server_env(tmp_path_factory):
+    """Environment of every server process: the same Redis, database and key prefix."""
+    env = {"REDIS_URL": os.environ["REDIS_URL"], "MCP_KEY_PREFIX": os.environ["MCP_KEY_PREFIX"],
+           "DJANGO_SETTINGS_MODULE": "mcpserver.settings", "PYTHONPATH": str(ROOT)}
+    env["DATABASE_URL"] = os.environ.get("DATABASE_URL") or \
+        f"sqlite:///{tmp_path_factory.mktemp('db') / 'integration.sqlite3'}"
+    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+                   cwd=ROOT, env={**os.environ, **env}, check=True)
+    return env
+
+
+@pytest.fixture(scope="session")
+def start_server(server_env):
+    """Start another daphne process: ``start_server(**extra_env)``; all stop at the end."""
+    from mcp_transport.testing import LiveServer
+
+    servers = []
+
+    def start(**extra_env):
+        server = LiveServer(env={**server_env, **extra_env}, cwd=ROOT).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def mcp_server(start_server):
+    return start_server()
+
+
+@pytest.fixture(scope="session")
+def second_server(start_server):
+    return start_server()
+
+
+@pytest.fixture
+def client(mcp_server):
+    from mcp_transport.testing import HttpClient
+
+    return HttpClient(mcp_server.url)
+
+
+@pytest.fixture
+def session(client):
+    """A client with an initialized 2025-11-25 session."""
+    client.initialize()
+    return client
