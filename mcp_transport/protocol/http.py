@@ -47,11 +47,16 @@ def check_origin(origin: Optional[str], allowed: Iterable[str], allow_loopback: 
         return
     # Read once (a generator would be used up by the first "in") and never as one string
     # (where "in" would be a substring test).
-    allowed = frozenset((allowed,) if isinstance(allowed, str) else allowed)
-    origin = origin.strip().rstrip("/")
+    allowed = frozenset(_normal_origin(a) for a in ((allowed,) if isinstance(allowed, str) else allowed))
+    origin = _normal_origin(origin)
     if "*" in allowed or origin in allowed or (allow_loopback and is_loopback_origin(origin)):
         return
     raise TransportError(f"Origin {origin!r} is not allowed.", http_status=403)
+
+
+def _normal_origin(origin: str) -> str:
+    # Scheme and host are case-insensitive (RFC 6454 serialises them in lower case).
+    return origin.strip().rstrip("/").lower()
 
 
 def check_content_type(content_type: Optional[str]) -> None:

@@ -66,6 +66,8 @@ class SseDecoder:
         self._reset_event()
         # NOTE: as the SSE spec says, the last event id is not reset between events.
         self.last_event_id = ""
+        #: The latest reconnection time in ms, also from blocks that dispatch no event.
+        self.retry = None
 
     def _reset_event(self):
         self._data = []
@@ -114,7 +116,7 @@ class SseDecoder:
         elif name == "id" and "\x00" not in value:
             self.last_event_id = value
         elif name == "retry" and value.isascii() and value.isdigit():
-            self._retry = int(value)
+            self._retry = self.retry = int(value)
         return None
 
     def _dispatch(self):

@@ -192,6 +192,13 @@ def test_invalid_request(obj):
     assert not isinstance(info.value, ParseError)
 
 
+@pytest.mark.parametrize("raw", [b"[]", b'[{"jsonrpc":"2.0","id":1,"method":"ping"}]'])
+def test_batch_error_says_batches_are_unsupported(raw):
+    # Batches get their own message, so a 2025-03-26-era client learns why it was refused.
+    with pytest.raises(InvalidRequest, match="(?i)batch"):
+        jsonrpc.parse(raw)
+
+
 @pytest.mark.parametrize("raw, exc_type", [
     (b"[]", InvalidRequest),
     (b"[", ParseError),
