@@ -95,6 +95,7 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 MCP_TRANSPORT = {
     "ALLOWED_ORIGINS": _env_list("MCP_ALLOWED_ORIGINS"),
     "KEY_PREFIX": os.environ.get("MCP_KEY_PREFIX", "mcp"),
+    "SESSION_IDLE_TIMEOUT": int(os.environ.get("MCP_SESSION_IDLE_TIMEOUT", "1800")),
     "SERVER_NAME": "django-mcp-transport-example",
 }
 
