@@ -16,6 +16,7 @@ import redis
 from channels.consumer import AsyncConsumer
 from channels.exceptions import StopConsumer
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
 from django.http.request import split_domain_port, validate_host
 
 from . import sessions, streams
@@ -111,12 +112,13 @@ class McpHttpConsumer(AsyncConsumer):
 
     @property
     def user(self):
-        return self.scope.get("user")
+        """The Django user an auth middleware put in the scope; AnonymousUser without one."""
+        return self.scope.get("user") or AnonymousUser()
 
     @property
     def user_id(self):
         user = self.user
-        return user.pk if user is not None and user.is_authenticated else None
+        return user.pk if user.is_authenticated else None
 
     # -- POST ------------------------------------------------------------------------------
 

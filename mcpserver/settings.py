@@ -7,8 +7,11 @@ and CI:
   (``make run``/``make test`` start an embedded one when it is unset).
 - ``DATABASE_URL``: any URL dj-database-url understands; SQLite in the project folder otherwise.
 - ``DJANGO_DEBUG``, ``DJANGO_SECRET_KEY``, ``DJANGO_ALLOWED_HOSTS`` (comma separated),
-  ``MCP_ALLOWED_ORIGINS`` (comma separated, added to the loopback origins).
+  ``MCP_ALLOWED_ORIGINS`` (comma separated, added to the loopback origins),
+  ``MCP_SESSION_IDLE_TIMEOUT`` (seconds), ``MCP_KEY_PREFIX`` (Redis keys), and
+  ``MCP_TRANSPORT_JSON`` (any other MCP_TRANSPORT keys, as a JSON object).
 """
+import json
 import os
 from pathlib import Path
 
@@ -98,6 +101,8 @@ MCP_TRANSPORT = {
     "SESSION_IDLE_TIMEOUT": int(os.environ.get("MCP_SESSION_IDLE_TIMEOUT", "1800")),
     "SERVER_NAME": "django-mcp-transport-example",
 }
+# Any other key, as JSON (deployments and tests): MCP_TRANSPORT_JSON='{"SSE_RETRY_MS": null}'
+MCP_TRANSPORT.update(json.loads(os.environ.get("MCP_TRANSPORT_JSON") or "{}"))
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -25,7 +25,9 @@ os.environ.setdefault("MCP_KEY_PREFIX", f"mcptest{secrets.token_hex(3)}")
 
 from django.conf import settings  # noqa: E402  (after REDIS_URL is known)
 
+# pytest-django imported the settings before this file ran: align them with the servers'.
 settings.CACHES["default"]["LOCATION"] = os.environ["REDIS_URL"]
+settings.MCP_TRANSPORT["KEY_PREFIX"] = os.environ["MCP_KEY_PREFIX"]
 
 
 @pytest.fixture(scope="session")
