@@ -11,7 +11,7 @@ _EXPORTS = {
     "tool": "registry", "resource": "registry", "prompt": "registry", "completion": "registry",
     "registry": "registry", "ToolError": "registry",
     "Context": "context", "SyncContext": "context", "ToolCancelled": "context",
-    "ClientCapabilityError": "context",
+    "ClientCapabilityError": "context", "ClientRequestError": "context",
     "ToolResult": "content",
 }
 

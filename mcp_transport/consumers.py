@@ -70,6 +70,9 @@ class McpHttpConsumer(AsyncConsumer):
         except redis.RedisError:
             logger.exception("Redis is unreachable")
             await self.send_error(ProtocolError("The session store is unavailable.", http_status=503))
+        except Exception:
+            logger.exception("the MCP endpoint failed")
+            await self.send_error(ProtocolError("Internal error.", http_status=500))
         if not self.tasks:
             raise StopConsumer()
 
@@ -152,7 +155,19 @@ class McpHttpConsumer(AsyncConsumer):
             log_level=get_config()["DEFAULT_LOG_LEVEL"])
         await sessions.create(session)
         reply = jsonrpc.result_message(request.id, initialize_result(version))
-        await self.send_json(200, reply, [(b"mcp-session-id", session.id.encode())])
+        if not self.wants_sse():
+            return await self.send_json(200, reply, [(b"mcp-session-id", session.id.encode())])
+        stream = streams.RequestStream(session.id, request.id, ids.new_stream_key())
+        writer = await self.start_sse(session.id)
+        await self.prime(writer, session, stream.stream_key)
+        stream.attach(writer)
+        await stream.emit(reply, final=True)
+
+    def wants_sse(self, may_send=False) -> bool:
+        """SSE when the client accepts it and the handler may send before its result, or the
+        client ranks SSE first or accepts nothing else."""
+        accept = self.accept
+        return accept.sse and (may_send or accept.prefers_sse or not accept.json)
 
     async def post_request(self, session, request):
         try:
@@ -162,8 +177,10 @@ class McpHttpConsumer(AsyncConsumer):
         if state.value != session.state:
             await sessions.update(session, state=state.value)
         call = Call(session=session, user=self.user)
-        if may_send(request) or not self.accept.json or self.accept.prefers_sse:
+        if self.wants_sse(may_send(request)):
             return await self.respond_sse(session, request, call)
+        # A JSON reply has nowhere to put messages sent before the result: they are dropped.
+        call.channel = streams.JsonReplyChannel(request.id)
         await self.send_json(200, await self.run_inline(request, call))
 
     async def run_inline(self, request, call):
@@ -178,7 +195,7 @@ class McpHttpConsumer(AsyncConsumer):
     async def respond_sse(self, session, request, call):
         stream = streams.RequestStream(session.id, request.id, ids.new_stream_key())
         call.channel = stream
-        writer = await self.start_sse()
+        writer = await self.start_sse(session.id)
         await self.prime(writer, session, stream.stream_key)
         stream.attach(writer)
         streams.start(stream, request, call)
@@ -216,7 +233,7 @@ class McpHttpConsumer(AsyncConsumer):
         except BaseException:
             await _release(subscription, lock)
             raise
-        writer = await self.start_sse()
+        writer = await self.start_sse(session.id)
         if event_id is None:
             position = await self.prime(writer, session, stream_key)
         else:
@@ -263,10 +280,8 @@ class McpHttpConsumer(AsyncConsumer):
             writer.push(b": open\n\n")  # the first body chunk is what flushes the headers
         return event_id.position
 
-    async def start_sse(self):
-        headers = list(SSE_HEADERS)
-        if "mcp-session-id" in self.headers:
-            headers.append((b"mcp-session-id", self.headers["mcp-session-id"].encode("latin-1")))
+    async def start_sse(self, session_id):
+        headers = [*SSE_HEADERS, (b"mcp-session-id", session_id.encode())]
         await self.send({"type": "http.response.start", "status": 200, "headers": headers})
         writer = streams.SseWriter(self.send)
         self.run_task(writer.run())

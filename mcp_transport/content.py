@@ -48,7 +48,8 @@ def resource_link(uri: str, name: str, **extra) -> dict:
 
 
 def is_content_block(value: Any) -> bool:
-    return isinstance(value, dict) and value.get("type") in CONTENT_TYPES
+    # isinstance first: a tool may return any dict, and {"type": [...]} is unhashable.
+    return isinstance(value, dict) and isinstance(value.get("type"), str) and value["type"] in CONTENT_TYPES
 
 
 @dataclass

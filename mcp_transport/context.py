@@ -24,6 +24,15 @@ class ClientCapabilityError(Exception):
     """The client did not declare the capability a request needs."""
 
 
+class ClientRequestError(Exception):
+    """The client answered a request (sampling, elicitation, roots) with an error, or not in time."""
+
+    def __init__(self, method, error):
+        message = error.get("message", error) if isinstance(error, dict) else error
+        super().__init__(f"The client answered {method} with an error: {message}")
+        self.error = error
+
+
 class Context:
     def __init__(self, *, channel, session_id: str, request_id, progress_token=None, user=None,
                  client_capabilities: Optional[dict] = None, log_level: str = "info"):

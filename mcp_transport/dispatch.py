@@ -18,7 +18,7 @@ from django.db import close_old_connections
 from . import __version__, sessions
 from .conf import get_config
 from .content import error_result
-from .context import LOG_LEVELS, ClientCapabilityError, Context, SyncContext, ToolCancelled
+from .context import LOG_LEVELS, ClientCapabilityError, ClientRequestError, Context, SyncContext, ToolCancelled
 from .protocol.errors import InvalidParams, MethodNotFound, ResourceNotFound
 from .protocol.jsonrpc import Request
 from .registry import ArgumentError, ToolError, registry
@@ -69,7 +69,8 @@ def may_send(request: Request) -> bool:
     """Whether the handler can send messages before its result (then the reply must be SSE)."""
     if request.method != "tools/call":
         return False
-    spec = registry.tools.get(request.params.get("name"))
+    name = request.params.get("name")
+    spec = registry.tools.get(name) if isinstance(name, str) else None  # a list is unhashable
     return spec is not None and spec.may_send
 
 
@@ -186,7 +187,7 @@ def make_context(spec, params, call):
 async def _run_tool(spec, kwargs):
     try:
         value = await run_sync_or_async(spec.func, **kwargs)
-    except (ToolError, ClientCapabilityError) as exc:
+    except (ToolError, ClientCapabilityError, ClientRequestError) as exc:
         return error_result(str(exc))
     except ToolCancelled:
         raise
@@ -238,7 +239,8 @@ async def prompts_get(params, call):
 async def completion_complete(params, call):
     ref, argument = _object_param(params, "ref"), _object_param(params, "argument")
     key = (ref.get("type"), ref.get("name") if ref.get("type") == "ref/prompt" else ref.get("uri"))
-    if key[0] not in ("ref/prompt", "ref/resource") or not isinstance(argument.get("name"), str):
+    if key[0] not in ("ref/prompt", "ref/resource") or not isinstance(key[1], str) \
+            or not isinstance(argument.get("name"), str):
         raise InvalidParams("completion/complete needs a prompt or resource ref and an argument name.")
     completer = registry.completers.get(key)
     values = []

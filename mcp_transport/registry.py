@@ -45,14 +45,22 @@ def parse_docstring(doc: Optional[str]) -> tuple:
     if not doc:
         return None, {}
     head, *sections = _ARGS_HEADING.split(inspect.cleandoc(doc), maxsplit=1)
-    params = {}
+    params, indent, last = {}, None, None
     for line in (sections[0] if sections else "").splitlines():
-        match = re.match(r"^\s+(\w+)(?:\s*\([^)]*\))?:\s*(.+)$", line)
-        if match:
-            params[match.group(1)] = match.group(2).strip()
-        elif line.strip() and not line.startswith((" ", "\t")):
+        if not line.strip():
+            continue
+        if not line.startswith((" ", "\t")):
             break  # the next section (Returns:, Raises:) starts at the left margin
-    return head.strip() or None, params
+        depth = len(line) - len(line.lstrip())
+        match = re.match(r"^(\w+)(?:\s*\([^)]*\))?:\s*(.*)$", line.strip())
+        if match and (indent is None or depth <= indent):
+            indent, last = depth, match.group(1)
+            params[last] = match.group(2).strip()
+        elif last is not None and depth > indent:
+            params[last] = f"{params[last]} {line.strip()}".strip()  # a continuation line
+        else:
+            last = None
+    return head.strip() or None, {name: text for name, text in params.items() if text}
 
 
 def _context_param(func, hints) -> Optional[str]:
@@ -69,7 +77,10 @@ def _arguments_model(name, func, hints, context_param, param_docs):
             continue
         annotation = hints.get(param.name, Any)
         default = ... if param.default is param.empty else param.default
-        described = pydantic.Field(default, description=param_docs.get(param.name))
+        # Only pass a description the docstring has: description=None would erase the one of an
+        # ``Annotated[..., Field(description=...)]``.
+        described = pydantic.Field(default, **({"description": param_docs[param.name]}
+                                               if param.name in param_docs else {}))
         fields[param.name] = (annotation, described)
     return pydantic.create_model(f"{name}Arguments", **fields)
 
@@ -294,6 +305,8 @@ def _user_message(text: str) -> dict:
 def _prompt_arguments(func, param_docs):
     arguments = []
     for param in inspect.signature(func).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
         argument = {"name": param.name, "required": param.default is param.empty}
         if param.name in param_docs:
             argument["description"] = param_docs[param.name]

@@ -16,7 +16,7 @@ import logging
 from .bell import doorbell
 from .conf import get_config
 from .connections import async_redis, keys
-from .context import ToolCancelled
+from .context import ClientCapabilityError, ClientRequestError, ToolCancelled
 from .dispatch import dispatch
 from .protocol import sse
 from .protocol.errors import ErrorCode, ProtocolError
@@ -121,13 +121,28 @@ class RequestStream:
         # "the sender SHOULD issue a cancellation notification for that request and stop
         # waiting for a response" -- spec 2025-11-25 basic/lifecycle (Timeouts)
         await self.notify("notifications/cancelled", {"requestId": outbound_id, "reason": "timed out"})
-        raise TimeoutError(f"The client did not answer {method} in time.")
+        raise ClientRequestError(method, {"code": ErrorCode.INTERNAL_ERROR, "message": "no answer in time"})
 
 
-class ClientRequestError(Exception):
-    def __init__(self, method, error):
-        super().__init__(f"The client answered {method} with an error: {error.get('message', error)}")
-        self.error = error
+class JsonReplyChannel:
+    """The channel of a request answered with plain JSON: nothing can precede the result.
+
+    Used only when the client does not accept SSE; progress and logs are dropped, and requests
+    to the client fail (the tool gets an error it can report)."""
+
+    cancelled = False
+
+    def __init__(self, request_id):
+        self.request_id = request_id
+
+    async def notify(self, method, params):
+        return None
+
+    async def request(self, method, params):
+        raise ClientCapabilityError(f"Cannot send {method}: the client accepts only a JSON reply.")
+
+    async def close_stream(self, retry_ms=None):
+        return None
 
 
 async def _wait_for_reply(client, reply_key, subscription):
