@@ -82,17 +82,20 @@ class Context:
             params["logger"] = logger_name
         await self._channel.notify("notifications/message", params)
 
+    # The helpers below call ``Context.log`` / ``Context.send_request`` rather than ``self.…``:
+    # on a SyncContext ``self.log`` is the blocking wrapper, which cannot run on the event loop.
+
     async def debug(self, data, logger_name=None):
-        await self.log("debug", data, logger_name)
+        await Context.log(self, "debug", data, logger_name)
 
     async def info(self, data, logger_name=None):
-        await self.log("info", data, logger_name)
+        await Context.log(self, "info", data, logger_name)
 
     async def warning(self, data, logger_name=None):
-        await self.log("warning", data, logger_name)
+        await Context.log(self, "warning", data, logger_name)
 
     async def error(self, data, logger_name=None):
-        await self.log("error", data, logger_name)
+        await Context.log(self, "error", data, logger_name)
 
     async def send_request(self, method: str, params: Optional[dict] = None,
                            capability: Optional[str] = None) -> dict:
@@ -109,16 +112,17 @@ class Context:
         """``sampling/createMessage``; ``messages`` may be plain strings (user text)."""
         messages = [{"role": "user", "content": {"type": "text", "text": m}} if isinstance(m, str) else m
                     for m in messages]
-        return await self.send_request("sampling/createMessage",
-                                       {"messages": messages, "maxTokens": max_tokens, **params}, "sampling")
+        return await Context.send_request(self, "sampling/createMessage",
+                                          {"messages": messages, "maxTokens": max_tokens, **params}, "sampling")
 
     async def elicit(self, message: str, requested_schema: dict) -> dict:
         """``elicitation/create`` (form mode); returns ``{"action": ..., "content": ...}``."""
-        return await self.send_request("elicitation/create",
-                                       {"message": message, "requestedSchema": requested_schema}, "elicitation")
+        return await Context.send_request(self, "elicitation/create",
+                                          {"message": message, "requestedSchema": requested_schema},
+                                          "elicitation")
 
     async def list_roots(self) -> list:
-        result = await self.send_request("roots/list", {}, "roots")
+        result = await Context.send_request(self, "roots/list", {}, "roots")
         return result.get("roots", [])
 
     async def close_stream(self, retry_ms: Optional[int] = None) -> None:

@@ -21,16 +21,20 @@ from .models import McpSession
 from .protocol.ids import GET_STREAM
 from .protocol.jsonrpc import notification_message
 from .protocol.session import SessionState
+from .sessions import side_key_ttl
 from .storage import get_event_store
 
 LIST_KINDS = ("tools", "resources", "prompts")
 
 
 async def subscribe(session_id: str, uri: str) -> None:
-    names = keys()
+    """Both sets live as long as the session is used (sessions renew them), then expire."""
+    names, ttl = keys(), side_key_ttl()
     async with async_redis().pipeline(transaction=False) as pipe:
         pipe.sadd(names.subscriptions(session_id), uri)
+        pipe.expire(names.subscriptions(session_id), ttl)
         pipe.sadd(names.uri_subscribers(uri), session_id)
+        pipe.expire(names.uri_subscribers(uri), ttl)
         await pipe.execute()
 
 

@@ -91,7 +91,24 @@ async def load(session_id: str) -> Optional[SessionRecord]:
 async def _touch(record):
     record.seen_written = time.time()
     await _cache(record)
+    await _extend_side_keys(record.id)
     await database_sync_to_async(McpSession.objects.filter(pk=record.id).update)(last_seen_at=timezone.now())
+
+
+def side_key_ttl() -> int:
+    """Lifetime of a session's other keys (subscriptions, outbound ids), renewed while it is used."""
+    return _idle_timeout() + LAST_SEEN_WRITE_INTERVAL * 2
+
+
+async def _extend_side_keys(session_id):
+    names, client, ttl = keys(), async_redis(), side_key_ttl()
+    uris = await client.smembers(names.subscriptions(session_id))
+    async with client.pipeline(transaction=False) as pipe:
+        pipe.expire(names.outbound_ids(session_id), ttl)
+        pipe.expire(names.subscriptions(session_id), ttl)
+        for uri in uris:
+            pipe.expire(names.uri_subscribers(uri), ttl)
+        await pipe.execute()
 
 
 async def _load_from_database(session_id):

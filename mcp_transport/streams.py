@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 
+from . import sessions
 from .bell import doorbell
 from .conf import get_config
 from .connections import async_redis, keys
@@ -105,7 +106,10 @@ class RequestStream:
         """Send a server-to-client request on this stream and wait for the reply, which may
         arrive as a POST at any process: it comes back through Redis (``deliver_reply``)."""
         client, names = async_redis(), keys()
-        outbound_id = await client.incr(names.outbound_ids(self.session_id))
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.incr(names.outbound_ids(self.session_id))
+            pipe.expire(names.outbound_ids(self.session_id), sessions.side_key_ttl())
+            outbound_id, _ = await pipe.execute()
         reply_key = names.reply(self.session_id, outbound_id)
         async with doorbell().listen(reply_key) as subscription:
             await self.emit(request_message(outbound_id, method, params))

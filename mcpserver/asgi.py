@@ -1,10 +1,13 @@
 """ASGI entry point: /mcp goes to the MCP consumer, everything else to Django."""
 import os
 
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mcpserver.settings")
-django_asgi_app = get_asgi_application()  # sets Django up before the app's modules import models
+# Sets Django up before the app's modules import models. Static files (the admin's CSS) are
+# served by daphne itself here; a deployment puts them behind nginx or WhiteNoise instead.
+django_asgi_app = ASGIStaticFilesHandler(get_asgi_application())
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
