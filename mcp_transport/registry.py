@@ -106,10 +106,10 @@ def _output_schema(hint):
     return wrapped, adapter, True
 
 
-def _error_text(exc: pydantic.ValidationError) -> str:
+def _error_text(exc: pydantic.ValidationError, whole: str = "arguments") -> str:
     parts = []
     for error in exc.errors(include_url=False):
-        where = ".".join(str(p) for p in error["loc"]) or "arguments"
+        where = ".".join(str(p) for p in error["loc"]) or whole
         parts.append(f"{where}: {error['msg']}")
     return "; ".join(parts)
 
@@ -181,7 +181,7 @@ class ToolSpec:
             data = self.return_adapter.dump_python(self.return_adapter.validate_python(value), mode="json")
         except pydantic.ValidationError as exc:
             return content.error_result(f"Tool {self.name} returned output that does not match "
-                                        f"its outputSchema: {_error_text(exc)}")
+                                        f"its outputSchema: {_error_text(exc, 'result')}")
         structured = {"result": data} if self.wraps_result else data
         shown = data if self.wraps_result and isinstance(data, str) else json.dumps(structured, ensure_ascii=False)
         # "a tool that returns structured content SHOULD also return the serialized JSON in a
@@ -215,6 +215,8 @@ def make_tool(func, *, name=None, title=None, description=None, input_schema=Non
     if input_schema is None:
         spec.arguments_model = _arguments_model(name, func, hints, context_param, param_docs)
         input_schema = spec.arguments_model.model_json_schema()
+    else:
+        jsonschema.Draft202012Validator.check_schema(input_schema)  # fail at import, not per call
     spec.input_schema = input_schema
     if structured_output is not False:
         schema, spec.return_adapter, spec.wraps_result = _output_schema(hints.get("return", inspect.Signature.empty))
