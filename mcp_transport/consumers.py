@@ -266,7 +266,7 @@ class McpHttpConsumer(AsyncConsumer):
         await sessions.close(session.id, "deleted")
         # "Terminating a session ... cancels its in-flight work" (checklist G2).
         await streams.request_cancel(session.id)
-        await self.send_json(200, None)
+        await self.send_empty(200)
 
     # -- responses ---------------------------------------------------------------------------
 
@@ -288,14 +288,17 @@ class McpHttpConsumer(AsyncConsumer):
         return writer
 
     async def send_json(self, status, message, extra_headers=()):
-        body = jsonrpc.dumps(message) if message is not None else b""
+        body = jsonrpc.dumps(message)
         headers = [*JSON_HEADERS, (b"content-length", str(len(body)).encode()), *extra_headers]
         await self.send({"type": "http.response.start", "status": status, "headers": headers})
         await self.send({"type": "http.response.body", "body": body})
 
     async def send_accepted(self):
         """"the server MUST return HTTP status code 202 Accepted with no body"."""
-        await self.send({"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0")]})
+        await self.send_empty(202)
+
+    async def send_empty(self, status):
+        await self.send({"type": "http.response.start", "status": status, "headers": [(b"content-length", b"0")]})
         await self.send({"type": "http.response.body", "body": b""})
 
     async def send_error(self, exc: ProtocolError):
