@@ -9,7 +9,6 @@ Origin (403) -> Host (400) -> method (405) -> headers (415, 406, 413) -> body (4
 -32600) -> session (400 missing, 404 unknown) -> version header (400) -> dispatch.
 """
 import asyncio
-import json
 import logging
 
 import redis
