@@ -332,6 +332,12 @@ async def slow_progress(steps: int = 100, interval_ms: int = 100, ctx: Context =
     return f"done {steps}"
 
 
+@tool
+def client_roots(ctx: Context) -> list[str]:
+    """List the client's roots (roots/list, a server-to-client request from a sync tool)."""
+    return [root["uri"] for root in ctx.list_roots()]
+
+
 # --- Resources -------------------------------------------------------------------------------
 
 @resource("test://static-text", name="static-text", title="Static Text Resource", mime_type="text/plain")

@@ -2,7 +2,9 @@
 import pytest
 from mcp import Client, types
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio,
+              # Logging is deprecated in 2026-07-28 only; these sessions are 2025-11-25.
+              pytest.mark.filterwarnings("ignore:The logging capability is deprecated")]
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -87,3 +89,12 @@ async def test_tool_errors_are_results_not_protocol_errors(mcp_server):
         invalid = await client.call_tool("echo", {"text": 42})
     assert failed.is_error is True and failed.content[0].text
     assert invalid.is_error is True and "text" in invalid.content[0].text
+
+
+async def test_roots_request_from_a_sync_tool_reaches_the_client(mcp_server):
+    async def roots(context):
+        return types.ListRootsResult(roots=[types.Root(uri="file:///work/project", name="project")])
+
+    async with Client(mcp_server.url, mode="legacy", list_roots_callback=roots) as client:
+        result = await client.call_tool("client_roots", {})
+    assert result.structured_content == {"result": ["file:///work/project"]}
