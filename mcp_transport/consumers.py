@@ -55,6 +55,12 @@ class McpHttpConsumer(AsyncConsumer):
     #: Tasks writing this request's SSE response; the consumer lives until they are done.
     tasks = ()
 
+    async def dispatch(self, message):
+        # AsyncConsumer.dispatch calls close_old_connections() through sync_to_async before
+        # every message: a hop to Django's one sync thread per request. This consumer never uses
+        # the ORM on the event loop, and database_sync_to_async closes connections itself.
+        await getattr(self, message["type"].replace(".", "_"))(message)
+
     async def http_request(self, message):
         if not hasattr(self, "body"):
             self.body, self.size = [], 0
