@@ -13,6 +13,9 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
 from mcp_transport.routing import mcp_path  # noqa: E402
+from mcp_transport.serving import tune_daphne  # noqa: E402
+
+tune_daphne()  # harmless under uvicorn, which never calls Twisted
 
 application = ProtocolTypeRouter(
     {"http": URLRouter([mcp_path("mcp"), re_path(r"", django_asgi_app)])}

@@ -304,9 +304,11 @@ def json_schema_2020_12_tool(**arguments) -> str:
 
 
 # --- Tools: the benchmark pair (same as the SDK anchor in bench/server_sdk.py) -----------------
+# Both are coroutines, as the anchor's are; a sync tool works the same and costs one hop to a
+# worker thread per call (see client_roots below, and bench/RESULTS.md).
 
 @tool(annotations={"readOnlyHint": True, "openWorldHint": False})
-def echo(text: str) -> str:
+async def echo(text: str) -> str:
     """Return text unchanged.
 
     Args:
