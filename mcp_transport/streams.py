@@ -61,9 +61,18 @@ class SseWriter:
                 frame, last = await asyncio.wait_for(self._queue.get(), keepalive)
             except asyncio.TimeoutError:
                 frame, last = PING, False
+            frame, last = self._coalesce(frame, last)
             await self._send({"type": "http.response.body", "body": frame, "more_body": not last})
             if last:
                 return
+
+    def _coalesce(self, frame, last):
+        """Join the frames already queued into one write: fewer sends when events come fast."""
+        frames = [frame]
+        while not last and not self._queue.empty():
+            frame, last = self._queue.get_nowait()
+            frames.append(frame)
+        return b"".join(frames), last
 
 
 def _request_key(request_id) -> str:
