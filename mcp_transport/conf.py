@@ -6,6 +6,8 @@ Usage, in the project's settings.py::
         "ALLOWED_ORIGINS": ["https://app.example.com"],
         "SESSION_IDLE_TIMEOUT": 1800,
         "SSE_RETRY_MS": 1000,          # None: no retry field at all
+        "EVENT_STORE": {"BACKEND": "mcp_transport.storage.redis.RedisEventStore",
+                        "OPTIONS": {"persist": "batched", "maxlen": 1000}},
     }
 
 Unknown keys raise ``ImproperlyConfigured`` so that a typo never passes silently. The cache is
@@ -41,6 +43,19 @@ DEFAULTS = {
     "STREAM_MAXLEN": 1000,
     #: Seconds a stream's events stay replayable after its last event.
     "STREAM_TTL": 3600,
+    #: Events kept per session across all its streams; above it the session's oldest go first.
+    "SESSION_MAX_EVENTS": 10000,
+    #: The event store: a dotted path and its keyword arguments (storage/: ``maxlen``, ``ttl``
+    #: and ``session_max_events`` default to the three keys above; the Redis store also takes
+    #: ``persist`` "batched" | "write_through" | "off", ``flush_interval``, ``flush_max``).
+    "EVENT_STORE": {"BACKEND": "mcp_transport.storage.redis.RedisEventStore", "OPTIONS": {}},
+    #: Seconds between heartbeats of running requests; one silent for 3 beats is an orphan
+    #: (its process died) and a resuming client gets an error response for it.
+    "HEARTBEAT_SECONDS": 5,
+    #: Polling mode (SEP-1699): close SSE connections this many seconds after they open (0:
+    #: right after the priming event), with ``retry``; clients resume with Last-Event-ID.
+    #: None keeps them open until the response.
+    "POLL_AFTER_SECONDS": None,
     #: Seconds a tool waits for the client's answer to sampling, elicitation or roots.
     "CLIENT_REQUEST_TIMEOUT": 300,
     #: Items per page of tools/list, resources/list, resources/templates/list, prompts/list.

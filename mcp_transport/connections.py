@@ -46,12 +46,13 @@ class Keys:
     def stream_bell(self, session_id, stream_key):
         return f"{self.prefix}:bell:{session_id}:{stream_key}"
 
-    def session_bell(self, session_id):
-        """Published when the session is terminated, so its open streams close."""
-        return f"{self.prefix}:bell:{session_id}:session"
+    def reader(self, session_id, stream_key):
+        """Token of the connection that currently reads a stream (one per stream, any process)."""
+        return f"{self.prefix}:reader:{session_id}:{stream_key}"
 
-    def get_stream_lock(self, session_id):
-        return f"{self.prefix}:getlock:{session_id}"
+    def call(self, session_id, stream_key):
+        """The request behind a POST stream: its id and its process's last heartbeat."""
+        return f"{self.prefix}:call:{session_id}:{stream_key}"
 
     def outbound_ids(self, session_id):
         return f"{self.prefix}:outid:{session_id}"
@@ -59,8 +60,14 @@ class Keys:
     def reply(self, session_id, request_id):
         return f"{self.prefix}:reply:{session_id}:{request_id}"
 
-    def cancel_channel(self):
-        return f"{self.prefix}:cancel"
+    def control_channel(self):
+        return f"{self.prefix}:control"
+
+    def metrics(self):
+        return f"{self.prefix}:metrics"
+
+    def open_streams(self, process_id):
+        return f"{self.prefix}:openstreams:{process_id}"
 
     def subscriptions(self, session_id):
         """The resource URIs a session subscribed to."""

@@ -18,10 +18,10 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.http.request import split_domain_port, validate_host
 
-from . import sessions, streams
+from . import control, metrics, sessions, streams
 from .bell import doorbell
 from .conf import get_config
-from .connections import async_redis, keys
+from .connections import keys
 from .dispatch import Call, dispatch, initialize_result, may_send
 from .protocol import http, ids, jsonrpc, versions
 from .protocol.errors import ErrorCode, InvalidRequest, ProtocolError, TransportError
@@ -163,7 +163,7 @@ class McpHttpConsumer(AsyncConsumer):
         if not self.wants_sse():
             return await self.send_json(200, reply, [(b"mcp-session-id", session.id.encode())])
         stream = streams.RequestStream(session.id, request.id, ids.new_stream_key())
-        writer = await self.start_sse(session.id)
+        writer = await self.start_sse(session.id, stream.stream_key)
         await self.prime(writer, session, stream.stream_key)
         stream.attach(writer)
         await stream.emit(reply, final=True)
@@ -200,10 +200,10 @@ class McpHttpConsumer(AsyncConsumer):
     async def respond_sse(self, session, request, call):
         stream = streams.RequestStream(session.id, request.id, ids.new_stream_key())
         call.channel = stream
-        writer = await self.start_sse(session.id)
-        await self.prime(writer, session, stream.stream_key)
+        writer = await self.start_sse(session.id, stream.stream_key)
+        await asyncio.gather(self.prime(writer, session, stream.stream_key), control.register_call(stream))
         stream.attach(writer)
-        streams.start(stream, request, call)
+        await streams.start(stream, request, call)
 
     async def post_notification(self, session, notification):
         method = notification.method
@@ -228,49 +228,53 @@ class McpHttpConsumer(AsyncConsumer):
         session = await self.open_session()
         last_event_id = self.headers.get("last-event-id")
         event_id = ids.EventId.parse(last_event_id) if last_event_id else None
+        metrics.incr("get_requests")
         stream_key = event_id.stream if event_id else ids.GET_STREAM
-        lock = await self.lock_get_stream(session.id) if stream_key == ids.GET_STREAM else None
-        names = keys()
-        subscription = doorbell().listen(names.stream_bell(session.id, stream_key), names.session_bell(session.id))
+        await control.ensure_listening()
+        claim = await self.claim_stream(session.id, stream_key, resume=event_id is not None)
+        subscription = doorbell().listen(keys().stream_bell(session.id, stream_key))
         await subscription.__aenter__()
         try:
             backlog = await self.replay(session.id, event_id)
         except BaseException:
-            await _release(subscription, lock)
+            await _release(subscription, claim)
             raise
-        writer = await self.start_sse(session.id)
-        if event_id is None:
-            position = await self.prime(writer, session, stream_key)
-        else:
-            position = event_id.position
-        tail = StreamTail(writer, session.id, stream_key, position, subscription, lock)
-        self.run_task(tail.run(backlog))
+        writer = await self.start_sse(session.id, stream_key, claim.token)
+        position = event_id.position if event_id else await self.prime(writer, session, stream_key)
+        self.run_task(StreamTail(writer, session.id, position, subscription, claim).run(backlog))
+
+    async def claim_stream(self, session_id, stream_key, resume):
+        """One reader per stream. "The server MUST send each of its JSON-RPC messages on only one
+        of the connected streams" -- so a second plain GET gets 409, and a resume (newest wins:
+        the old connection may be a dead one after a network switch) takes the stream over."""
+        claim = control.ReaderClaim(session_id, stream_key)
+        if not await claim.acquire(force=resume):
+            raise TransportError("This session already has an open GET stream.", http_status=409)
+        if resume:
+            metrics.incr("get_resumes")
+            await control.publish("takeover", session_id, k=stream_key, t=claim.token)
+        return claim
 
     async def replay(self, session_id, event_id):
         if event_id is None:
             return []
         try:
-            return await get_event_store().replay_after(session_id, event_id)
+            events = await get_event_store().replay_after(session_id, event_id)
         except UnknownEvent:
+            metrics.incr("replay_failure")
             # Not 404: "When a client receives HTTP 404 ... it MUST start a new session."
             raise InvalidRequest("Last-Event-ID names no event this session can replay: "
                                  "it is unknown or no longer kept.") from None
-
-    async def lock_get_stream(self, session_id):
-        """One standalone GET stream per session, across all processes; a second gets 409."""
-        ttl = get_config()["KEEPALIVE_SECONDS"] * 3
-        lock = async_redis().lock(keys().get_stream_lock(session_id), timeout=ttl)
-        if not await lock.acquire(blocking=False):
-            raise TransportError("This session already has an open GET stream.", http_status=409)
-        return lock
+        metrics.incr("replay_success")
+        return events
 
     # -- DELETE ------------------------------------------------------------------------------
 
     async def delete(self):
         session = await self.open_session()
+        # "Terminating a session ... closes its open SSE streams, cancels its in-flight work"
+        # (checklist G2): sessions.close() tells every process.
         await sessions.close(session.id, "deleted")
-        # "Terminating a session ... cancels its in-flight work" (checklist G2).
-        await streams.request_cancel(session.id)
         await self.send_empty(200)
 
     # -- responses ---------------------------------------------------------------------------
@@ -285,10 +289,12 @@ class McpHttpConsumer(AsyncConsumer):
             writer.push(b": open\n\n")  # the first body chunk is what flushes the headers
         return event_id.position
 
-    async def start_sse(self, session_id):
+    async def start_sse(self, session_id, stream_key, token=None):
         headers = [*SSE_HEADERS, (b"mcp-session-id", session_id.encode())]
         await self.send({"type": "http.response.start", "status": 200, "headers": headers})
-        writer = streams.SseWriter(self.send)
+        writer = streams.SseWriter(self.send, session_id, stream_key)
+        writer.token = token or writer.token
+        metrics.incr("sse_streams_opened")
         self.run_task(writer.run())
         return writer
 
@@ -312,52 +318,60 @@ class McpHttpConsumer(AsyncConsumer):
         await self.send_json(status, jsonrpc.error_message(None, exc.code, exc.message, exc.data), extra)
 
 
-async def _release(subscription, lock):
+async def _release(subscription, claim):
     await subscription.__aexit__(None, None, None)
-    if lock is not None:
-        try:
-            await lock.release()
-        except Exception:  # expired meanwhile: nothing to release
-            pass
+    await claim.release()
 
 
 class StreamTail:
-    """Writes a GET response: the replayed backlog, then live events until the stream's
-    final event (a resumed POST stream), the session's end, or the client's disconnect."""
+    """Writes a GET response: the replayed backlog, then live events until the stream's final
+    event (a resumed POST stream), a takeover, the session's end, or the client's disconnect.
 
-    def __init__(self, writer, session_id, stream_key, position, subscription, lock):
-        self.writer = writer
-        self.session_id, self.stream_key, self.position = session_id, stream_key, position
-        self.subscription, self.lock = subscription, lock
+    Whenever the doorbell stays silent, it keeps its claim on the stream alive, reads the store
+    anyway (a lost doorbell delays an event, never loses it) and checks that the request behind
+    a POST stream still has a live process (else it answers it with an error)."""
+
+    def __init__(self, writer, session_id, position, subscription, claim):
+        self.writer, self.session_id, self.stream_key = writer, session_id, writer.stream_key
+        self.position, self.subscription, self.claim = position, subscription, claim
 
     async def run(self, backlog):
         try:
             if not self.write(backlog):
                 await self.follow()
         finally:
-            await _release(self.subscription, self.lock)
+            await _release(self.subscription, self.claim)
 
     def write(self, events) -> bool:
         """Queue events; True once the final one is queued (the response is then complete)."""
         for event in events:
             self.position = event.id.position
             if event.final:
-                frame = streams.event_frame(event.id, event.message) if event.message else b""
-                self.writer.push(frame, last=True)
+                self.writer.finish(streams.event_frame(event.id, event.message) if event.message else b"")
                 return True
             if event.message is not None:
                 self.writer.push(streams.event_frame(event.id, event.message))
         return False
 
     async def follow(self):
-        keepalive = get_config()["KEEPALIVE_SECONDS"]
-        store = get_event_store()
-        while True:
-            received = await self.subscription.wait(keepalive)
-            if received is not None and received[1] == "closed":
-                self.writer.push(b"", last=True)
+        store, wait = get_event_store(), self.quiet_interval()
+        while not self.writer.closed:
+            if await self.subscription.wait(wait) is None and not await self.on_quiet():
                 return
-            if received is None and self.lock is not None:
-                await self.lock.extend(keepalive * 3, replace_ttl=True)
             if self.write(await store.read_after(self.session_id, self.stream_key, self.position)):
                 return
+
+    def quiet_interval(self):
+        config = get_config()
+        if self.stream_key == ids.GET_STREAM:
+            return config["KEEPALIVE_SECONDS"]
+        return min(config["KEEPALIVE_SECONDS"], config["HEARTBEAT_SECONDS"])
+
+    async def on_quiet(self) -> bool:
+        """Housekeeping when nothing rang; False when this connection must end."""
+        if not await self.claim.extend():
+            self.writer.finish_with_retry()  # taken over by a newer resume
+            return False
+        if self.stream_key != ids.GET_STREAM:
+            await streams.answer_orphan(self.session_id, self.stream_key)
+        return True

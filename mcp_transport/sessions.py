@@ -17,9 +17,11 @@ from typing import Optional
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
+from . import metrics
 from .conf import get_config
 from .connections import async_redis, keys
 from .models import McpSession
+from .protocol.ids import GET_STREAM
 from .protocol.session import SessionState
 
 #: Seconds between writes of ``last_seen_at`` to the database for one session.
@@ -61,6 +63,7 @@ async def _cache(record: SessionRecord) -> None:
 
 
 async def create(record: SessionRecord) -> None:
+    metrics.incr("sessions_created")
     now = timezone.now()
     record.seen_written = now.timestamp()
     await _insert_row(record, now)
@@ -117,6 +120,7 @@ async def _load_from_database(session_id):
         return None
     if timezone.now() - row.last_seen_at > timedelta(seconds=_idle_timeout()):
         await _close_row(session_id, "expired")
+        metrics.incr("sessions_closed:expired")
         return None
     record = SessionRecord.from_row(row)
     await _cache(record)  # Redis lost it (flush or restart); the row is authoritative
@@ -132,15 +136,17 @@ async def update(record: SessionRecord, **changes) -> None:
 
 
 async def close(session_id: str, reason: str) -> None:
-    """Close the session everywhere: row, live copy, streams; open streams are told to end."""
+    """Close the session everywhere: row, live copy, buffered events; every process ends its
+    open streams and stops its running requests (the ``closed`` control message)."""
+    from . import control
     from .storage import get_event_store
 
     names = keys()
     await _close_row(session_id, reason)
-    client = async_redis()
-    await client.delete(names.session(session_id), names.get_stream_lock(session_id),
-                        names.outbound_ids(session_id), names.subscriptions(session_id))
-    await client.publish(names.session_bell(session_id), "closed")
+    metrics.incr(f"sessions_closed:{reason}")
+    await async_redis().delete(names.session(session_id), names.reader(session_id, GET_STREAM),
+                               names.outbound_ids(session_id), names.subscriptions(session_id))
+    await control.publish("closed", session_id)
     await asyncio.shield(get_event_store().delete_session(session_id))
 
 

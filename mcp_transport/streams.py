@@ -12,8 +12,9 @@ and follows the stream's doorbell until the response.
 import asyncio
 import json
 import logging
+import secrets
 
-from . import sessions
+from . import control, metrics, sessions
 from .bell import doorbell
 from .conf import get_config
 from .connections import async_redis, keys
@@ -27,8 +28,6 @@ from .storage import get_event_store
 logger = logging.getLogger(__name__)
 
 PING = sse.comment("ping")
-#: Tasks of requests still running, by (session id, JSON of the request id).
-_running = {}
 #: Strong references to request tasks, so a dropped connection cannot let them be collected.
 _tasks = set()
 
@@ -44,27 +43,68 @@ def priming_frame(event_id) -> bytes:
     return sse.encode(sse.SseEvent(id=str(event_id), data="", retry=get_config()["SSE_RETRY_MS"]))
 
 
-class SseWriter:
-    """Sends queued frames on one HTTP response, with keep-alive comments when idle."""
+def closing_frame(retry_ms=None) -> bytes:
+    """"If the server does close the connection prior to terminating the SSE stream, it SHOULD
+    send an SSE event with a standard retry field before closing" -- spec 2025-11-25 transports"""
+    retry = retry_ms if retry_ms is not None else get_config()["SSE_RETRY_MS"]
+    return sse.retry_frame(retry) if retry is not None else b""
 
-    def __init__(self, send):
+
+class SseWriter:
+    """Sends queued frames on one HTTP response, with keep-alive comments when idle.
+
+    It ends the response after a frame pushed with ``last=True``, when ``finish()`` is called
+    (takeover, session closed), or, in polling mode, POLL_AFTER_SECONDS after it started."""
+
+    def __init__(self, send, session_id: str, stream_key: str):
         self._send = send
         self._queue = asyncio.Queue()
+        self.session_id, self.stream_key = session_id, stream_key
+        #: Identifies this connection in takeover messages.
+        self.token = secrets.token_hex(8)
+        self.closed = False
 
     def push(self, frame: bytes, last: bool = False) -> None:
-        self._queue.put_nowait((frame, last))
+        if not self.closed:
+            self._queue.put_nowait((frame, last))
+            self.closed = last
+
+    def finish(self, frame: bytes = b"") -> None:
+        self.push(frame, last=True)
+
+    def finish_with_retry(self, retry_ms=None) -> None:
+        """End the connection but not the stream: the client resumes after ``retry``."""
+        self.finish(closing_frame(retry_ms))
 
     async def run(self) -> None:
-        keepalive = get_config()["KEEPALIVE_SECONDS"]
+        control.attach(self)
+        try:
+            await self._write_until_last()
+        finally:
+            self.closed = True
+            control.detach(self)
+
+    async def _write_until_last(self):
+        keepalive, poll_after = get_config()["KEEPALIVE_SECONDS"], get_config()["POLL_AFTER_SECONDS"]
+        deadline = asyncio.get_running_loop().time() + poll_after if poll_after else None
         while True:
-            try:
-                frame, last = await asyncio.wait_for(self._queue.get(), keepalive)
-            except asyncio.TimeoutError:
-                frame, last = PING, False
+            frame, last = await self._next_frame(keepalive, deadline)
             frame, last = self._coalesce(frame, last)
             await self._send({"type": "http.response.body", "body": frame, "more_body": not last})
             if last:
                 return
+            if poll_after == 0 and not self._queue.qsize():
+                self.finish_with_retry()  # polling mode: the priming event was all this connection carries
+
+    async def _next_frame(self, keepalive, deadline):
+        timeout = keepalive if deadline is None else max(0.0, min(keepalive, deadline - asyncio.get_running_loop().time()))
+        try:
+            return await asyncio.wait_for(self._queue.get(), timeout)
+        except asyncio.TimeoutError:
+            if deadline is not None and asyncio.get_running_loop().time() >= deadline:
+                self.closed = True
+                return closing_frame(), True
+            return PING, False
 
     def _coalesce(self, frame, last):
         """Join the frames already queued into one write: fewer sends when events come fast."""
@@ -73,10 +113,6 @@ class SseWriter:
             frame, last = self._queue.get_nowait()
             frames.append(frame)
         return b"".join(frames), last
-
-
-def _request_key(request_id) -> str:
-    return json.dumps(request_id)
 
 
 class RequestStream:
@@ -89,6 +125,8 @@ class RequestStream:
         self.request_id = request_id
         self.stream_key = stream_key
         self.cancelled = False
+        #: monotonic time of the last heartbeat written for this request (control.py).
+        self.last_beat = 0.0
         self._writer = None
 
     def attach(self, writer: SseWriter) -> None:
@@ -96,10 +134,9 @@ class RequestStream:
 
     async def emit(self, message, final: bool = False):
         event_id = await get_event_store().append(self.session_id, self.stream_key, message, final=final)
-        if self._writer is not None:
-            self._writer.push(event_frame(event_id, message) if message else b"", last=final)
-            if final:
-                self._writer = None
+        writer = self._writer
+        if writer is not None and not writer.closed:
+            writer.push(event_frame(event_id, message) if message else b"", last=final)
         return event_id
 
     async def notify(self, method: str, params: dict) -> None:
@@ -108,8 +145,7 @@ class RequestStream:
     async def close_stream(self, retry_ms=None) -> None:
         writer, self._writer = self._writer, None
         if writer is not None:
-            retry = retry_ms if retry_ms is not None else get_config()["SSE_RETRY_MS"]
-            writer.push(sse.retry_frame(retry) if retry is not None else b"", last=True)
+            writer.finish_with_retry(retry_ms)
 
     async def request(self, method: str, params: dict) -> dict:
         """Send a server-to-client request on this stream and wait for the reply, which may
@@ -181,16 +217,17 @@ async def deliver_reply(session_id: str, reply: dict) -> None:
 
 # -- running requests and cancellation -------------------------------------------------------
 
-def start(stream: RequestStream, request, call) -> None:
+async def start(stream: RequestStream, request, call) -> None:
+    """Run the request in its own task; it outlives the connection (a disconnect is not a cancel)."""
+    await control.ensure_listening()
     task = asyncio.create_task(_run(stream, request, call))
     _tasks.add(task)
     task.add_done_callback(_tasks.discard)
 
 
 async def _run(stream, request, call):
-    key = (stream.session_id, _request_key(request.id))
-    _running[key] = (stream, asyncio.current_task())
-    await _ensure_cancel_listener()
+    key = (stream.session_id, control.request_key(request.id))
+    control.running[key] = (stream, asyncio.current_task())
     try:
         message = await _respond(stream, request, call)
     except (asyncio.CancelledError, ToolCancelled):
@@ -198,12 +235,13 @@ async def _run(stream, request, call):
             raise
         message = None
     finally:
-        _running.pop(key, None)
+        control.running.pop(key, None)
     if stream.cancelled:
         # "Receivers ... SHOULD: Not send a response for the cancelled request." -- spec
         # 2025-11-25 basic/utilities/cancellation. The stream ends with a terminal marker.
         message = None
-    await stream.emit(message, final=True)
+    if await control.claim_answer(stream):  # exactly one response, even after a long stall
+        await stream.emit(message, final=True)
 
 
 async def _respond(stream, request, call):
@@ -218,33 +256,18 @@ async def _respond(stream, request, call):
         return error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error.")
 
 
-async def request_cancel(session_id: str, request_id=None) -> None:
-    """Ask whichever process runs the request to stop it; None means every request of the session."""
-    payload = {"s": session_id, "r": None if request_id is None else _request_key(request_id)}
-    await async_redis().publish(keys().cancel_channel(), json.dumps(payload))
+async def request_cancel(session_id: str, request_id) -> None:
+    """Ask whichever process runs the request to stop it."""
+    await control.publish("cancel", session_id, r=control.request_key(request_id))
 
 
-_listeners = {}
-
-
-async def _ensure_cancel_listener():
-    loop = asyncio.get_running_loop()
-    if loop not in _listeners:
-        subscription = doorbell().listen(keys().cancel_channel())
-        _listeners[loop] = subscription
-        await subscription.__aenter__()
-        loop.create_task(_listen_for_cancels(subscription))
-
-
-async def _listen_for_cancels(subscription):
-    while True:
-        received = await subscription.wait(None)
-        if received is not None:
-            _cancel_local(json.loads(received[1]))
-
-
-def _cancel_local(payload):
-    for (session_id, request_key), (stream, task) in list(_running.items()):
-        if session_id == payload["s"] and payload["r"] in (None, request_key):
-            stream.cancelled = True
-            task.cancel()  # an async tool stops at its next await; a sync one sees ctx.cancelled
+async def answer_orphan(session_id: str, stream_key: str) -> bool:
+    """Write the error response of a request whose process died, if it is one (control.py)."""
+    request_id = await control.claim_orphan(session_id, stream_key)
+    if request_id is None:
+        return False
+    metrics.incr("orphans_answered")
+    orphan = error_message(request_id, ErrorCode.INTERNAL_ERROR,
+                           "The server process running this request stopped before it answered.")
+    await get_event_store().append(session_id, stream_key, orphan, final=True)
+    return True

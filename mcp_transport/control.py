@@ -1,0 +1,207 @@
+"""What one process must tell the others, and what it keeps about its own work.
+
+Theory of operation. Every process subscribes once to one control channel. A message names a
+session (and a stream or request) and says what to do; each process acts on what it holds:
+
+- ``cancel``: stop a running request (``notifications/cancelled`` landed somewhere else);
+- ``takeover``: a client resumed a stream elsewhere, so connections still writing it here end
+  (the newest resume wins: after a network switch the old TCP connection may look alive for
+  minutes, and the client has moved on);
+- ``closed``: the session was deleted or terminated, so its connections end and its requests stop.
+
+A housekeeping task per process beats the heart of every request it runs, so that another
+process can tell a request whose process died (an orphan) from a slow one, and flushes
+counters (metrics.py) in the same round trip.
+"""
+import asyncio
+import json
+import logging
+import secrets
+import time
+import weakref
+
+from . import metrics
+from .bell import doorbell
+from .conf import get_config
+from .connections import async_redis, keys
+
+logger = logging.getLogger(__name__)
+
+#: (session id, JSON of the request id) -> (RequestStream, task) for requests running here.
+running = {}
+#: (session id, stream key) -> SseWriters of this process writing that stream.
+writers = {}
+_listening = weakref.WeakKeyDictionary()
+
+
+def request_key(request_id) -> str:
+    return json.dumps(request_id)
+
+
+def attach(writer) -> None:
+    writers.setdefault((writer.session_id, writer.stream_key), set()).add(writer)
+
+
+def detach(writer) -> None:
+    held = writers.get((writer.session_id, writer.stream_key))
+    if held is not None:
+        held.discard(writer)
+        if not held:
+            del writers[(writer.session_id, writer.stream_key)]
+
+
+def open_streams_by_session() -> dict:
+    counts = {}
+    for session_id, _stream in writers:
+        counts[session_id] = counts.get(session_id, 0) + len(writers[(session_id, _stream)])
+    return counts
+
+
+async def publish(kind: str, session_id: str, **fields) -> None:
+    payload = {"kind": kind, "s": session_id, **fields}
+    await async_redis().publish(keys().control_channel(), json.dumps(payload))
+
+
+async def ensure_listening() -> None:
+    """Subscribe this process (event loop) to the control channel and start housekeeping."""
+    loop = asyncio.get_running_loop()
+    if loop in _listening:
+        return
+    subscription = doorbell().listen(keys().control_channel())
+    _listening[loop] = subscription
+    await subscription.__aenter__()
+    loop.create_task(_listen(subscription))
+    loop.create_task(_housekeeping())
+
+
+async def _listen(subscription):
+    while True:
+        received = await subscription.wait(None)
+        if received is not None:
+            try:
+                handle(json.loads(received[1]))
+            except Exception:
+                logger.exception("bad control message %r", received[1])
+
+
+def handle(payload: dict) -> None:
+    kind, session_id = payload["kind"], payload["s"]
+    if kind == "cancel":
+        cancel_local(session_id, payload.get("r"))
+    elif kind == "takeover":
+        for writer in list(writers.get((session_id, payload["k"]), ())):
+            if writer.token != payload["t"]:
+                writer.finish_with_retry()
+    elif kind == "closed":
+        cancel_local(session_id, None)
+        for (owner, _stream), held in list(writers.items()):
+            for writer in list(held) if owner == session_id else ():
+                writer.finish()
+
+
+def cancel_local(session_id: str, request_key_or_none) -> None:
+    for (owner, key), (stream, task) in list(running.items()):
+        if owner == session_id and request_key_or_none in (None, key):
+            stream.cancelled = True
+            task.cancel()  # an async tool stops at its next await; a sync one sees ctx.cancelled
+
+
+# -- liveness of running requests ------------------------------------------------------------
+
+def heartbeat_seconds() -> float:
+    return get_config()["HEARTBEAT_SECONDS"]
+
+
+def orphan_after_ms() -> int:
+    """A request whose heart has not beaten for this long is taken for dead."""
+    return int(heartbeat_seconds() * 3 * 1000)
+
+
+async def register_call(stream) -> None:
+    """Record the request behind a stream, with a first heartbeat, for orphan recovery."""
+    names = keys()
+    record = names.call(stream.session_id, stream.stream_key)
+    async with async_redis().pipeline(transaction=False) as pipe:
+        pipe.hset(record, mapping={"id": json.dumps(stream.request_id), "beat": _now_ms()})
+        pipe.expire(record, get_config()["STREAM_TTL"])
+        await pipe.execute()
+    stream.last_beat = time.monotonic()
+
+
+async def _housekeeping():
+    while True:
+        await asyncio.sleep(heartbeat_seconds())
+        try:
+            await _beat_and_flush()
+        except Exception:
+            logger.warning("housekeeping round failed; retrying", exc_info=True)
+
+
+async def _beat_and_flush():
+    names, now = keys(), _now_ms()
+    streams = [stream for stream, _task in running.values() if stream.stream_key]
+    async with async_redis().pipeline(transaction=False) as pipe:
+        for stream in streams:
+            pipe.hset(names.call(stream.session_id, stream.stream_key), "beat", now)
+        metrics.flush_into(pipe, open_streams_by_session())
+        await pipe.execute()
+    beaten = time.monotonic()
+    for stream in streams:
+        stream.last_beat = beaten
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+async def claim_orphan(session_id: str, stream_key: str):
+    """If the request behind the stream lost its process, claim the right to answer it.
+
+    Returns the request id to answer with an error, or None (alive, unknown, or claimed by
+    someone else). The claim is HSETNX, so of several resuming processes exactly one answers.
+    """
+    client = async_redis()
+    record = keys().call(session_id, stream_key)
+    call = await client.hgetall(record)
+    if not call or "done" in call or _now_ms() - int(call["beat"]) < orphan_after_ms():
+        return None
+    if not await client.hsetnx(record, "done", "orphan"):
+        return None
+    return json.loads(call["id"])
+
+
+async def claim_answer(stream) -> bool:
+    """Before a slow request answers: if its heart may have looked dead (the process stalled
+    for longer than the orphan limit), answer only if nobody answered for it meanwhile."""
+    if time.monotonic() - stream.last_beat < orphan_after_ms() / 1000 * 0.9:
+        return True
+    record = keys().call(stream.session_id, stream.stream_key)
+    return bool(await async_redis().hsetnx(record, "done", "answered"))
+
+
+# -- who reads a stream ----------------------------------------------------------------------
+
+_EXTEND = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0"
+_RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
+
+
+class ReaderClaim:
+    """The right to read a stream on one connection, across all processes.
+
+    A plain GET of the standalone stream needs it free (else 409); a resume with Last-Event-ID
+    takes it by force and tells the holder to stop (``takeover``)."""
+
+    def __init__(self, session_id: str, stream_key: str):
+        self.key = keys().reader(session_id, stream_key)
+        self.token = secrets.token_hex(8)
+        self.ttl_ms = int(get_config()["KEEPALIVE_SECONDS"] * 3 * 1000)
+
+    async def acquire(self, force: bool) -> bool:
+        return bool(await async_redis().set(self.key, self.token, px=self.ttl_ms, nx=not force))
+
+    async def extend(self) -> bool:
+        """False once another connection has taken the stream over."""
+        return bool(await async_redis().eval(_EXTEND, 1, self.key, self.token, self.ttl_ms))
+
+    async def release(self) -> None:
+        await async_redis().eval(_RELEASE, 1, self.key, self.token)

@@ -1,0 +1,146 @@
+"""Streams that survive anything (2025-11-25): resumes on any process, takeovers, dead
+processes, polling mode. Two or more daphne processes share Redis and the database."""
+import json
+import time
+
+import pytest
+
+from mcp_transport.testing import HttpClient
+
+GET = {"Accept": "text/event-stream"}
+STEPS = 6
+
+
+def _twin(server, client):
+    other = HttpClient(server.url)
+    other.session_id, other.protocol_version = client.session_id, client.protocol_version
+    return other
+
+
+def _progress_call(client, steps=STEPS, interval_ms=60):
+    return client.message("tools/call", {"name": "slow_progress", "_meta": {"progressToken": "p"},
+                                         "arguments": {"steps": steps, "interval_ms": interval_ms}})
+
+
+def _check_exactly_once(messages, call, steps=STEPS):
+    progress = [m["params"]["progress"] for m in messages if m.get("method") == "notifications/progress"]
+    results = [m for m in messages if m.get("id") == call["id"]]
+    assert progress == list(range(1, steps + 1)), progress
+    assert len(results) == 1 and results[0]["result"]["content"][0]["text"] == f"done {steps}"
+
+
+@pytest.mark.parametrize("drop_after", [0, 1, 3, STEPS])  # events read before the drop; 0: after priming only
+def test_drop_at_any_point_and_resume_on_the_other_process(mcp_server, second_server, drop_after):
+    client = HttpClient(mcp_server.url)
+    client.initialize()
+    call = _progress_call(client)
+    stream = client.stream("POST", call)
+    seen = []
+    assert stream.next_event().data == ""  # priming
+    while len(seen) < drop_after:
+        seen.append(json.loads(stream.next_event().data))
+    stream.close()
+    resumed = _twin(second_server, client).stream("GET", headers={**GET, "Last-Event-ID": stream.decoder.last_event_id})
+    seen += resumed.messages()
+    _check_exactly_once(seen, call)
+    assert resumed.closed_by_server  # "After the JSON-RPC response has been sent, the server SHOULD terminate the SSE stream"
+
+
+def test_resume_after_the_result_replays_it_then_ends(session):
+    call = _progress_call(session, steps=2, interval_ms=1)
+    stream = session.stream("POST", call)
+    priming = stream.next_event()
+    stream.close()
+    time.sleep(0.5)  # the tool finishes while no connection is attached
+    resumed = session.stream("GET", headers={**GET, "Last-Event-ID": priming.id})
+    _check_exactly_once(resumed.messages(), call, steps=2)
+
+
+def test_second_resume_of_a_stream_takes_it_over(mcp_server, second_server):
+    client = HttpClient(mcp_server.url)
+    client.initialize()
+    call = _progress_call(client, steps=10, interval_ms=100)
+    stream = client.stream("POST", call)
+    priming = stream.next_event()
+    stream.close()
+    first = client.stream("GET", headers={**GET, "Last-Event-ID": priming.id})
+    first_events = [first.next_event(timeout=5)]
+    second = _twin(second_server, client).stream("GET", headers={**GET, "Last-Event-ID": priming.id})
+    assert second.status == 200
+    first_events += first.events(timeout=5)  # the older connection ends, with a retry field
+    assert first.closed_by_server and b"retry:" in first.raw
+    _check_exactly_once(second.messages(), call, steps=10)  # the newer one gets all from the id on
+
+
+def test_resume_on_another_process_after_kill_9_gets_an_error_response(start_server):
+    fast = {"MCP_TRANSPORT_JSON": json.dumps({"HEARTBEAT_SECONDS": 0.3, "KEEPALIVE_SECONDS": 1})}
+    doomed, survivor = start_server(**fast), start_server(**fast)
+    client = HttpClient(doomed.url)
+    client.initialize()
+    call = _progress_call(client, steps=1000, interval_ms=50)
+    stream = client.stream("POST", call)
+    stream.next_event()
+    stream.next_event()
+    doomed.kill()  # SIGKILL: no cleanup, the request dies with its process
+    resumed = _twin(survivor, client).stream("GET", headers={**GET, "Last-Event-ID": stream.decoder.last_event_id})
+    messages = resumed.messages(timeout=15)
+    answers = [m for m in messages if m.get("id") == call["id"]]
+    assert len(answers) == 1 and answers[0]["error"]["code"] == -32603
+    assert "stopped" in answers[0]["error"]["message"]
+    assert resumed.closed_by_server
+
+
+def test_delete_ends_an_open_post_stream(session):
+    stream = session.stream("POST", _progress_call(session, steps=200, interval_ms=50))
+    stream.next_event()
+    assert session.delete().status == 200
+    rest = stream.events(timeout=5)
+    assert stream.closed_by_server and len(rest) < 50
+
+
+@pytest.fixture(scope="module")
+def polling_servers(start_server):
+    polling = {"MCP_TRANSPORT_JSON": json.dumps({"POLL_AFTER_SECONDS": 0, "SSE_RETRY_MS": 50})}
+    return start_server(**polling), start_server(**polling)
+
+
+def test_polling_mode_loses_nothing_across_processes(polling_servers):
+    first, second = polling_servers
+    client = HttpClient(first.url)
+    client.initialize()
+    call = _progress_call(client, steps=8, interval_ms=40)
+    stream = client.stream("POST", call)
+    events = stream.events()
+    assert events[0].data == "" and stream.decoder.retry == 50 and stream.closed_by_server
+    seen, last_id, polls = [], stream.decoder.last_event_id, 0
+    while not any(m.get("id") == call["id"] for m in seen):  # alternate processes on every poll
+        polls += 1
+        assert polls < 200
+        server = (second, first)[polls % 2]
+        resumed = _twin(server, client).stream("GET", headers={**GET, "Last-Event-ID": last_id})
+        seen += resumed.messages()
+        last_id = resumed.decoder.last_event_id or last_id
+        time.sleep(0.05)
+    _check_exactly_once(seen, call, steps=8)
+    assert polls >= 2
+
+
+def test_counters_record_resumes_and_replays(mcp_server, server_env):
+    import subprocess
+    import sys
+    import os
+
+    client = HttpClient(mcp_server.url)
+    client.initialize()
+    stream = client.stream("POST", _progress_call(client, steps=1, interval_ms=1))
+    priming = stream.next_event()
+    stream.close()
+    client.stream("GET", headers={**GET, "Last-Event-ID": priming.id}).events()
+    client.request("GET", headers={**GET, "Last-Event-ID": "0123456789abcdef.1-0"})
+    time.sleep(6)  # counters are flushed with the next heartbeat (HEARTBEAT_SECONDS = 5)
+    code = "from mcp_transport.metrics import snapshot_sync; import json; print(json.dumps(snapshot_sync()))"
+    out = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], capture_output=True, text=True,
+                         env={**os.environ, **server_env}, cwd=server_env["PYTHONPATH"], check=True).stdout
+    totals = json.loads(out.strip().splitlines()[-1])
+    assert totals["get_resumes"] >= 2 and totals["replay_success"] >= 1 and totals["replay_failure"] >= 1
+    assert totals["sessions_created"] >= 1 and totals["get_requests"] >= totals["get_resumes"]
