@@ -225,34 +225,46 @@ class McpHttpConsumer(AsyncConsumer):
 
     async def get(self):
         http.check_get_accept(self.headers.get("accept"))
-        session = await self.open_session()
         last_event_id = self.headers.get("last-event-id")
         event_id = ids.EventId.parse(last_event_id) if last_event_id else None
-        metrics.incr("get_requests")
         stream_key = event_id.stream if event_id else ids.GET_STREAM
-        await control.ensure_listening()
-        claim = await self.claim_stream(session.id, stream_key, resume=event_id is not None)
-        subscription = doorbell().listen(keys().stream_bell(session.id, stream_key))
-        await subscription.__aenter__()
+        metrics.incr("get_requests")
+        subscription = await self.listen_while_opening_session(stream_key)
         try:
+            session = self.session
             backlog = await self.replay(session.id, event_id)
+            claim = await self.claim_stream(session.id, stream_key, resume=event_id is not None)
         except BaseException:
-            await _release(subscription, claim)
+            await subscription.__aexit__(None, None, None)
             raise
         writer = await self.start_sse(session.id, stream_key, claim.token)
         position = event_id.position if event_id else await self.prime(writer, session, stream_key)
         self.run_task(StreamTail(writer, session.id, position, subscription, claim).run(backlog))
+
+    async def listen_while_opening_session(self, stream_key):
+        """Subscribe to the stream's doorbell while the session loads: both are needed before
+        the replay (subscribing first is what leaves no gap between replay and live events)."""
+        session_id = self.headers.get("mcp-session-id") or ""
+        subscription = doorbell().listen(keys().stream_bell(session_id, stream_key))
+        opened, subscribed, _ = await asyncio.gather(self.open_session(), subscription.__aenter__(),
+                                                     control.ensure_listening(), return_exceptions=True)
+        for outcome in (opened, subscribed):
+            if isinstance(outcome, BaseException):
+                await subscription.__aexit__(None, None, None)
+                raise outcome
+        self.session = opened
+        return subscription
 
     async def claim_stream(self, session_id, stream_key, resume):
         """One reader per stream. "The server MUST send each of its JSON-RPC messages on only one
         of the connected streams" -- so a second plain GET gets 409, and a resume (newest wins:
         the old connection may be a dead one after a network switch) takes the stream over."""
         claim = control.ReaderClaim(session_id, stream_key)
-        if not await claim.acquire(force=resume):
-            raise TransportError("This session already has an open GET stream.", http_status=409)
         if resume:
             metrics.incr("get_resumes")
-            await control.publish("takeover", session_id, k=stream_key, t=claim.token)
+            await claim.take_over()
+        elif not await claim.acquire():
+            raise TransportError("This session already has an open GET stream.", http_status=409)
         return claim
 
     async def replay(self, session_id, event_id):

@@ -192,12 +192,22 @@ class ReaderClaim:
     takes it by force and tells the holder to stop (``takeover``)."""
 
     def __init__(self, session_id: str, stream_key: str):
+        self.session_id, self.stream_key = session_id, stream_key
         self.key = keys().reader(session_id, stream_key)
         self.token = secrets.token_hex(8)
         self.ttl_ms = int(get_config()["KEEPALIVE_SECONDS"] * 3 * 1000)
 
-    async def acquire(self, force: bool) -> bool:
-        return bool(await async_redis().set(self.key, self.token, px=self.ttl_ms, nx=not force))
+    async def acquire(self) -> bool:
+        """Take the stream if nobody reads it."""
+        return bool(await async_redis().set(self.key, self.token, px=self.ttl_ms, nx=True))
+
+    async def take_over(self) -> None:
+        """Take the stream whoever reads it, and tell the reader to stop (one round trip)."""
+        payload = json.dumps({"kind": "takeover", "s": self.session_id, "k": self.stream_key, "t": self.token})
+        async with async_redis().pipeline(transaction=False) as pipe:
+            pipe.set(self.key, self.token, px=self.ttl_ms)
+            pipe.publish(keys().control_channel(), payload)
+            await pipe.execute()
 
     async def extend(self) -> bool:
         """False once another connection has taken the stream over."""
