@@ -31,8 +31,13 @@ class Subscription:
         except asyncio.TimeoutError:
             return None
 
+    async def open(self) -> "asyncio.Future":
+        """Send the SUBSCRIBE and return without waiting for Redis to confirm it. The future
+        resolves on confirmation: from then on, every PUBLISH on the channels reaches us."""
+        return await self._bell.subscribe(self)
+
     async def __aenter__(self):
-        await self._bell.subscribe(self)
+        await asyncio.wait_for(await self.open(), 5)
         return self
 
     async def __aexit__(self, *exc):
@@ -50,15 +55,16 @@ class Doorbell:
         """``async with bell.listen(a, b) as sub:`` subscribes before the body runs."""
         return Subscription(self, channels)
 
-    async def subscribe(self, subscription):
+    async def subscribe(self, subscription) -> "asyncio.Future":
+        """Add the listener; the returned future resolves once Redis confirmed every channel
+        (channels another listener already has are confirmed, or pending with its confirmation)."""
         new = [c for c in subscription.channels if c not in self._listeners]
         pending = [self._confirmed[c] for c in subscription.channels if c in self._confirmed and c not in new]
         for channel in subscription.channels:
             self._listeners.setdefault(channel, set()).add(subscription)
         if new:
-            await self._subscribe(new)
-        if pending:  # another waiter subscribed these a moment ago: wait for the same confirmation
-            await asyncio.wait_for(asyncio.gather(*pending), 5)
+            pending += await self._subscribe(new)
+        return asyncio.ensure_future(asyncio.gather(*pending))
 
     async def _subscribe(self, channels):
         if self._pubsub is None:
@@ -67,8 +73,7 @@ class Doorbell:
         await self._pubsub.subscribe(*channels)
         if self._reader is None or self._reader.done():
             self._reader = asyncio.create_task(self._read())
-        # Wait for Redis to confirm, so that a PUBLISH after this point reaches us.
-        await asyncio.wait_for(asyncio.gather(*waiters), 5)
+        return waiters
 
     async def unsubscribe(self, subscription):
         gone = []
@@ -114,7 +119,7 @@ class Doorbell:
 
     async def _resubscribe(self, channels):
         try:
-            await self._subscribe(channels)
+            await asyncio.wait_for(asyncio.gather(*await self._subscribe(channels)), 5)
         except Exception:
             logger.exception("doorbell resubscribe failed")
 

@@ -229,31 +229,31 @@ class McpHttpConsumer(AsyncConsumer):
         event_id = ids.EventId.parse(last_event_id) if last_event_id else None
         stream_key = event_id.stream if event_id else ids.GET_STREAM
         metrics.incr("get_requests")
-        subscription = await self.listen_while_opening_session(stream_key)
-        try:
-            session = self.session
-            backlog = await self.replay(session.id, event_id)
-            claim = await self.claim_stream(session.id, stream_key, resume=event_id is not None)
-        except BaseException:
-            await subscription.__aexit__(None, None, None)
-            raise
+        subscription, confirmed = await self.listen_while_opening_session(stream_key)
+        session = self.session
+        backlog, claim = await asyncio.gather(self.replay(session.id, event_id), self.claim_stream(
+            session.id, stream_key, resume=event_id is not None), return_exceptions=True)
+        if isinstance(backlog, BaseException) or isinstance(claim, BaseException):
+            await _release(subscription, None if isinstance(claim, BaseException) else claim)
+            raise backlog if isinstance(backlog, BaseException) else claim
         writer = await self.start_sse(session.id, stream_key, claim.token)
         position = event_id.position if event_id else await self.prime(writer, session, stream_key)
-        self.run_task(StreamTail(writer, session.id, position, subscription, claim).run(backlog))
+        self.run_task(StreamTail(writer, session.id, position, subscription, claim).run(backlog, confirmed))
 
     async def listen_while_opening_session(self, stream_key):
-        """Subscribe to the stream's doorbell while the session loads: both are needed before
-        the replay (subscribing first is what leaves no gap between replay and live events)."""
+        """Subscribe to the stream's doorbell while the session loads. The replay does not wait
+        for Redis to confirm the subscription: the tail reads the store once more when it is
+        confirmed, so an event appended in between is neither lost nor sent twice."""
         session_id = self.headers.get("mcp-session-id") or ""
         subscription = doorbell().listen(keys().stream_bell(session_id, stream_key))
-        opened, subscribed, _ = await asyncio.gather(self.open_session(), subscription.__aenter__(),
-                                                     control.ensure_listening(), return_exceptions=True)
-        for outcome in (opened, subscribed):
+        opened, confirmed, _ = await asyncio.gather(self.open_session(), subscription.open(),
+                                                    control.ensure_listening(), return_exceptions=True)
+        for outcome in (opened, confirmed):
             if isinstance(outcome, BaseException):
                 await subscription.__aexit__(None, None, None)
                 raise outcome
         self.session = opened
-        return subscription
+        return subscription, confirmed
 
     async def claim_stream(self, session_id, stream_key, resume):
         """One reader per stream. "The server MUST send each of its JSON-RPC messages on only one
@@ -332,7 +332,8 @@ class McpHttpConsumer(AsyncConsumer):
 
 async def _release(subscription, claim):
     await subscription.__aexit__(None, None, None)
-    await claim.release()
+    if claim is not None:
+        await claim.release()
 
 
 class StreamTail:
@@ -347,9 +348,12 @@ class StreamTail:
         self.writer, self.session_id, self.stream_key = writer, session_id, writer.stream_key
         self.position, self.subscription, self.claim = position, subscription, claim
 
-    async def run(self, backlog):
+    async def run(self, backlog, confirmed):
         try:
-            if not self.write(backlog):
+            if self.write(backlog):
+                return
+            await asyncio.wait_for(confirmed, 5)
+            if not self.write(await get_event_store().read_after(self.session_id, self.stream_key, self.position)):
                 await self.follow()
         finally:
             await _release(self.subscription, self.claim)
