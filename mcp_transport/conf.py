@@ -23,6 +23,8 @@ from django.dispatch import receiver
 DEFAULTS = {
     #: Redis URL for sessions, events and doorbells; None: the LOCATION of CACHE_ALIAS.
     "REDIS_URL": None,
+    #: Redis connections per process (event loop); commands wait for a free one beyond that.
+    "REDIS_MAX_CONNECTIONS": 50,
     #: The django-redis cache whose server holds sessions and events.
     "CACHE_ALIAS": "default",
     #: Prefix of every Redis key and pub/sub channel this app uses.

@@ -21,8 +21,13 @@ def async_redis() -> aredis.Redis:
     loop = asyncio.get_running_loop()
     client = _async_clients.get(loop)
     if client is None:
-        client = aredis.Redis.from_url(redis_url(), decode_responses=True, health_check_interval=30)
-        _async_clients[loop] = client
+        # A blocking pool: with a thousand streams appending at once, a command waits for a
+        # free connection instead of failing with "Too many connections" (redis-py's default
+        # pool raises at 100).
+        pool = aredis.BlockingConnectionPool.from_url(
+            redis_url(), decode_responses=True, health_check_interval=30,
+            max_connections=get_config()["REDIS_MAX_CONNECTIONS"], timeout=20)
+        client = _async_clients[loop] = aredis.Redis(connection_pool=pool)
     return client
 
 

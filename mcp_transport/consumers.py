@@ -54,6 +54,7 @@ class McpHttpConsumer(AsyncConsumer):
 
     #: Tasks writing this request's SSE response; the consumer lives until they are done.
     tasks = ()
+    response_started = False
 
     async def dispatch(self, message):
         # AsyncConsumer.dispatch calls close_old_connections() through sync_to_async before
@@ -80,6 +81,10 @@ class McpHttpConsumer(AsyncConsumer):
             await self.send_error(ProtocolError("Internal error.", http_status=500))
         if not self.tasks:
             raise StopConsumer()
+
+    async def send(self, message):
+        self.response_started = True
+        await super().send(message)
 
     async def http_disconnect(self, message):
         # Stop writing; the request itself goes on (a disconnect is not a cancel in 2025-11-25).
@@ -325,6 +330,11 @@ class McpHttpConsumer(AsyncConsumer):
         await self.send({"type": "http.response.body", "body": b""})
 
     async def send_error(self, exc: ProtocolError):
+        if self.response_started:
+            # An SSE response failed after its headers went out: end it; the client resumes.
+            for task in self.tasks:
+                task.cancel()
+            return await super().send({"type": "http.response.body", "body": b"", "more_body": False})
         status = exc.http_status if exc.http_status != 200 else 400
         extra = [(name.encode(), value.encode()) for name, value in exc.headers]
         await self.send_json(status, jsonrpc.error_message(None, exc.code, exc.message, exc.data), extra)

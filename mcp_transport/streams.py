@@ -241,7 +241,20 @@ async def _run(stream, request, call):
         # 2025-11-25 basic/utilities/cancellation. The stream ends with a terminal marker.
         message = None
     if await control.claim_answer(stream):  # exactly one response, even after a long stall
-        await stream.emit(message, final=True)
+        await _emit_final(stream, message)
+
+
+async def _emit_final(stream, message, attempts=5):
+    """The response must reach the store: retry through a Redis hiccup rather than leave the
+    request unanswered (its process is alive, so no one else would answer it)."""
+    for attempt in range(attempts):
+        try:
+            return await stream.emit(message, final=True)
+        except Exception:
+            if attempt == attempts - 1:
+                raise
+            logger.warning("storing the response of %r failed; retrying", stream.request_id, exc_info=True)
+            await asyncio.sleep(0.2 * 2 ** attempt)
 
 
 async def _respond(stream, request, call):
