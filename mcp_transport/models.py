@@ -35,3 +35,34 @@ class McpSession(models.Model):
     @property
     def is_open(self):
         return self.state != SessionState.CLOSED.value
+
+
+class StoredEvent(models.Model):
+    """One event of an SSE stream: the durable record behind the event store.
+
+    No foreign key to McpSession, so that writing events never waits on (or locks) the session
+    row. Positions are Redis stream entry ids ``<ms>-<seq>``; ``position_ms`` and
+    ``position_seq`` order them (the string itself does not sort numerically).
+    """
+
+    # Indexed through the unique constraint and the index below, which both start with it.
+    session_id = models.CharField(max_length=128)
+    stream = models.CharField(max_length=32)
+    position = models.CharField(max_length=48)
+    position_ms = models.BigIntegerField()
+    position_seq = models.IntegerField()
+    #: The JSON-RPC message; null for a priming event or a terminal marker.
+    message = models.JSONField(null=True, blank=True)
+    #: The last event of a POST stream.
+    final = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "stored event"
+        constraints = [models.UniqueConstraint(fields=["session_id", "stream", "position"],
+                                               name="mcp_event_unique_position")]
+        indexes = [models.Index(fields=["session_id", "stream", "position_ms", "position_seq"],
+                                name="mcp_event_order")]
+
+    def __str__(self):
+        return f"{self.session_id[:8]}… {self.stream}.{self.position}"

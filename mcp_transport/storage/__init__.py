@@ -1,21 +1,59 @@
 """The event store: every message sent on an SSE stream is appended here first.
 
-It is the single source of truth for both live delivery and ``Last-Event-ID`` replay.
+It is the single source of truth for both live delivery and ``Last-Event-ID`` replay. The
+backend is chosen in settings by dotted path plus keyword arguments, as Channels does
+(``backend_class(**config)``)::
+
+    MCP_TRANSPORT = {"EVENT_STORE": {
+        "BACKEND": "mcp_transport.storage.redis.RedisEventStore",    # the default
+        "OPTIONS": {"maxlen": 1000, "ttl": 3600, "persist": "batched"},
+    }}
+
+Backends: ``redis.RedisEventStore`` (Redis, with the database as the durable record),
+``database.DatabaseEventStore`` (the database only), ``memory.InMemoryEventStore`` (one process:
+tests and development).
 """
-from .base import EventStore, StoredEvent, UnknownEvent
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+from django.utils.module_loading import import_string
+
+from .base import EventStore, Replay, StoredEvent, UnknownEvent
+from .database import DatabaseEventStore
+from .memory import InMemoryEventStore
 from .redis import RedisEventStore
 
+#: Stores by (backend, options), so that each configuration is built once per process.
 _stores = {}
 
 
-def get_event_store() -> EventStore:
-    from ..conf import get_config
+def _freeze(value):
+    if isinstance(value, dict):
+        return tuple(sorted((key, _freeze(item)) for key, item in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(item) for item in value)
+    return value
 
-    prefix = get_config()["KEY_PREFIX"]
-    store = _stores.get(prefix)
+
+def get_event_store() -> EventStore:
+    """The store ``MCP_TRANSPORT["EVENT_STORE"]`` names, built once per configuration."""
+    from ..conf import DEFAULTS, get_config
+
+    config = get_config()["EVENT_STORE"]
+    backend = config.get("BACKEND", DEFAULTS["EVENT_STORE"]["BACKEND"])
+    options = config.get("OPTIONS", {})
+    key = (backend, _freeze(options))
+    store = _stores.get(key)
     if store is None:
-        store = _stores[prefix] = RedisEventStore()
+        store = _stores[key] = import_string(backend)(**options)
     return store
 
 
-__all__ = ["EventStore", "RedisEventStore", "StoredEvent", "UnknownEvent", "get_event_store"]
+@receiver(setting_changed)
+def _reset(*, setting, **kwargs):
+    # Options default to other MCP_TRANSPORT keys (STREAM_MAXLEN, ...): rebuild on any change.
+    if setting in ("MCP_TRANSPORT", "CACHES", "DATABASES"):
+        _stores.clear()
+
+
+__all__ = ["DatabaseEventStore", "EventStore", "InMemoryEventStore", "RedisEventStore", "Replay", "StoredEvent",
+           "UnknownEvent", "get_event_store"]

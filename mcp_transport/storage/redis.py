@@ -1,56 +1,381 @@
-"""Redis event store: one Redis stream per SSE stream, ``{prefix}:stream:{session}:{stream}``.
+"""Redis event store: one Redis stream per SSE stream, and the database as the durable record.
 
-Each append is one round trip: XADD (trimmed to STREAM_MAXLEN), EXPIRE (STREAM_TTL) and a
-PUBLISH on the stream's doorbell channel, pipelined. Positions are Redis entry ids, so
-ordering and uniqueness inside a stream come from Redis, whichever process appends.
+Theory of operation.
+
+*Append.* ``APPEND_LUA`` does, in one script call and one round trip: XADD (trimmed to
+``maxlen``, exactly by default, and counting what the trim removed), EXPIRE (``ttl``), the
+session cap, the counters, and a PUBLISH on the stream's doorbell channel. Appends of one event
+loop are coalesced (``signals.Coalescer``): while a call is in flight, new appends queue and the
+next call carries them all, so under load one round trip carries many events. Positions are
+Redis entry ids, so ordering and uniqueness inside a stream come from Redis, whichever process
+appends. A stream that Redis lost (flush, restart) is recreated at the next millisecond, so its
+new ids are greater than every id the lost one gave out (same ms, seq from 0 would repeat them).
+
+*Bookkeeping* (keys from ``StoreKeys``). ``lengths`` (a hash) holds how many events each stream
+and each session keeps; ``expiries`` (a sorted set) holds when each stream expires; each session
+has a sorted set of its streams scored by the time of their oldest kept event. Every append
+also sweeps a few expired streams out of ``expiries``: that is how TTL evictions are counted,
+within moments of the expiry, and how ``buffer_entries`` (appended minus evicted minus deleted,
+in ``{prefix}:metrics``) stays right without scanning the keyspace. A stream found missing on
+append (expired, or deleted behind our back) is counted the same way. So counts lag a TTL
+expiry until the next append anywhere or the next ``stats()``; a FLUSHALL resets them.
+
+*Session cap.* When a session holds more than ``session_max_events`` events, the script trims
+the stream whose oldest event is the session's oldest, one stream at a time, until the session
+fits: with one new event at a time this evicts exactly the session's oldest event.
+
+*Durability* (``persist``). ``"batched"`` (default): an event is in Redis when ``append``
+returns, and reaches the database within ``flush_interval`` seconds (or as soon as
+``flush_max`` events wait); losing Redis's copy *and* the appending process within that window
+loses it. ``"write_through"``: ``append`` returns once the event is in Redis and in the
+database (slower appends, no window). ``"off"``: Redis only; a flush or restart of Redis loses
+every buffered event.
+
+*Replay* reads Redis first. When Redis no longer has the id (restart, flush, trim, TTL), it
+falls back to the database and merges what Redis has after it, without duplicates. Replays are
+counted in ``{prefix}:metrics`` as ``replay_hits:redis|database`` and
+``replay_failures:unknown|evicted``.
+
+Needs a single Redis server (not Cluster): the scripts touch keys they did not declare.
 """
+import asyncio
 import json
+import weakref
+from collections import defaultdict
+from typing import NamedTuple
 
-from ..conf import get_config
+from django.core.exceptions import ImproperlyConfigured
+
 from ..connections import async_redis, keys
 from ..protocol.ids import EventId
-from .base import EventStore, StoredEvent, UnknownEvent
+from . import persist
+from .base import (EventStore, Replay, StoredEvent, UnknownEvent, merge, missing_reason, position_key,
+                   stats_from_counts)
+from .persist import PERSIST_MODES, EventTable, Flusher
+from .signals import Coalescer, RedisCounters, metrics_key
+
+APPEND_LUA = """
+-- KEYS: metrics hash, lengths hash, expiries zset.
+-- ARGV: maxlen, ttl (s), session cap, trim ("=" exact or "~"), then for each stream:
+--   stream key, session key, bell channel, n, then n x (message, final flag).
+-- Returns the new entry ids in the order of the events.
+local metrics, lengths, expiries = KEYS[1], KEYS[2], KEYS[3]
+local maxlen, ttl, cap, trim = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local clock = redis.call('TIME')
+local now = clock[1] * 1000 + math.floor(clock[2] / 1000)
+local counts = {appended = 0, capacity = 0, ttl = 0, session_cap = 0}
+
+local function ms(value) return string.format('%.0f', value) end
+
+local function kept(field) return tonumber(redis.call('HGET', lengths, field) or '0') end
+
+local function add_kept(field, delta)
+  if delta ~= 0 and redis.call('HINCRBY', lengths, field, delta) <= 0 then
+    redis.call('HDEL', lengths, field)
+  end
+end
+
+local function first_ms(stream)
+  local first = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)[1]
+  return first and string.match(first[1], '^%d+') or ms(now)
+end
+
+-- A stream Redis no longer has: drop its bookkeeping; returns how many events it held.
+local function forget(session, stream)
+  local n = kept(stream)
+  redis.call('HDEL', lengths, stream)
+  redis.call('ZREM', expiries, session .. '|' .. stream)
+  redis.call('ZREM', session, stream)
+  add_kept(session, -n)
+  return n
+end
+
+local function sweep()
+  for _, member in ipairs(redis.call('ZRANGEBYSCORE', expiries, '-inf', ms(now), 'LIMIT', 0, 64)) do
+    local session, stream = string.match(member, '^(.*)|(.*)$')
+    local left = redis.call('PTTL', stream)
+    if left == -2 then
+      counts.ttl = counts.ttl + forget(session, stream)
+    else
+      redis.call('ZADD', expiries, ms(now + (left > 0 and left or ttl * 1000)), member)
+    end
+  end
+end
+
+local function append(i, ids, sessions)
+  local stream, session, bell, n = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
+  local recorded, before = kept(stream), redis.call('XLEN', stream)
+  counts.ttl = counts.ttl + math.max(0, recorded - before)
+  -- A stream Redis lost (flush, restart, TTL) may have had ids in this very ms: a new one
+  -- starts at the next ms, so its ids are greater than any the lost one gave out.
+  local id = (before == 0 and redis.call('EXISTS', stream) == 0) and ms(now + 1) .. '-0' or '*'
+  for j = 1, n do
+    local message, final = ARGV[i + 2 + 2 * j], ARGV[i + 3 + 2 * j]
+    if final == '1' then
+      ids[#ids + 1] = redis.call('XADD', stream, 'MAXLEN', trim, maxlen, id, 'm', message, 'f', '1')
+    else
+      ids[#ids + 1] = redis.call('XADD', stream, 'MAXLEN', trim, maxlen, id, 'm', message)
+    end
+    id = '*'
+  end
+  local after = redis.call('XLEN', stream)
+  counts.appended = counts.appended + n
+  counts.capacity = counts.capacity + before + n - after
+  redis.call('HSET', lengths, stream, after)
+  add_kept(session, after - recorded)
+  redis.call('PEXPIRE', stream, ttl * 1000)
+  redis.call('ZADD', expiries, ms(now + ttl * 1000), session .. '|' .. stream)
+  if before == 0 or after < before + n then redis.call('ZADD', session, first_ms(stream), stream) end
+  redis.call('PEXPIRE', session, ttl * 1000)
+  redis.call('PUBLISH', bell, '1')
+  sessions[session] = true
+  return i + 4 + 2 * n
+end
+
+-- Evict from the stream holding the session's oldest event until the session fits.
+local function enforce_cap(session)
+  local excess, rounds = kept(session) - cap, 0
+  while excess > 0 and rounds < 64 do
+    rounds = rounds + 1
+    local oldest = redis.call('ZRANGE', session, 0, 0)[1]
+    if not oldest then break end
+    local len = redis.call('XLEN', oldest)
+    if len == 0 then
+      local lost = forget(session, oldest)
+      counts.ttl, excess = counts.ttl + lost, excess - lost
+    else
+      local n = math.min(excess, len)
+      if n == len then
+        redis.call('DEL', oldest)
+        forget(session, oldest)
+      else
+        redis.call('XTRIM', oldest, 'MAXLEN', '=', len - n)
+        redis.call('HSET', lengths, oldest, len - n)
+        add_kept(session, -n)
+        redis.call('ZADD', session, first_ms(oldest), oldest)
+      end
+      counts.session_cap, excess = counts.session_cap + n, excess - n
+    end
+  end
+end
+
+sweep()
+local ids, sessions, i = {}, {}, 5
+while i <= #ARGV do i = append(i, ids, sessions) end
+for session in pairs(sessions) do enforce_cap(session) end
+for _, reason in ipairs({'capacity', 'ttl', 'session_cap'}) do
+  if counts[reason] > 0 then redis.call('HINCRBY', metrics, 'events_evicted:' .. reason, counts[reason]) end
+end
+local delta = counts.appended - counts.capacity - counts.ttl - counts.session_cap
+if counts.appended > 0 then redis.call('HINCRBY', metrics, 'events_appended', counts.appended) end
+if delta ~= 0 then redis.call('HINCRBY', metrics, 'buffer_entries', delta) end
+return ids
+"""
+
+DELETE_LUA = """
+-- KEYS: metrics hash, lengths hash, expiries zset, the session's streams zset.
+local metrics, lengths, expiries, session = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local dropped = 0
+for _, stream in ipairs(redis.call('ZRANGE', session, 0, -1)) do
+  dropped = dropped + tonumber(redis.call('HGET', lengths, stream) or '0')
+  redis.call('DEL', stream)
+  redis.call('HDEL', lengths, stream)
+  redis.call('ZREM', expiries, session .. '|' .. stream)
+end
+redis.call('DEL', session)
+redis.call('HDEL', lengths, session)
+if dropped > 0 then
+  redis.call('HINCRBY', metrics, 'events_deleted', dropped)
+  redis.call('HINCRBY', metrics, 'buffer_entries', -dropped)
+end
+return dropped
+"""
+
+class StoreKeys:
+    """The store's Redis keys. Stream and doorbell names come from ``connections.Keys``."""
+
+    def __init__(self):
+        self.names = keys()
+        prefix = self.names.prefix
+        self.shared = [metrics_key(), f"{prefix}:evlen", f"{prefix}:evexp"]
+
+    def stream(self, session_id, stream_key):
+        return self.names.stream(session_id, stream_key)
+
+    def session_streams(self, session_id):
+        """Sorted set of the session's stream keys, scored by the ms of their oldest event."""
+        return f"{self.names.prefix}:evstreams:{session_id}"
+
+    def bell(self, session_id, stream_key):
+        return self.names.stream_bell(session_id, stream_key)
 
 
-def _entry(fields):
+class _Append(NamedTuple):
+    """One append waiting for its script call."""
+
+    session_id: str
+    stream_key: str
+    final: bool
+    #: The message as JSON ("" for None), encoded once for Redis and the database.
+    data: str
+
+
+def _encode(message) -> str:
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")) if message is not None else ""
+
+
+def _event(stream_key, entry_id, fields) -> StoredEvent:
     message = fields.get("m")
-    return (json.loads(message) if message else None), fields.get("f") == "1"
+    return StoredEvent(EventId(stream_key, entry_id), json.loads(message) if message else None,
+                       fields.get("f") == "1")
+
+
+def _events(stream_key, entries) -> list:
+    return [_event(stream_key, entry_id, fields) for entry_id, fields in entries]
+
+
+def _script_args(store, names, items):
+    """ARGV for APPEND_LUA, with items grouped by stream (keeping their order inside each
+    stream), and the index in ``items`` of each event in script order."""
+    groups = defaultdict(list)
+    for index, item in enumerate(items):
+        groups[item.session_id, item.stream_key].append(index)
+    args = [store.maxlen, store.ttl, store.session_max_events, "~" if store.approximate_trim else "="]
+    order = []
+    for (session_id, stream_key), indexes in groups.items():
+        args += [names.stream(session_id, stream_key), names.session_streams(session_id),
+                 names.bell(session_id, stream_key), len(indexes)]
+        for index in indexes:
+            args += [items[index].data, "1" if items[index].final else ""]
+        order += indexes
+    return args, order
+
+
+class _LoopState:
+    """What a store keeps per event loop: asyncio objects cannot cross loops."""
+
+    def __init__(self, store):
+        client = async_redis()
+        self.append_script = client.register_script(APPEND_LUA)
+        self.delete_script = client.register_script(DELETE_LUA)
+        self.batcher = Coalescer(store._send)
+        self.flusher = Flusher(store.table, store.flush_interval, store.flush_max) if store.table else None
 
 
 class RedisEventStore(EventStore):
+    """The default store. Options: the ring limits (``maxlen``, ``ttl``,
+    ``session_max_events``), ``persist`` ("batched", "write_through", "off"),
+    ``flush_interval`` (seconds, 0.2) and ``flush_max`` (events, 500) for "batched", and
+    ``approximate_trim`` (XADD MAXLEN ~: cheaper, keeps up to ~100 more events than maxlen)."""
+
+    source = "redis"
+
+    def __init__(self, *, persist: str = "batched", flush_interval: float = 0.2, flush_max: int = 500,
+                 approximate_trim: bool = False, **ring):
+        super().__init__(**ring)
+        if persist not in PERSIST_MODES:
+            raise ImproperlyConfigured(f"EVENT_STORE option persist must be one of {PERSIST_MODES}, not {persist!r}.")
+        self.persist, self.approximate_trim = persist, approximate_trim
+        self.flush_interval, self.flush_max = flush_interval, flush_max
+        self.table = EventTable() if persist != "off" else None
+        self.counters = RedisCounters()
+        self._loops = weakref.WeakKeyDictionary()
+
+    @property
+    def replays_evicted(self):
+        return self.table is not None
+
+    def _state(self) -> _LoopState:
+        loop = asyncio.get_running_loop()
+        state = self._loops.get(loop)
+        if state is None:
+            state = self._loops[loop] = _LoopState(self)
+        return state
+
+    # -- append ------------------------------------------------------------------------------
+
     async def append(self, session_id, stream_key, message, *, final=False):
-        config, names = get_config(), keys()
-        fields = {"m": json.dumps(message, ensure_ascii=False, separators=(",", ":")) if message else ""}
-        if final:
-            fields["f"] = "1"
-        stream = names.stream(session_id, stream_key)
-        async with async_redis().pipeline(transaction=False) as pipe:
-            pipe.xadd(stream, fields, maxlen=config["STREAM_MAXLEN"], approximate=True)
-            pipe.expire(stream, config["STREAM_TTL"])
-            pipe.publish(names.stream_bell(session_id, stream_key), "1")
-            position, *_ = await pipe.execute()
-        return EventId(stream_key, position)
+        # Encoded here, so that a message that cannot be encoded fails its own append only.
+        item = _Append(session_id, stream_key, final, _encode(message))
+        return EventId(stream_key, await self._state().batcher.submit(item))
+
+    async def _send(self, items) -> list:
+        """One script call for a batch of appends; returns their positions in order."""
+        names = StoreKeys()
+        args, order = _script_args(self, names, items)
+        state = self._state()
+        positions = [None] * len(items)
+        for index, position in zip(order, await state.append_script(keys=names.shared, args=args)):
+            positions[index] = position
+        if self.table is not None:
+            await self._persist([(item.session_id, item.stream_key, position, item.data, item.final)
+                                 for item, position in zip(items, positions)], state)
+        return positions
+
+    async def _persist(self, rows, state):
+        if self.persist == "write_through":
+            await self.table.run(persist.insert_rows, rows)
+        else:
+            state.flusher.add(rows)
+
+    async def flush(self):
+        state = self._loops.get(asyncio.get_running_loop())
+        if state is not None and state.flusher is not None:
+            await state.flusher.flush()
+
+    # -- reading -----------------------------------------------------------------------------
 
     async def read_after(self, session_id, stream_key, position):
-        stream = keys().stream(session_id, stream_key)
-        entries = await async_redis().xrange(stream, min=f"({position}", max="+")
-        return [self._event(stream_key, entry_id, fields) for entry_id, fields in entries]
+        """Live tails call this after every doorbell. When Redis lost ``position`` (trimmed past
+        a slow reader, or a flush), what follows it comes from the database, merged with Redis."""
+        stream = StoreKeys().stream(session_id, stream_key)
+        if position == "0-0":
+            return _events(stream_key, await async_redis().xrange(stream, min="(0-0", max="+"))
+        entries = await async_redis().xrange(stream, min=position, max="+")
+        if entries and entries[0][0] == position:
+            return _events(stream_key, entries[1:])
+        newer = [event for event in _events(stream_key, entries) if event.id.sort_key > position_key(position)]
+        if self.table is None:
+            return newer
+        await self.flush()
+        return merge(await self.table.run(persist.rows_after, session_id, stream_key, position), newer)
 
     async def replay_after(self, session_id, event_id):
-        # Inclusive range: the first entry must be the id itself, or it is unknown or trimmed.
-        stream = keys().stream(session_id, event_id.stream)
+        # Inclusive range: the first entry must be the id itself, or Redis does not have it.
+        stream = StoreKeys().stream(session_id, event_id.stream)
         entries = await async_redis().xrange(stream, min=event_id.position, max="+")
-        if not entries or entries[0][0] != event_id.position:
-            raise UnknownEvent(str(event_id))
-        return [self._event(event_id.stream, entry_id, fields) for entry_id, fields in entries[1:]]
+        if entries and entries[0][0] == event_id.position:
+            await self.counters.add({"replay_hits:redis": 1})
+            return Replay(_events(event_id.stream, entries[1:]), "redis")
+        return await self._replay_from_database(session_id, event_id, _events(event_id.stream, entries))
+
+    async def _replay_from_database(self, session_id, event_id, newer):
+        rows = None
+        if self.table is not None:
+            await self.flush()  # this process's own recent events first
+            rows = await self.table.run(persist.replay_rows, session_id, event_id.stream, event_id.position)
+        if rows is None:
+            reason = await self._why_missing(session_id, event_id)
+            await self.counters.add({f"replay_failures:{reason}": 1})
+            raise UnknownEvent(event_id, reason)
+        await self.counters.add({"replay_hits:database": 1})
+        return Replay(merge(rows, newer), "database")
+
+    async def _why_missing(self, session_id, event_id) -> str:
+        """"evicted" when the stream still exists and the id is older than its oldest entry."""
+        first = await async_redis().xrange(StoreKeys().stream(session_id, event_id.stream), count=1)
+        return missing_reason(first[0][0] if first else None, event_id.position)
+
+    # -- the rest ----------------------------------------------------------------------------
 
     async def delete_session(self, session_id):
-        client = async_redis()
-        streams = [key async for key in client.scan_iter(match=keys().stream(session_id, "*"), count=500)]
-        if streams:
-            await client.delete(*streams)
+        names, state = StoreKeys(), self._state()
+        await state.delete_script(keys=[*names.shared, names.session_streams(session_id)])
+        if self.table is not None:
+            state.flusher.drop_session(session_id)
+            await self.table.run(persist.delete_session_rows, session_id)
 
-    @staticmethod
-    def _event(stream_key, entry_id, fields):
-        message, final = _entry(fields)
-        return StoredEvent(EventId(stream_key, entry_id), message, final)
+    async def stats(self):
+        names = StoreKeys()  # an append of nothing sweeps expired streams: TTL counts are current
+        await self._state().append_script(keys=names.shared, args=_script_args(self, names, [])[0])
+        return stats_from_counts(await self.counters.read())

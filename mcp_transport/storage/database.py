@@ -1,0 +1,126 @@
+"""Database event store: every event is a row of ``models.StoredEvent``, with no Redis buffer.
+
+For deployments that want one durable store and can afford a few queries per event. Every ORM
+call runs on the store's own thread (persist.EventTable), so the loop never waits on it.
+
+Positions follow Redis's rule for entry ids, ``<ms>-<seq>``: the clock's ms, or the stream's
+last ms with the next seq when the clock has not moved on. An append reads the stream's last
+position and inserts the next one in a transaction; when two processes race for the same
+position, the unique constraint rejects the second insert, which retries with the position
+after the winner's. So positions are unique and increasing per stream across processes.
+
+Ring limits, checked on append: rows beyond ``maxlen`` are deleted; a stream whose last event
+is older than ``ttl`` is deleted when next touched (TTL evictions are counted then); above
+``session_max_events`` (one COUNT per append) the session's expired streams go first, then its
+oldest rows. Counters and doorbells go to Redis, in one round trip per append.
+"""
+from collections import Counter
+
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+
+from ..protocol.ids import EventId
+from . import persist
+from .base import EventStore, Replay, UnknownEvent, missing_reason, next_position, now_ms, stats_from_counts
+from .persist import EventTable
+from .signals import RedisCounters, evictions, ring
+
+#: Attempts at an append whose position another process took first.
+_ATTEMPTS = 5
+
+
+class DatabaseEventStore(EventStore):
+    source = "database"
+
+    def __init__(self, **ring_limits):
+        super().__init__(**ring_limits)
+        self.table = EventTable()
+        self.counters = RedisCounters()
+
+    async def append(self, session_id, stream_key, message, *, final=False):
+        position, evicted = await self.table.run(self._append, session_id, stream_key, message, final)
+        await ring(session_id, stream_key, {"events_appended": 1, **evictions(evicted)})
+        return EventId(stream_key, position)
+
+    async def read_after(self, session_id, stream_key, position):
+        events, expired = await self.table.run(self._read_after, session_id, stream_key, position)
+        await self.counters.add(evictions({"ttl": expired}))
+        return events
+
+    async def replay_after(self, session_id, event_id):
+        found, expired = await self.table.run(self._replay, session_id, event_id.stream, event_id.position)
+        if isinstance(found, str):
+            await self.counters.add({f"replay_failures:{found}": 1, **evictions({"ttl": expired})})
+            raise UnknownEvent(event_id, found)
+        await self.counters.add({"replay_hits:database": 1, **evictions({"ttl": expired})})
+        return Replay(found, self.source)
+
+    async def delete_session(self, session_id):
+        deleted = await self.table.run(persist.delete_session_rows, session_id)
+        await self.counters.add({"events_deleted": deleted})
+
+    async def stats(self):
+        kept = await self.table.run(lambda: persist.all_rows().count())
+        return stats_from_counts({**await self.counters.read(), "buffer_entries": kept})
+
+    # -- on the table's thread -------------------------------------------------------------
+
+    def _append(self, session_id, stream_key, message, final):
+        for attempt in range(_ATTEMPTS):
+            try:
+                with transaction.atomic():
+                    return self._insert(session_id, stream_key, message, final)
+            except IntegrityError:
+                if attempt == _ATTEMPTS - 1:
+                    raise
+
+    def _insert(self, session_id, stream_key, message, final):
+        rows, evicted = self._fresh_rows(session_id, stream_key)
+        last = rows.order_by("-position_ms", "-position_seq").values_list("position_ms", "position_seq").first()
+        position = "%d-%d" % next_position(last, now_ms())
+        persist.insert_row(session_id, stream_key, position, message, final)
+        evicted["capacity"] = _trim_stream(rows, self.maxlen)
+        evicted.update(self._trim_session(session_id))
+        return position, evicted
+
+    def _fresh_rows(self, session_id, stream_key):
+        """The stream's rows, deleted first when the stream expired (counted as "ttl")."""
+        rows = persist.stream_rows(session_id, stream_key)
+        last = rows.aggregate(last=Max("position_ms"))["last"]
+        expired = rows.delete()[0] if last is not None and last < self._cutoff() else 0
+        return rows, Counter(ttl=expired)
+
+    def _cutoff(self) -> int:
+        return now_ms() - self.ttl * 1000
+
+    def _trim_session(self, session_id) -> Counter:
+        session = persist.all_rows().filter(session_id=session_id)
+        excess = session.count() - self.session_max_events
+        if excess <= 0:
+            return Counter()
+        stale = session.values("stream").annotate(last=Max("position_ms")).filter(last__lt=self._cutoff())
+        evicted = Counter(ttl=session.filter(stream__in=[row["stream"] for row in stale]).delete()[0])
+        oldest = session.order_by("position_ms", "position_seq").values_list("pk", flat=True)
+        evicted["session_cap"] = _delete(session, oldest[:max(0, excess - evicted["ttl"])])
+        return evicted
+
+    def _read_after(self, session_id, stream_key, position):
+        rows, evicted = self._fresh_rows(session_id, stream_key)
+        return persist.events(persist.after(rows, position), stream_key), evicted["ttl"]
+
+    def _replay(self, session_id, stream_key, position):
+        """The events after ``position``, or why there are none; and the TTL evictions."""
+        rows, evicted = self._fresh_rows(session_id, stream_key)
+        if rows.filter(position=position).exists():
+            return persist.events(persist.after(rows, position), stream_key), evicted["ttl"]
+        return missing_reason(persist.oldest_position(rows), position), evicted["ttl"]
+
+
+def _trim_stream(rows, maxlen) -> int:
+    """Delete the rows older than the stream's newest ``maxlen``."""
+    return _delete(rows, rows.order_by("-position_ms", "-position_seq").values_list("pk", flat=True)[maxlen:])
+
+
+def _delete(rows, pks) -> int:
+    pks = list(pks)
+    return rows.filter(pk__in=pks).delete()[0] if pks else 0

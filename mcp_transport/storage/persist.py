@@ -1,0 +1,176 @@
+"""The durable record of events: rows of ``models.StoredEvent``, written and read off the loop.
+
+Every store that uses the database gets one ``EventTable``: a thread of its own that runs its
+ORM calls one at a time, so the event loop never waits on the database, Django's shared sync
+thread (sessions, the admin) never waits on event writes, and SQLite never sees two writers of
+ours at once. ``Flusher`` batches rows per event loop: appends hand it rows and return at once;
+it bulk-inserts them every ``interval`` seconds or ``max_rows`` rows, whichever comes first.
+"""
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+from django.db import close_old_connections, connections, router, transaction
+from django.db.models import Q
+from django.db.models.constants import OnConflict
+from django.utils import timezone
+
+from ..protocol.ids import EventId
+from .base import StoredEvent, position_key
+
+logger = logging.getLogger(__name__)
+
+#: ``persist`` option values of the Redis store.
+PERSIST_MODES = ("batched", "write_through", "off")
+
+
+def all_rows():
+    """``StoredEvent.objects``, imported late: models need the app registry."""
+    from ..models import StoredEvent as EventRow
+
+    return EventRow.objects
+
+
+class EventTable:
+    """Runs ORM functions on this store's own thread, one at a time."""
+
+    def __init__(self):
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-events-db")
+
+    async def run(self, function, *args):
+        return await asyncio.get_running_loop().run_in_executor(self._executor, _call, function, args)
+
+    def close(self) -> None:
+        """Close this thread's database connections and stop the thread (tests, shutdown)."""
+        self._executor.submit(connections.close_all).result()
+        self._executor.shutdown(wait=True)
+
+
+def _call(function, args):
+    # As channels' database_sync_to_async: drop connections that are stale or broken, before
+    # and after, since no request cycle does it on this thread.
+    close_old_connections()
+    try:
+        return function(*args)
+    finally:
+        close_old_connections()
+
+
+class Flusher:
+    """Rows waiting for the database, written in bulk off the loop. One per event loop."""
+
+    def __init__(self, table: EventTable, interval: float, max_rows: int):
+        self.table, self.interval, self.max_rows = table, interval, max_rows
+        self._rows = []
+        self._full = asyncio.Event()
+        self._task = None
+
+    def add(self, rows: list) -> None:
+        self._rows.extend(rows)
+        if len(self._rows) >= self.max_rows:
+            self._full.set()
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self):
+        # Lives only while rows wait, so an idle loop holds no task of ours.
+        try:
+            while self._rows:
+                await self._wait()
+                await self.flush()
+        except asyncio.CancelledError:
+            # The loop is shutting down (asyncio.run and async_to_sync cancel what is left, as
+            # in a Celery task or a sync view): write what waits before it goes.
+            await self.flush()
+            raise
+
+    async def _wait(self):
+        try:
+            await asyncio.wait_for(self._full.wait(), self.interval)
+        except asyncio.TimeoutError:
+            pass
+
+    async def flush(self) -> None:
+        """Write every waiting row now; returns once they (and any earlier batch) are written."""
+        self._full.clear()
+        rows, self._rows = self._rows, []
+        try:
+            await self.table.run(insert_rows, rows)
+        except Exception:
+            logger.exception("%d events could not be written to the database; Redis still has them", len(rows))
+
+    def drop_session(self, session_id: str) -> None:
+        self._rows = [row for row in self._rows if row[0] != session_id]
+
+
+# -- ORM functions: they run on an EventTable's thread ------------------------------------------
+
+def insert_rows(rows: list) -> None:
+    """Insert (session, stream, position, message JSON text or None, final) rows in one
+    transaction; rows already there are skipped.
+
+    Plain ``executemany`` with the JSON the Redis store already encoded, not ``bulk_create``:
+    building model instances costs ~10x more Python time, and this thread shares the GIL with
+    the event loop (bench/RESULTS.md, "Event store")."""
+    if not rows:
+        return
+    model = all_rows().model
+    connection = connections[router.db_for_write(model)]
+    created = connection.ops.adapt_datetimefield_value(timezone.now())
+    params = [(session_id, stream_key, position, *position_key(position), message or None, final, created)
+              for session_id, stream_key, position, message, final in rows]
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+        cursor.executemany(_insert_sql(connection, model), params)
+
+
+def _insert_sql(connection, model) -> str:
+    """INSERT ... that skips rows whose (session, stream, position) exists, in this vendor's SQL."""
+    names = ("session_id", "stream", "position", "position_ms", "position_seq", "message", "final", "created_at")
+    columns = ", ".join(connection.ops.quote_name(model._meta.get_field(name).column) for name in names)
+    json = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
+    values = ", ".join(json if name == "message" else "%s" for name in names)
+    return (f"{connection.ops.insert_statement(on_conflict=OnConflict.IGNORE)} "
+            f"{connection.ops.quote_name(model._meta.db_table)} ({columns}) VALUES ({values}) "
+            f"{connection.ops.on_conflict_suffix_sql(None, OnConflict.IGNORE, None, None)}")
+
+
+def insert_row(session_id, stream_key, position, message, final) -> None:
+    """Insert one row (``message`` a dict or None); IntegrityError when the position is taken."""
+    ms, seq = position_key(position)
+    all_rows().create(session_id=session_id, stream=stream_key, position=position, position_ms=ms,
+                      position_seq=seq, message=message, final=final)
+
+
+def stream_rows(session_id: str, stream_key: str):
+    return all_rows().filter(session_id=session_id, stream=stream_key)
+
+
+def after(rows, position: str):
+    ms, seq = position_key(position)
+    return rows.filter(Q(position_ms__gt=ms) | Q(position_ms=ms, position_seq__gt=seq))
+
+
+def events(rows, stream_key: str) -> list:
+    ordered = rows.order_by("position_ms", "position_seq").values_list("position", "message", "final")
+    return [StoredEvent(EventId(stream_key, position), message, final) for position, message, final in ordered]
+
+
+def rows_after(session_id: str, stream_key: str, position: str) -> list:
+    return events(after(stream_rows(session_id, stream_key), position), stream_key)
+
+
+def replay_rows(session_id: str, stream_key: str, position: str):
+    """The events after ``position``, or None when the database has no such event."""
+    rows = stream_rows(session_id, stream_key)
+    if not rows.filter(position=position).exists():
+        return None
+    return events(after(rows, position), stream_key)
+
+
+def oldest_position(rows):
+    """The first position of a stream's rows, or None when it has none."""
+    return rows.order_by("position_ms", "position_seq").values_list("position", flat=True).first()
+
+
+def delete_session_rows(session_id: str) -> int:
+    return all_rows().filter(session_id=session_id).delete()[0]

@@ -1,0 +1,203 @@
+"""The contract every event store keeps, run against each backend (``backend`` fixture), as
+django-debug-toolbar's CommonStoreTestsMixin does for its stores."""
+import asyncio
+
+import pytest
+
+from mcp_transport.bell import doorbell
+from mcp_transport.connections import keys
+from mcp_transport.protocol.ids import EventId
+from mcp_transport.storage import Replay, UnknownEvent
+from mcp_transport.storage.persist import all_rows
+
+from .helpers import append_many, notification, orm
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def evicted(store, reason):
+    return (await store.stats())["evicted"][reason]
+
+
+# -- order, ids, reading ------------------------------------------------------------------------
+
+async def test_append_then_read_everything_in_order(store, session_id, stream_key):
+    ids = await append_many(store, session_id, stream_key, 5)
+    events = await store.read_after(session_id, stream_key, "0-0")
+    assert [event.id for event in events] == ids
+    assert [event.message for event in events] == [notification(i) for i in range(5)]
+    assert all(event.id.stream == stream_key for event in events)
+
+
+async def test_ids_are_unique_and_increasing_under_concurrent_appends(store, session_id, stream_key):
+    ids = await asyncio.gather(*(store.append(session_id, stream_key, notification(i)) for i in range(200)))
+    assert len(set(ids)) == 200
+    events = await store.read_after(session_id, stream_key, "0-0")
+    assert [event.id for event in events] == sorted(ids, key=lambda event_id: event_id.sort_key)
+    keys_in_order = [event.id.sort_key for event in events]
+    assert keys_in_order == sorted(set(keys_in_order))
+
+
+async def test_read_after_is_strictly_after(store, session_id, stream_key):
+    ids = await append_many(store, session_id, stream_key, 4)
+    assert [e.id for e in await store.read_after(session_id, stream_key, ids[1].position)] == ids[2:]
+    assert await store.read_after(session_id, stream_key, ids[-1].position) == []
+
+
+async def test_read_after_of_a_stream_never_written(store, session_id, stream_key):
+    assert await store.read_after(session_id, stream_key, "0-0") == []
+
+
+async def test_replay_after_is_strictly_after_in_order(store, session_id, stream_key):
+    ids = await append_many(store, session_id, stream_key, 6)
+    replay = await store.replay_after(session_id, ids[2])
+    assert isinstance(replay, Replay) and replay.source == store.source
+    assert [event.id for event in replay] == ids[3:]
+    assert [event.message["params"]["progress"] for event in replay] == [3, 4, 5]
+    assert await store.replay_after(session_id, ids[-1]) == []
+    assert (await store.stats())["replay_hits"][store.source] == 2
+
+
+async def test_final_flag_round_trips(store, session_id, stream_key):
+    first = await store.append(session_id, stream_key, None)
+    await store.append(session_id, stream_key, notification(1))
+    await store.append(session_id, stream_key, {"jsonrpc": "2.0", "id": 7, "result": {}}, final=True)
+    events = await store.replay_after(session_id, first)
+    assert [event.final for event in events] == [False, True]
+    assert events[-1].message == {"jsonrpc": "2.0", "id": 7, "result": {}}
+    assert [event.final for event in await store.read_after(session_id, stream_key, "0-0")] == [False, False, True]
+
+
+async def test_priming_event_round_trips(store, session_id, stream_key):
+    priming = await store.append(session_id, stream_key, None)
+    terminal = await store.append(session_id, stream_key, None, final=True)
+    events = await store.read_after(session_id, stream_key, "0-0")
+    assert [(event.id, event.message, event.final) for event in events] == [(priming, None, False),
+                                                                           (terminal, None, True)]
+    assert [event.id for event in await store.replay_after(session_id, priming)] == [terminal]
+
+
+async def test_append_rings_the_stream_doorbell(store, session_id, stream_key):
+    async with doorbell().listen(keys().stream_bell(session_id, stream_key)) as subscription:
+        await store.append(session_id, stream_key, notification(0))
+        assert await subscription.wait(5) is not None
+
+
+# -- ids are only meaningful inside their own session and stream (GHSA-84j6-jc92-77jm) --------
+
+async def test_unknown_id_is_unknown(store, session_id, stream_key):
+    ids = await append_many(store, session_id, stream_key, 3)
+    for event_id in (EventId(stream_key, "99999999999999-0"), EventId("0123456789abcdef", ids[0].position),
+                     EventId(stream_key, f"{ids[1].sort_key[0]}-{ids[1].sort_key[1] + 1000}")):
+        with pytest.raises(UnknownEvent) as info:
+            await store.replay_after(session_id, event_id)
+        assert info.value.reason == "unknown"
+    assert (await store.stats())["replay_failures"]["unknown"] == 3
+
+
+async def test_id_of_another_session_is_unknown(store, stream_key):
+    victim, attacker = "victim-session-0000000000000", "attacker-session-00000000000"
+    await append_many(store, attacker, stream_key, 2)  # the same stream key, in the attacker's session
+    await asyncio.sleep(0.005)
+    stolen = await append_many(store, victim, stream_key, 3)
+    await store.flush()
+    for event_id in stolen:
+        with pytest.raises(UnknownEvent):
+            await store.replay_after(attacker, event_id)
+    replay = await store.replay_after(victim, stolen[0])
+    assert [event.id for event in replay] == stolen[1:]
+
+
+async def test_id_of_another_stream_does_not_replay_this_one(store, session_id):
+    other, this = "0" * 16, "f" * 16
+    mine = await append_many(store, session_id, this, 3)
+    await asyncio.sleep(0.005)
+    theirs = await append_many(store, session_id, other, 3)
+    await store.flush()
+    with pytest.raises(UnknownEvent):
+        await store.replay_after(session_id, EventId(this, theirs[0].position))
+    replay = await store.replay_after(session_id, EventId(other, theirs[0].position))
+    assert [event.id for event in replay] == theirs[1:]
+    assert not {event.id for event in replay} & set(mine)
+
+
+# -- ring limits ---------------------------------------------------------------------------------
+
+async def test_maxlen_trims_the_oldest_and_counts_capacity(make_store, session_id, stream_key):
+    store = make_store(maxlen=5)
+    ids = await append_many(store, session_id, stream_key, 8)
+    assert [event.id for event in await store.read_after(session_id, stream_key, "0-0")] == ids[3:]
+    assert await evicted(store, "capacity") == 3
+    await store.flush()
+    if store.replays_evicted:  # a durable copy still has them
+        assert [event.id for event in await store.replay_after(session_id, ids[0])] == ids[1:]
+    else:
+        with pytest.raises(UnknownEvent) as info:
+            await store.replay_after(session_id, ids[0])
+        assert info.value.reason == "evicted"
+    assert [event.id for event in await store.replay_after(session_id, ids[3])] == ids[4:]
+
+
+async def test_ttl_expires_a_quiet_stream(make_store, session_id, stream_key):
+    store = make_store(ttl=1)
+    ids = await append_many(store, session_id, stream_key, 3)
+    await store.flush()
+    await asyncio.sleep(1.2)
+    if store.replays_evicted:  # the Redis store falls back to the database
+        replay = await store.replay_after(session_id, ids[0])
+        assert ([event.id for event in replay], replay.source) == (ids[1:], "database")
+    else:
+        with pytest.raises(UnknownEvent) as info:
+            await store.replay_after(session_id, ids[0])
+        assert info.value.reason == "unknown"
+    stats = await store.stats()
+    assert stats["evicted"]["ttl"] == 3
+    assert stats["buffer_entries"] == 0
+
+
+async def test_session_cap_evicts_the_sessions_oldest_events(make_store, session_id):
+    store = make_store(session_max_events=10)
+    first, second = "a" * 16, "b" * 16
+    early = await append_many(store, session_id, first, 6)
+    await asyncio.sleep(0.005)
+    late = await append_many(store, session_id, second, 6)
+    assert [event.id for event in await store.read_after(session_id, first, "0-0")] == early[2:]
+    assert [event.id for event in await store.read_after(session_id, second, "0-0")] == late
+    assert await evicted(store, "session_cap") == 2
+    assert (await store.stats())["buffer_entries"] == 10
+
+
+async def test_session_cap_leaves_other_sessions_alone(make_store, stream_key):
+    store = make_store(session_max_events=3)
+    await append_many(store, "session-one-00000000000000", stream_key, 3)
+    await append_many(store, "session-two-00000000000000", stream_key, 3)
+    assert len(await store.read_after("session-one-00000000000000", stream_key, "0-0")) == 3
+    assert await evicted(store, "session_cap") == 0
+
+
+# -- delete --------------------------------------------------------------------------------------
+
+async def test_delete_session_removes_its_events_only(store, stream_key):
+    doomed, kept = "doomed-session-000000000000", "kept-session-00000000000000"
+    doomed_ids = await append_many(store, doomed, stream_key, 3)
+    await append_many(store, doomed, "g", 2)
+    kept_ids = await append_many(store, kept, stream_key, 3)
+    await store.flush()
+    await store.delete_session(doomed)
+    assert await store.read_after(doomed, stream_key, "0-0") == []
+    assert await store.read_after(doomed, "g", "0-0") == []
+    with pytest.raises(UnknownEvent):
+        await store.replay_after(doomed, doomed_ids[0])
+    assert [event.id for event in await store.replay_after(kept, kept_ids[0])] == kept_ids[1:]
+    assert (await store.stats())["buffer_entries"] == 3
+    if getattr(store, "table", None) is not None:
+        rows = await orm(store, lambda: sorted(all_rows().filter(session_id__in=[doomed, kept])
+                                               .values_list("session_id", flat=True).distinct()))
+        assert rows == [kept]
+
+
+async def test_stats_shape(store):
+    stats = await store.stats()
+    assert set(stats) == {"buffer_entries", "events_appended", "evicted", "replay_hits", "replay_failures"}
+    assert set(stats["evicted"]) == {"capacity", "ttl", "session_cap"}
+    assert set(stats["replay_failures"]) == {"unknown", "evicted"}

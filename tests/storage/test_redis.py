@@ -1,0 +1,184 @@
+"""What only the Redis store does: the database behind it, exact counters, coalesced appends."""
+import asyncio
+
+import pytest
+from asgiref.sync import async_to_sync
+
+from mcp_transport.connections import async_redis
+from mcp_transport.storage import UnknownEvent
+from mcp_transport.storage.persist import all_rows, stream_rows
+from mcp_transport.storage.redis import StoreKeys
+
+from .helpers import append_many, notification, orm
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def lose_redis_copy(session_id):
+    """What a FLUSHDB does to one session: its streams and their bookkeeping are gone."""
+    names = StoreKeys()
+    client = async_redis()
+    streams = await client.zrange(names.session_streams(session_id), 0, -1)
+    await client.delete(*streams, names.session_streams(session_id))
+
+
+async def ids_of(events):
+    return [event.id for event in events]
+
+
+async def test_flush_mid_stream_then_replay_comes_from_the_database(stores, session_id, stream_key):
+    store = stores()
+    before = await append_many(store, session_id, stream_key, 5)
+    await store.flush()
+    await lose_redis_copy(session_id)
+    after = await append_many(store, session_id, stream_key, 3, start=5)
+    replay = await store.replay_after(session_id, before[1])
+    assert replay.source == "database"
+    assert await ids_of(replay) == before[2:] + after
+    assert [event.message["params"]["progress"] for event in replay] == [2, 3, 4, 5, 6, 7]
+    assert (await store.stats())["replay_hits"] == {"redis": 0, "database": 1, "memory": 0}
+
+
+async def test_events_not_yet_written_to_the_database_survive_a_flush(stores, session_id, stream_key):
+    """Appended, then Redis flushed before the flusher ran: this process's flusher still has
+    them, and a replay writes them first."""
+    store = stores(flush_interval=60)
+    before = await append_many(store, session_id, stream_key, 4)
+    await lose_redis_copy(session_id)
+    after = await append_many(store, session_id, stream_key, 2, start=4)
+    assert await ids_of(await store.replay_after(session_id, before[0])) == before[1:] + after
+
+
+async def test_live_tail_reads_across_a_flush(stores, session_id, stream_key):
+    """A tail at position p when Redis is flushed: read_after(p) gives the events between p and
+    the flush (from the database) and the new ones (from Redis), each once."""
+    store = stores()
+    seen = await append_many(store, session_id, stream_key, 2)
+    missed = await append_many(store, session_id, stream_key, 3, start=2)
+    await store.flush()
+    await lose_redis_copy(session_id)
+    new = await append_many(store, session_id, stream_key, 2, start=5)
+    assert await ids_of(await store.read_after(session_id, stream_key, seen[-1].position)) == missed + new
+    assert await ids_of(await store.read_after(session_id, stream_key, new[0].position)) == new[1:]
+
+
+async def test_a_trimmed_tail_position_is_read_from_the_database(stores, session_id, stream_key):
+    store = stores(maxlen=3)
+    ids = await append_many(store, session_id, stream_key, 10)
+    await store.flush()
+    assert await ids_of(await store.read_after(session_id, stream_key, ids[2].position)) == ids[3:]
+
+
+async def test_replay_of_an_id_neither_redis_nor_the_database_has(stores, session_id, stream_key):
+    store = stores()
+    ids = await append_many(store, session_id, stream_key, 2)
+    await store.flush()
+    await lose_redis_copy(session_id)
+    await orm(store, lambda: stream_rows(session_id, stream_key).delete())
+    with pytest.raises(UnknownEvent) as info:
+        await store.replay_after(session_id, ids[0])
+    assert info.value.reason == "unknown"
+    assert (await store.stats())["replay_failures"] == {"unknown": 1, "evicted": 0}
+
+
+async def test_without_persistence_a_trimmed_id_is_evicted(stores, session_id, stream_key):
+    store = stores(persist="off", maxlen=3)
+    ids = await append_many(store, session_id, stream_key, 5)
+    with pytest.raises(UnknownEvent) as info:
+        await store.replay_after(session_id, ids[0])
+    assert info.value.reason == "evicted"
+    assert (await store.stats())["replay_failures"] == {"unknown": 0, "evicted": 1}
+    assert await orm(stores(), lambda: all_rows().filter(session_id=session_id).count()) == 0
+
+
+async def test_without_persistence_a_flushed_stream_is_unknown(stores, session_id, stream_key):
+    store = stores(persist="off")
+    ids = await append_many(store, session_id, stream_key, 2)
+    await lose_redis_copy(session_id)
+    with pytest.raises(UnknownEvent) as info:
+        await store.replay_after(session_id, ids[0])
+    assert info.value.reason == "unknown"
+
+
+async def test_write_through_is_in_the_database_when_append_returns(stores, session_id, stream_key):
+    store = stores(persist="write_through")
+    event_id = await store.append(session_id, stream_key, notification(1), final=True)
+    row = await orm(store, lambda: stream_rows(session_id, stream_key).get())
+    assert (row.position, row.message, row.final) == (event_id.position, notification(1), True)
+    assert (row.position_ms, row.position_seq) == event_id.sort_key
+
+
+async def test_batched_rows_reach_the_database_within_the_interval(stores, session_id, stream_key):
+    store = stores(flush_interval=0.05)
+    ids = await append_many(store, session_id, stream_key, 3)
+    await asyncio.sleep(0.3)
+    positions = await orm(store, lambda: list(stream_rows(session_id, stream_key)
+                                              .order_by("position_ms", "position_seq")
+                                              .values_list("position", flat=True)))
+    assert positions == [event_id.position for event_id in ids]
+
+
+async def test_capacity_evictions_are_counted_exactly(stores, session_id):
+    store = stores(maxlen=10)
+    streams = ["a" * 16, "b" * 16, "c" * 16]
+    await asyncio.gather(*(store.append(session_id, streams[i % 3], notification(i)) for i in range(90)))
+    stats = await store.stats()
+    assert stats["evicted"]["capacity"] == 60
+    assert stats["events_appended"] == 90
+    assert stats["buffer_entries"] == 30
+    for key in streams:
+        assert len(await store.read_after(session_id, key, "0-0")) == 10
+
+
+async def test_session_cap_and_ttl_counters_and_buffer_entries(stores, session_id, stream_key):
+    store = stores(ttl=1, session_max_events=4)
+    await append_many(store, session_id, stream_key, 6)
+    stats = await store.stats()
+    assert (stats["evicted"]["session_cap"], stats["buffer_entries"]) == (2, 4)
+    await asyncio.sleep(1.2)
+    stats = await store.stats()
+    assert (stats["evicted"]["ttl"], stats["buffer_entries"]) == (4, 0)
+
+
+async def test_delete_session_takes_its_events_out_of_the_buffer_count(stores, session_id, stream_key):
+    store = stores()
+    await append_many(store, session_id, stream_key, 4)
+    await append_many(store, "other-session-0000000000000", stream_key, 2)
+    await store.delete_session(session_id)
+    assert (await store.stats())["buffer_entries"] == 2
+    assert not await async_redis().exists(StoreKeys().session_streams(session_id),
+                                          StoreKeys().stream(session_id, stream_key))
+
+
+async def test_coalesced_appends_keep_each_streams_order(stores, session_id):
+    store = stores()
+    streams = [f"{i:016x}" for i in range(5)]
+
+    async def writer(key):
+        return [await store.append(session_id, key, notification(i)) for i in range(40)]
+
+    written = await asyncio.gather(*(writer(key) for key in streams))
+    for key, ids in zip(streams, written):
+        events = await store.read_after(session_id, key, "0-0")
+        assert [event.id for event in events] == ids
+        assert [event.message["params"]["progress"] for event in events] == list(range(40))
+
+
+async def test_an_unencodable_message_fails_only_its_own_append(stores, session_id, stream_key):
+    store = stores()
+    results = await asyncio.gather(store.append(session_id, stream_key, notification(1)),
+                                   store.append(session_id, stream_key, {"bad": object()}),
+                                   store.append(session_id, stream_key, notification(2)),
+                                   return_exceptions=True)
+    assert isinstance(results[1], TypeError)
+    assert len(await store.read_after(session_id, stream_key, "0-0")) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_sync_caller_s_events_reach_the_database(stores, session_id, stream_key):
+    """async_to_sync (a Celery task, a sync view) ends its loop right after the call: the
+    flusher writes what waits before the loop goes."""
+    store = stores(flush_interval=60)
+    ids = [async_to_sync(store.append)(session_id, stream_key, notification(i)) for i in range(3)]
+    rows = async_to_sync(orm)(store, lambda: list(stream_rows(session_id, stream_key).values_list("position", flat=True)))
+    assert sorted(rows) == sorted(event_id.position for event_id in ids)
