@@ -48,6 +48,7 @@ class Doorbell:
     def __init__(self):
         self._pubsub = None
         self._reader = None
+        self._lock = asyncio.Lock()
         self._listeners = {}
         self._confirmed = {}
 
@@ -67,12 +68,15 @@ class Doorbell:
         return asyncio.ensure_future(asyncio.gather(*pending))
 
     async def _subscribe(self, channels):
-        if self._pubsub is None:
-            self._pubsub = async_redis().pubsub()
         waiters = [self._confirmed.setdefault(c, asyncio.get_running_loop().create_future()) for c in channels]
-        await self._pubsub.subscribe(*channels)
-        if self._reader is None or self._reader.done():
-            self._reader = asyncio.create_task(self._read())
+        # One at a time: redis-py's PubSub connects on its first command, and two concurrent
+        # first commands would each take a connection, orphaning one subscription.
+        async with self._lock:
+            if self._pubsub is None:
+                self._pubsub = async_redis().pubsub()
+            await self._pubsub.subscribe(*channels)
+            if self._reader is None or self._reader.done():
+                self._reader = asyncio.create_task(self._read())
         return waiters
 
     async def unsubscribe(self, subscription):
@@ -86,7 +90,8 @@ class Doorbell:
                     gone.append(channel)
         if gone and self._pubsub is not None:
             try:
-                await self._pubsub.unsubscribe(*gone)
+                async with self._lock:
+                    await self._pubsub.unsubscribe(*gone)
             except Exception:  # the connection is gone; its subscriptions went with it
                 logger.debug("unsubscribe failed", exc_info=True)
 

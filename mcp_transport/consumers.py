@@ -55,6 +55,8 @@ class McpHttpConsumer(AsyncConsumer):
     #: Tasks writing this request's SSE response; the consumer lives until they are done.
     tasks = ()
     response_started = False
+    #: The StreamTail of a GET response, whose claim and subscription must be released.
+    tail = None
 
     async def dispatch(self, message):
         # AsyncConsumer.dispatch calls close_old_connections() through sync_to_async before
@@ -90,6 +92,8 @@ class McpHttpConsumer(AsyncConsumer):
         # Stop writing; the request itself goes on (a disconnect is not a cancel in 2025-11-25).
         for task in self.tasks:
             task.cancel()
+        if self.tail is not None:  # a task cancelled before it started never runs its finally
+            asyncio.create_task(self.tail.release())
         raise StopConsumer()
 
     def run_task(self, coroutine):
@@ -243,7 +247,8 @@ class McpHttpConsumer(AsyncConsumer):
             raise backlog if isinstance(backlog, BaseException) else claim
         writer = await self.start_sse(session.id, stream_key, claim.token)
         position = event_id.position if event_id else await self.prime(writer, session, stream_key)
-        self.run_task(StreamTail(writer, session.id, position, subscription, claim).run(backlog, confirmed))
+        self.tail = StreamTail(writer, session.id, position, subscription, claim)
+        self.run_task(self.tail.run(backlog, confirmed))
 
     async def listen_while_opening_session(self, stream_key):
         """Subscribe to the stream's doorbell while the session loads. The replay does not wait
@@ -362,11 +367,17 @@ class StreamTail:
         try:
             if self.write(backlog):
                 return
-            await asyncio.wait_for(confirmed, 5)
+            await asyncio.wait_for(asyncio.shield(confirmed), 5)
             if not self.write(await get_event_store().read_after(self.session_id, self.stream_key, self.position)):
                 await self.follow()
         finally:
-            await _release(self.subscription, self.claim)
+            await self.release()
+
+    async def release(self):
+        """Give up the doorbell and the claim on the stream; safe to call twice."""
+        subscription, self.subscription = self.subscription, None
+        if subscription is not None:
+            await _release(subscription, self.claim)
 
     def write(self, events) -> bool:
         """Queue events; True once the final one is queued (the response is then complete)."""
