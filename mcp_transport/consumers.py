@@ -281,14 +281,12 @@ class McpHttpConsumer(AsyncConsumer):
         if event_id is None:
             return []
         try:
-            events = await get_event_store().replay_after(session_id, event_id)
+            # The store counts replay_hits:<source> and replay_failures:<reason> itself.
+            return await get_event_store().replay_after(session_id, event_id)
         except UnknownEvent:
-            metrics.incr("replay_failure")
             # Not 404: "When a client receives HTTP 404 ... it MUST start a new session."
             raise InvalidRequest("Last-Event-ID names no event this session can replay: "
                                  "it is unknown or no longer kept.") from None
-        metrics.incr("replay_success")
-        return events
 
     # -- DELETE ------------------------------------------------------------------------------
 

@@ -8,7 +8,8 @@ per process (a snapshot that expires if the process dies) and summed when read.
 Names (fields of the ``{prefix}:metrics`` hash):
 
 - ``get_requests``, ``get_resumes`` (GET with Last-Event-ID): reconnects and their share;
-- ``replay_success``, ``replay_failure:unknown``, ``replay_failure:evicted``;
+- from the event store: ``replay_hits:redis|database|memory``, ``replay_failures:unknown|evicted``,
+  ``events_evicted:capacity|ttl|session_cap``, ``buffer_entries`` (storage/redis.py);
 - ``resume_takeovers``: a resume ended another connection of the same stream;
 - ``orphans_answered``: requests whose process died, answered with an error by another;
 - ``sessions_created``, ``sessions_closed:deleted``, ``sessions_closed:expired``;
@@ -22,6 +23,7 @@ from collections import Counter
 from asgiref.sync import async_to_sync
 
 from .connections import async_redis, keys
+from .storage import get_event_store
 
 _pending = Counter()
 #: Identifies this process's gauge snapshot.
@@ -62,6 +64,7 @@ async def snapshot() -> dict:
     totals["open_streams"] = sum(per_session.values())
     totals["open_streams_max_per_session"] = max(per_session.values(), default=0)
     totals["sessions_with_open_streams"] = len(per_session)
+    totals["store"] = await get_event_store().stats()
     return totals
 
 
