@@ -149,6 +149,17 @@ class SseStream:
         self.connection.close()
 
 
+def assert_transport_error(reply: Reply, status: int, code: int = -32600) -> None:
+    """An HTTP-level rejection: the status, and a JSON-RPC error body without an id."""
+    assert reply.status == status, (reply.status, reply.body)
+    assert reply.content_type == "application/json"
+    body = reply.json
+    assert body["jsonrpc"] == "2.0"
+    assert "id" not in body, body
+    assert body["error"]["code"] == code, body
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+
+
 class HttpClient:
     """A minimal MCP client over raw HTTP: one connection per request, like a fresh client."""
 

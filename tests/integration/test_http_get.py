@@ -14,16 +14,6 @@ SSE = "text/event-stream"
 TIMEOUT = 10
 
 
-def assert_transport_error(reply, status, code=-32600):
-    assert reply.status == status, (reply.status, reply.body)
-    assert reply.content_type == JSON
-    body = reply.json
-    assert body["jsonrpc"] == "2.0"
-    assert "id" not in body, body
-    assert body["error"]["code"] == code, body
-    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
-
-
 def rejected(stream):
     """The Reply-like status and JSON body of a GET that did not open a stream."""
     try:

@@ -8,19 +8,11 @@ import json
 
 import pytest
 
+from mcp_transport.testing import assert_transport_error
+
 JSON = "application/json"
 TIMEOUT = 10
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
-
-
-def assert_transport_error(reply, status, code):
-    assert reply.status == status, (reply.status, reply.body)
-    assert reply.content_type == JSON
-    body = reply.json
-    assert body["jsonrpc"] == "2.0"
-    assert "id" not in body, body
-    assert body["error"]["code"] == code, body
-    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
 
 
 def post_raw(session, body: bytes):

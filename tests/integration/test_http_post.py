@@ -7,20 +7,12 @@ import json
 
 import pytest
 
+from mcp_transport.testing import assert_transport_error
+
 JSON = "application/json"
 SSE = "text/event-stream"
 TIMEOUT = 10
 MAX_REQUEST_BYTES = 4 * 1024 * 1024  # MCP_TRANSPORT["MAX_REQUEST_BYTES"] default
-
-
-def assert_transport_error(reply, status, code=-32600):
-    assert reply.status == status, (reply.status, reply.body)
-    assert reply.content_type == JSON
-    body = reply.json
-    assert body["jsonrpc"] == "2.0"
-    assert "id" not in body, body
-    assert body["error"]["code"] == code, body
-    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
 
 
 def assert_accepted(reply):

@@ -8,21 +8,11 @@ import secrets
 
 import pytest
 
-from mcp_transport.testing import HttpClient
+from mcp_transport.testing import HttpClient, assert_transport_error
 
 JSON = "application/json"
 TIMEOUT = 10
 BOGUS_SESSION = {"Mcp-Session-Id": secrets.token_urlsafe(24), "MCP-Protocol-Version": "2025-11-25"}
-
-
-def assert_transport_error(reply, status, code=-32600):
-    assert reply.status == status, (reply.status, reply.body)
-    assert reply.content_type == JSON
-    body = reply.json
-    assert body["jsonrpc"] == "2.0"
-    assert "id" not in body, body
-    assert body["error"]["code"] == code, body
-    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
 
 
 def init_message(client):

@@ -10,22 +10,12 @@ import time
 
 import pytest
 
-from mcp_transport.testing import HttpClient
+from mcp_transport.testing import HttpClient, assert_transport_error
 
 JSON = "application/json"
 TIMEOUT = 10
 VISIBLE_ASCII = re.compile(r"^[\x21-\x7E]+$")
 MODERN_ERROR_CODES = {-32020, -32021, -32022}
-
-
-def assert_transport_error(reply, status, code=-32600):
-    assert reply.status == status, (reply.status, reply.body)
-    assert reply.content_type == JSON
-    body = reply.json
-    assert body["jsonrpc"] == "2.0"
-    assert "id" not in body, body
-    assert body["error"]["code"] == code, body
-    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
 
 
 def init_params(version="2025-11-25"):
