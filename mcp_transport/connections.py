@@ -1,4 +1,4 @@
-"""Redis clients: one asyncio client per event loop, one sync client per process.
+"""Redis clients: one asyncio client (and connection pool) per event loop.
 
 The URL is ``MCP_TRANSPORT["REDIS_URL"]`` or the LOCATION of the django-redis cache named by
 ``CACHE_ALIAS``, so a project configures Redis once, in CACHES.
@@ -6,9 +6,7 @@ The URL is ``MCP_TRANSPORT["REDIS_URL"]`` or the LOCATION of the django-redis ca
 import asyncio
 import hashlib
 import weakref
-from functools import cache
 
-import redis
 import redis.asyncio as aredis
 
 from .conf import get_config, redis_url
@@ -29,11 +27,6 @@ def async_redis() -> aredis.Redis:
             max_connections=get_config()["REDIS_MAX_CONNECTIONS"], timeout=20)
         client = _async_clients[loop] = aredis.Redis(connection_pool=pool)
     return client
-
-
-@cache
-def sync_redis() -> redis.Redis:
-    return redis.Redis.from_url(redis_url(), decode_responses=True)
 
 
 class Keys:

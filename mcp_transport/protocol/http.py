@@ -4,7 +4,7 @@ Each check takes strings and either returns a decision or raises a ``TransportEr
 carries the status to answer with. No scope, no request object, no I/O.
 """
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Optional
+from typing import Iterable, Optional
 from urllib.parse import urlsplit
 
 from . import versions
@@ -147,7 +147,3 @@ def request_version(header: Optional[str], negotiated: str) -> str:
         raise TransportError(f"Unsupported MCP-Protocol-Version {version!r}; this server supports "
                              f"{', '.join(versions.SUPPORTED)}.")
     return version
-
-
-def header(headers: Mapping[str, str], name: str) -> Optional[str]:
-    return headers.get(name)

@@ -144,12 +144,8 @@ def dumps(message: Any) -> bytes:
         return json.dumps(message, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
-def is_response_to_request(message: dict) -> bool:
-    return "id" in message and ("result" in message or "error" in message)
-
-
 __all__ = [
     "ErrorCode", "Message", "Notification", "Request", "RequestId", "Response", "dumps",
-    "error_message", "is_response_to_request", "notification_message", "parse",
+    "error_message", "notification_message", "parse",
     "request_message", "result_message",
 ]

@@ -333,9 +333,3 @@ def test_request_version_400(header):
 ])
 def test_read_headers(raw, expected):
     assert http.read_headers(raw) == expected
-
-
-def test_header_lookup():
-    headers = http.read_headers([(b"Origin", b"http://localhost")])
-    assert http.header(headers, "origin") == "http://localhost"
-    assert http.header(headers, "mcp-session-id") is None

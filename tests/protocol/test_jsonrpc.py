@@ -333,17 +333,6 @@ def test_builders(build, expected):
     assert build() == expected
 
 
-@pytest.mark.parametrize("message, expected", [
-    (jsonrpc.result_message(1, {}), True),
-    (jsonrpc.error_message(1, -32601, "x"), True),
-    (jsonrpc.error_message(None, -32700, "x"), False),
-    (jsonrpc.request_message(1, "ping"), False),
-    (jsonrpc.notification_message("notifications/initialized"), False),
-])
-def test_is_response_to_request(message, expected):
-    assert jsonrpc.is_response_to_request(message) is expected
-
-
 @pytest.mark.parametrize("message", [
     jsonrpc.request_message(1, "ping"),
     jsonrpc.request_message("id-1", "tools/call", {"name": "echo", "arguments": {"t": "Hello, 世界"}}),
