@@ -238,44 +238,36 @@ class McpHttpConsumer(AsyncConsumer):
         event_id = ids.EventId.parse(last_event_id) if last_event_id else None
         stream_key = event_id.stream if event_id else ids.GET_STREAM
         metrics.incr("get_requests")
-        subscription, confirmed = await self.listen_while_opening_session(stream_key)
+        subscription, confirmed, backlog = await self.open_listen_and_replay(stream_key, event_id)
         session = self.session
-        backlog, claim = await asyncio.gather(self.replay(session.id, event_id), self.claim_stream(
-            session.id, stream_key, resume=event_id is not None), return_exceptions=True)
-        if isinstance(backlog, BaseException) or isinstance(claim, BaseException):
-            await _release(subscription, None if isinstance(claim, BaseException) else claim)
-            raise backlog if isinstance(backlog, BaseException) else claim
+        claim = control.ReaderClaim(session.id, stream_key)
+        # "The server MUST send each of its JSON-RPC messages on only one of the connected
+        # streams": a second plain GET gets 409. A resume takes the stream over instead (in the
+        # tail, after the headers): the old connection may be a dead one after a network switch.
+        if event_id is None and not await claim.acquire():
+            await _release(subscription, None)
+            raise TransportError("This session already has an open GET stream.", http_status=409)
         writer = await self.start_sse(session.id, stream_key, claim.token)
         position = event_id.position if event_id else await self.prime(writer, session, stream_key)
-        self.tail = StreamTail(writer, session.id, position, subscription, claim)
+        self.tail = StreamTail(writer, session.id, position, subscription, claim, take_over=event_id is not None)
         self.run_task(self.tail.run(backlog, confirmed))
 
-    async def listen_while_opening_session(self, stream_key):
-        """Subscribe to the stream's doorbell while the session loads. The replay does not wait
-        for Redis to confirm the subscription: the tail reads the store once more when it is
-        confirmed, so an event appended in between is neither lost nor sent twice."""
+    async def open_listen_and_replay(self, stream_key, event_id):
+        """Load the session, subscribe to the stream's doorbell and replay, all at once (one
+        round trip of latency). The replay is only sent if the session checks out. It does not
+        wait for Redis to confirm the subscription: the tail reads the store once more when it
+        is confirmed, so an event appended in between is neither lost nor sent twice."""
         session_id = self.headers.get("mcp-session-id") or ""
         subscription = doorbell().listen(keys().stream_bell(session_id, stream_key))
-        opened, confirmed, _ = await asyncio.gather(self.open_session(), subscription.open(),
-                                                    control.ensure_listening(), return_exceptions=True)
-        for outcome in (opened, confirmed):
+        opened, confirmed, _, backlog = await asyncio.gather(
+            self.open_session(), subscription.open(), control.ensure_listening(),
+            self.replay(session_id, event_id), return_exceptions=True)
+        for outcome in (opened, confirmed, backlog):  # in this order: 400/404 for the session first
             if isinstance(outcome, BaseException):
                 await subscription.__aexit__(None, None, None)
                 raise outcome
         self.session = opened
-        return subscription, confirmed
-
-    async def claim_stream(self, session_id, stream_key, resume):
-        """One reader per stream. "The server MUST send each of its JSON-RPC messages on only one
-        of the connected streams" -- so a second plain GET gets 409, and a resume (newest wins:
-        the old connection may be a dead one after a network switch) takes the stream over."""
-        claim = control.ReaderClaim(session_id, stream_key)
-        if resume:
-            metrics.incr("get_resumes")
-            await claim.take_over()
-        elif not await claim.acquire():
-            raise TransportError("This session already has an open GET stream.", http_status=409)
-        return claim
+        return subscription, confirmed, backlog
 
     async def replay(self, session_id, event_id):
         if event_id is None:
@@ -357,13 +349,18 @@ class StreamTail:
     anyway (a lost doorbell delays an event, never loses it) and checks that the request behind
     a POST stream still has a live process (else it answers it with an error)."""
 
-    def __init__(self, writer, session_id, position, subscription, claim):
+    def __init__(self, writer, session_id, position, subscription, claim, take_over=False):
         self.writer, self.session_id, self.stream_key = writer, session_id, writer.stream_key
         self.position, self.subscription, self.claim = position, subscription, claim
+        self.take_over = take_over
 
     async def run(self, backlog, confirmed):
         try:
-            if self.write(backlog):
+            finished = self.write(backlog)
+            if self.take_over:  # the backlog is on its way; now stop whoever else reads this stream
+                metrics.incr("get_resumes")
+                await self.claim.take_over()
+            if finished:
                 return
             await asyncio.wait_for(asyncio.shield(confirmed), 5)
             if not self.write(await get_event_store().read_after(self.session_id, self.stream_key, self.position)):
