@@ -12,7 +12,7 @@ import json
 
 import aiohttp
 
-HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+from longcalls import open_session  # bench/ is on sys.path when this runs as a script
 
 
 def rss_kib(pid: int) -> int:
@@ -20,17 +20,9 @@ def rss_kib(pid: int) -> int:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
 
 
-async def open_session(http, url, gate):
-    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "hold", "version": "0"}}}
+async def open_gated_session(http, url, gate):
     async with gate:
-        async with http.post(url, json=init, headers=HEADERS) as reply:
-            session = reply.headers["mcp-session-id"]
-            await reply.read()
-        headers = {**HEADERS, "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
-        async with http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers):
-            pass
-    return headers
+        return await open_session(http, url, "hold")
 
 
 async def hold_stream(http, url, headers, gate, opened):
@@ -51,7 +43,7 @@ async def main():
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None)) as http:
         before = rss_kib(options.server_pid)
-        sessions = await asyncio.gather(*(open_session(http, options.url, gate) for _ in range(options.streams)))
+        sessions = await asyncio.gather(*(open_gated_session(http, options.url, gate) for _ in range(options.streams)))
         await asyncio.sleep(2)
         with_sessions = rss_kib(options.server_pid)
         await asyncio.gather(*(hold_stream(http, options.url, h, gate, opened) for h in sessions))

@@ -64,15 +64,21 @@ async def read_sse(response, on_event):
     return retry
 
 
-async def one_call(http, url, args, outcome):
+async def open_session(http, url, client_name):
+    """initialize + notifications/initialized; returns the headers for the session's requests."""
     init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "longcalls", "version": "0"}}}
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": client_name, "version": "0"}}}
     async with http.post(url, json=init, headers=ACCEPT) as reply:
         session = reply.headers["mcp-session-id"]
         await reply.read()
     headers = {**ACCEPT, "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
     async with http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers):
         pass
+    return headers
+
+
+async def one_call(http, url, args, outcome):
+    headers = await open_session(http, url, "longcalls")
     progress, results, last = [], [], {"id": None}
 
     def on_event(event_id, data):
