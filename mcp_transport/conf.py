@@ -66,6 +66,18 @@ DEFAULTS = {
     "DEFAULT_LOG_LEVEL": "info",
     #: Module name autodiscovered in every installed app (like admin.py).
     "TOOLS_MODULE": "mcp_tools",
+    #: Who may read the Prometheus metrics view (``mcp_transport.urls``): "off" (404 for
+    #: everyone), "staff" (logged-in staff users; others 403) or "token" (``Authorization:
+    #: Bearer <METRICS_TOKEN>``; others 401).
+    "METRICS_ACCESS": "off",
+    "METRICS_TOKEN": None,
+    #: Retention, enforced by the cleanup (Celery task ``mcp_transport.cleanup`` on a beat
+    #: schedule, or ``manage.py mcp_sessions cleanup`` from cron). Seconds a closed session's
+    #: row is kept after it closed; None keeps it forever.
+    "CLOSED_SESSION_RETENTION": 7 * 86400,
+    #: Seconds a stored event row is kept in the database after it was written, whatever its
+    #: session; None keeps rows until their session's row goes.
+    "EVENT_RETENTION": 86400,
     "SERVER_NAME": "django-mcp-transport",
     "SERVER_TITLE": None,
     "SERVER_VERSION": None,

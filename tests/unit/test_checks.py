@@ -74,3 +74,144 @@ def test_no_warning_when_some_origin_can_call(debug, mcp):
 def test_error_wins_over_warning():
     with override_settings(DEBUG=False, MCP_TRANSPORT={**NO_ORIGIN, "BOGUS": 1}):
         assert [m.id for m in settings_check(None)] == ["mcp_transport.E001"]
+
+
+# -- the checks added for operations --------------------------------------------------------
+
+from django.conf import settings  # noqa: E402
+
+from mcp_transport import checks as mcp_checks  # noqa: E402
+from mcp_transport.registry import registry, tool  # noqa: E402
+
+MEMORY_STORE = {"BACKEND": "mcp_transport.storage.memory.InMemoryEventStore"}
+
+
+def configured(**keys):
+    return override_settings(MCP_TRANSPORT={**settings.MCP_TRANSPORT, **keys})
+
+
+def ids(messages):
+    return [m.id for m in messages]
+
+
+def test_every_check_passes_on_the_project_settings():
+    for check in (mcp_checks.redis_check, mcp_checks.values_check, mcp_checks.deployment_check):
+        assert check(None) == []
+
+
+def test_unreachable_redis_is_e003():
+    # A port nothing listens on: the free port just closed.
+    from mcp_transport.testing import free_port
+
+    with configured(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0"):
+        messages = mcp_checks.redis_check(None)
+        assert "mcp_transport.E003" in ids(ours(checks.run_checks()))
+    (error,) = messages
+    assert error.id == "mcp_transport.E003" and error.is_serious()
+    assert "REDIS_URL" in error.hint
+
+
+@pytest.mark.parametrize("key, value", [
+    ("SESSION_IDLE_TIMEOUT", 0), ("HEARTBEAT_SECONDS", -1), ("KEEPALIVE_SECONDS", "15"),
+    ("PAGE_SIZE", None), ("MAX_REQUEST_BYTES", True), ("SSE_RETRY_MS", -5), ("POLL_AFTER_SECONDS", "0"),
+    ("EVENT_RETENTION", -1), ("CLOSED_SESSION_RETENTION", "a week"), ("METRICS_ACCESS", "public"),
+])
+def test_bad_values_are_e004(key, value):
+    with configured(**{key: value}):
+        messages = mcp_checks.values_check(None)
+    assert ids(messages) == ["mcp_transport.E004"]
+    assert key in messages[0].msg and repr(value) in messages[0].msg
+
+
+@pytest.mark.parametrize("key, value", [("SSE_RETRY_MS", None), ("POLL_AFTER_SECONDS", 0), ("EVENT_RETENTION", None),
+                                        ("CLOSED_SESSION_RETENTION", 0), ("HEARTBEAT_SECONDS", 0.5)])
+def test_good_edge_values_pass(key, value):
+    with configured(**{key: value}):
+        assert mcp_checks.values_check(None) == []
+
+
+def test_token_access_without_a_token_is_e005():
+    with configured(METRICS_ACCESS="token", METRICS_TOKEN=""):
+        assert ids(mcp_checks.values_check(None)) == ["mcp_transport.E005"]
+    with configured(METRICS_ACCESS="token", METRICS_TOKEN="s3cret-token"):
+        assert mcp_checks.values_check(None) == []
+
+
+def test_process_local_store_with_debug_off_is_w002():
+    with override_settings(DEBUG=False), configured(EVENT_STORE=MEMORY_STORE):
+        messages = mcp_checks.deployment_check(None)
+    assert ids(messages) == ["mcp_transport.W002"]
+    assert "InMemoryEventStore" in messages[0].msg
+    with override_settings(DEBUG=True), configured(EVENT_STORE=MEMORY_STORE):
+        assert mcp_checks.deployment_check(None) == []  # development: one process is fine
+
+
+def test_process_local_channel_layer_with_debug_off_is_w002():
+    layers = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    with override_settings(DEBUG=False, CHANNEL_LAYERS=layers):
+        messages = mcp_checks.deployment_check(None)
+    assert ids(messages) == ["mcp_transport.W002"]
+    assert "CHANNEL_LAYERS['default']" in messages[0].msg
+    redis_layer = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer"}}
+    with override_settings(DEBUG=False, CHANNEL_LAYERS=redis_layer):
+        assert mcp_checks.deployment_check(None) == []
+
+
+def test_event_retention_shorter_than_stream_ttl_is_w003():
+    with configured(EVENT_RETENTION=600, STREAM_TTL=3600):
+        messages = mcp_checks.deployment_check(None)
+    assert ids(messages) == ["mcp_transport.W003"]
+    assert "600" in messages[0].msg and "3600" in messages[0].msg
+    with configured(EVENT_RETENTION=3600, STREAM_TTL=3600):
+        assert mcp_checks.deployment_check(None) == []
+
+
+def test_polling_without_retry_is_w004():
+    with configured(POLL_AFTER_SECONDS=0, SSE_RETRY_MS=None):
+        assert ids(mcp_checks.deployment_check(None)) == ["mcp_transport.W004"]
+    with configured(POLL_AFTER_SECONDS=0, SSE_RETRY_MS=500):
+        assert mcp_checks.deployment_check(None) == []
+
+
+@pytest.fixture
+def background_tool():
+    @tool(name="check_background_probe", background=True)
+    def probe() -> str:
+        """A background tool, registered for the duration of one test."""
+        return "ok"
+
+    yield "check_background_probe"
+    del registry.tools["check_background_probe"]
+
+
+def test_background_tool_with_process_local_store_is_e006(background_tool):
+    with override_settings(DEBUG=True), configured(EVENT_STORE=MEMORY_STORE):
+        messages = mcp_checks.deployment_check(None)
+    assert ids(messages) == ["mcp_transport.E006"]
+    assert background_tool in messages[0].msg
+    with override_settings(DEBUG=True):
+        assert mcp_checks.deployment_check(None) == []
+
+
+def test_background_tool_without_broker_is_e007(background_tool, monkeypatch):
+    from celery import current_app
+
+    monkeypatch.setattr(current_app.conf, "broker_url", None)
+    with override_settings(CELERY_BROKER_URL=None):
+        messages = mcp_checks.deployment_check(None)
+    assert ids(messages) == ["mcp_transport.E007"]
+    assert background_tool in messages[0].msg and "CELERY_BROKER_URL" in messages[0].hint
+
+
+def test_manage_py_check_passes_on_the_project():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "manage.py", "check", "--fail-level", "WARNING"], cwd=root,
+                          env={**os.environ, "DJANGO_SETTINGS_MODULE": "mcpserver.settings"},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no issues" in done.stdout
