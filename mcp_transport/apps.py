@@ -9,6 +9,7 @@ class McpTransportConfig(AppConfig):
 
     def ready(self):
         from . import checks  # noqa: F401  (registers the system checks)
+        from . import operations  # noqa: F401  (registers the Celery task mcp_transport.cleanup)
         from .conf import get_config
 
         # Import every installed app's tools module, as the admin does with admin.py.

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.http.request import split_domain_port, validate_host
 
-from . import control, metrics, sessions, streams
+from . import control, logs, metrics, sessions, streams
 from .bell import doorbell
 from .conf import get_config
 from .connections import keys
@@ -125,6 +125,7 @@ class McpHttpConsumer(AsyncConsumer):
             raise TransportError("Session not found: it expired or was terminated; initialize a new one.",
                                  http_status=404)
         self.version = http.request_version(self.headers.get("mcp-protocol-version"), session.protocol_version)
+        logs.bind_session(session.id)
         return session
 
     @property
@@ -167,6 +168,8 @@ class McpHttpConsumer(AsyncConsumer):
             client_info=client_info if isinstance(client_info, dict) else {},
             client_capabilities=capabilities if isinstance(capabilities, dict) else {},
             log_level=get_config()["DEFAULT_LOG_LEVEL"])
+        logs.bind_session(session.id)
+        logs.bind_request(request.id)
         await sessions.create(session)
         reply = jsonrpc.result_message(request.id, initialize_result(version))
         if not self.wants_sse():
@@ -184,6 +187,7 @@ class McpHttpConsumer(AsyncConsumer):
         return accept.sse and (may_send or accept.prefers_sse or not accept.json)
 
     async def post_request(self, session, request):
+        logs.bind_request(request.id)
         try:
             state = next_state(SessionState(session.state), request.method)
         except ProtocolError as exc:

@@ -36,13 +36,26 @@ def incr(name: str, amount: int = 1) -> None:
 
 def flush_into(pipe, open_streams: dict) -> None:
     """Queue the pending counts and this process's gauges on a Redis pipeline."""
-    names = keys()
-    counts = dict(_pending)
+    _queue_counts(pipe)
+    gauge = keys().open_streams(PROCESS_ID)
+    pipe.set(gauge, json.dumps(open_streams), ex=max(5, int(_gauge_ttl())))
+
+
+def _queue_counts(pipe) -> None:
+    counts, key = dict(_pending), keys().metrics()
     _pending.clear()
     for name, amount in counts.items():
-        pipe.hincrby(names.metrics(), name, amount)
-    gauge = names.open_streams(PROCESS_ID)
-    pipe.set(gauge, json.dumps(open_streams), ex=max(5, int(_gauge_ttl())))
+        if amount:
+            pipe.hincrby(key, name, amount)
+
+
+async def flush() -> None:
+    """Add this process's pending counts to the shared ones now. Processes without the
+    housekeeping loop (management commands, Celery tasks) call it when their work is done."""
+    if _pending:
+        async with async_redis().pipeline(transaction=False) as pipe:
+            _queue_counts(pipe)
+            await pipe.execute()
 
 
 def _gauge_ttl():

@@ -9,6 +9,7 @@ containing that session ID with HTTP 404 Not Found." -- spec 2025-11-25 basic/tr
 """
 import asyncio
 import json
+import logging
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
@@ -23,6 +24,8 @@ from .connections import async_redis, keys
 from .models import McpSession
 from .protocol.ids import GET_STREAM
 from .protocol.session import SessionState
+
+logger = logging.getLogger(__name__)
 
 #: Seconds between writes of ``last_seen_at`` to the database for one session.
 LAST_SEEN_WRITE_INTERVAL = 60
@@ -68,6 +71,8 @@ async def create(record: SessionRecord) -> None:
     record.seen_written = now.timestamp()
     await _insert_row(record, now)
     await _cache(record)
+    logger.info("session opened by %s %s (protocol %s)", record.client_info.get("name", "?"),
+                record.client_info.get("version", "?"), record.protocol_version)
 
 
 @database_sync_to_async
@@ -121,6 +126,7 @@ async def _load_from_database(session_id):
     if timezone.now() - row.last_seen_at > timedelta(seconds=_idle_timeout()):
         await _close_row(session_id, "expired")
         metrics.incr("sessions_closed:expired")
+        logger.info("session closed: expired", extra={"mcp_session_id": session_id})
         return None
     record = SessionRecord.from_row(row)
     await _cache(record)  # Redis lost it (flush or restart); the row is authoritative
@@ -144,6 +150,7 @@ async def close(session_id: str, reason: str) -> None:
     names = keys()
     await _close_row(session_id, reason)
     metrics.incr(f"sessions_closed:{reason}")
+    logger.info("session closed: %s", reason, extra={"mcp_session_id": session_id})
     await async_redis().delete(names.session(session_id), names.reader(session_id, GET_STREAM),
                                names.outbound_ids(session_id), names.subscriptions(session_id))
     await control.publish("closed", session_id)

@@ -280,6 +280,8 @@ async def answer_orphan(session_id: str, stream_key: str) -> bool:
     if request_id is None:
         return False
     metrics.incr("orphans_answered")
+    logger.warning("request %s lost its process; answered it with an error", json.dumps(request_id),
+                   extra={"mcp_session_id": session_id, "mcp_request_id": request_id})
     orphan = error_message(request_id, ErrorCode.INTERNAL_ERROR,
                            "The server process running this request stopped before it answered.")
     await get_event_store().append(session_id, stream_key, orphan, final=True)

@@ -4,12 +4,14 @@ Everything comes from the environment so that the same code runs under `make run
 and CI:
 
 - ``REDIS_URL``: Redis for sessions, events, the cache and the Celery broker
-  (``make run``/``make test`` start an embedded one when it is unset).
+  (``make run``/``make test`` start an embedded one when it is unset); ``CELERY_BROKER_URL``
+  gives the broker another URL.
 - ``DATABASE_URL``: any URL dj-database-url understands; SQLite in the project folder otherwise.
 - ``DJANGO_DEBUG``, ``DJANGO_SECRET_KEY``, ``DJANGO_ALLOWED_HOSTS`` (comma separated),
   ``MCP_ALLOWED_ORIGINS`` (comma separated, added to the loopback origins),
   ``MCP_SESSION_IDLE_TIMEOUT`` (seconds), ``MCP_KEY_PREFIX`` (Redis keys), and
-  ``MCP_TRANSPORT_JSON`` (any other MCP_TRANSPORT keys, as a JSON object).
+  ``MCP_TRANSPORT_JSON`` (any other MCP_TRANSPORT keys, as a JSON object), ``LOG_LEVEL``,
+  ``MCP_LOG_LEVEL`` and ``LOG_FORMAT`` (``json`` for one JSON object per line).
 """
 import json
 import os
@@ -91,9 +93,15 @@ CACHES = {
     }
 }
 
-CELERY_BROKER_URL = REDIS_URL
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or REDIS_URL
 CELERY_TASK_ACKS_LATE = False
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# The retention cleanup (mcp_transport/operations.py), every MCP_CLEANUP_INTERVAL seconds. `make
+# run` runs beat inside the worker (-B); a deployment runs one `celery -A mcpserver beat`.
+CELERY_BEAT_SCHEDULE = {
+    "mcp-transport-cleanup": {"task": "mcp_transport.cleanup",
+                              "schedule": float(os.environ.get("MCP_CLEANUP_INTERVAL", "300"))},
+}
 
 MCP_TRANSPORT = {
     "ALLOWED_ORIGINS": _env_list("MCP_ALLOWED_ORIGINS"),
@@ -120,11 +128,18 @@ STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Every record carries the MCP session and request ids (mcp_transport/logs.py); LOG_FORMAT=json
+# writes one JSON object per line instead of text.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"mcp_ids": {"()": "mcp_transport.logs.ContextFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(mcp_session_id)s %(mcp_request_id)s] %(message)s"},
+        "json": {"()": "mcp_transport.logs.JsonFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["mcp_ids"],
+                             "formatter": "json" if os.environ.get("LOG_FORMAT") == "json" else "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
     "loggers": {"mcp_transport": {"level": os.environ.get("MCP_LOG_LEVEL", "INFO")}},
 }

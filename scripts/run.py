@@ -3,17 +3,20 @@
 
 1. Redis: REDIS_URL if set, else an embedded redis-server (mcpserver/embedded_redis.py).
 2. `manage.py migrate --noinput` (SQLite in the project folder unless DATABASE_URL is set).
-3. A Celery worker and daphne on 127.0.0.1:$PORT, as child processes.
+3. A Celery worker (with beat, for the scheduled cleanup) and daphne on 127.0.0.1:$PORT, as
+   child processes.
 
 Ctrl-C / SIGTERM stops everything and exits 0. If any child exits on its own, the others are
 stopped too and this exits non-zero, so a supervisor (or scripts/conformance.sh) notices.
 Stdlib only; run it with the project's venv python, which the children reuse.
 """
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -76,6 +79,7 @@ def main():
         return 2
 
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    scratch = tempfile.mkdtemp(prefix="mcp-run-")
     redis = None
     procs = []
     try:
@@ -90,8 +94,10 @@ def main():
         py = sys.executable
         steps = [
             ("migrate", [py, "manage.py", "migrate", "--noinput"], True),
+            # -B: beat runs inside the worker, for the scheduled cleanup (CELERY_BEAT_SCHEDULE);
+            # its schedule file goes to a temporary folder, not the checkout.
             ("celery", [py, "-m", "celery", "-A", "mcpserver", "worker", "--loglevel=INFO",
-                        "--concurrency=2"], False),
+                        "--concurrency=2", "-B", "--schedule", str(Path(scratch) / "celerybeat-schedule")], False),
             ("daphne", [py, "-m", "daphne", "-b", HOST, "-p", str(port),
                         "mcpserver.asgi:application"], False),
         ]
@@ -134,6 +140,7 @@ def main():
         stop_all(reversed(procs))  # daphne first, then the worker
         if redis:
             redis.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ annotation gives the ``{"result": ...}`` output schema that the official Python 
 import asyncio
 import io
 import json
+import logging
 import math
 import struct
 import wave
@@ -338,6 +339,17 @@ async def slow_progress(steps: int = 100, interval_ms: int = 100, ctx: Context =
 def client_roots(ctx: Context) -> list[str]:
     """List the client's roots (roots/list, a server-to-client request from a sync tool)."""
     return [root["uri"] for root in ctx.list_roots()]
+
+
+@tool
+def server_log(text: str) -> str:
+    """Write text to the server's own log (Python logging), not to the client.
+
+    Args:
+        text: The line to log; the record carries the MCP session and request ids.
+    """
+    logging.getLogger("tools").warning("%s", text)
+    return "logged"
 
 
 # --- Resources -------------------------------------------------------------------------------

@@ -1,0 +1,203 @@
+"""What an operator does to sessions: inspect, terminate, purge buffers, and clean up on a schedule.
+
+``manage.py mcp_sessions`` and the Celery task ``mcp_transport.cleanup`` call these; so can an
+admin action. Every function is async (sync callers wrap them with ``async_to_sync``).
+
+Terminating goes through ``sessions.close()``, the path a client's DELETE takes: the row is
+closed, the live copy and buffered events are dropped, and the ``closed`` control message ends
+the session's open streams and running requests on every process; later requests get 404.
+
+*Cleanup* (``cleanup()``), with the retention settings:
+
+1. Sessions whose Redis copy expired without a DELETE (the row stays open until a request comes,
+   and may never come) are closed as ``expired`` through ``sessions.close()``: their events go
+   from Redis and the database. A row counts as expired once its ``last_seen_at`` is older than
+   ``SESSION_IDLE_TIMEOUT`` plus the interval at which ``last_seen_at`` is written, and Redis no
+   longer has the session.
+2. Stored event rows older than ``EVENT_RETENTION`` go, whatever their session.
+3. Rows of sessions closed longer ago than ``CLOSED_SESSION_RETENTION`` go, with any event rows
+   they still have.
+
+The Celery task ``mcp_transport.cleanup`` runs it; schedule it with Celery beat::
+
+    CELERY_BEAT_SCHEDULE = {"mcp-transport-cleanup": {"task": "mcp_transport.cleanup", "schedule": 300.0}}
+"""
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+
+from asgiref.sync import async_to_sync
+from celery import shared_task
+from channels.db import database_sync_to_async
+from django.db.models import Count, Max, Min
+from django.utils import timezone
+
+from . import metrics, sessions
+from .conf import get_config
+from .connections import async_redis, keys
+from .models import McpSession, StoredEvent
+from .protocol.session import SessionState
+from .storage import RedisEventStore, get_event_store
+
+#: Rows handled per query by the cleanup, so that no statement runs long or holds many locks.
+BATCH = 1000
+
+
+class SessionNotFound(Exception):
+    pass
+
+
+@database_sync_to_async
+def find(session_id_or_prefix: str) -> McpSession:
+    """The session with this id, or the only one whose id starts with it (at least 6 characters)."""
+    rows = McpSession.objects.select_related("user")
+    row = rows.filter(pk=session_id_or_prefix).first()
+    if row is not None:
+        return row
+    if len(session_id_or_prefix) >= 6:
+        matches = list(rows.filter(pk__startswith=session_id_or_prefix)[:2])
+        if len(matches) == 1:
+            return matches[0]
+    raise SessionNotFound(f"No session {session_id_or_prefix!r} (or the prefix is not unique).")
+
+
+async def terminate(session_id: str) -> bool:
+    """Close an open session everywhere, as a DELETE would; False if it was already closed."""
+    row = await find(session_id)
+    if not row.is_open:
+        return False
+    await sessions.close(row.id, "terminated")
+    return True
+
+
+async def purge_buffers(session_id: str) -> int:
+    """Drop the session's buffered events (Redis and database); returns how many there were.
+    The session stays open: a later resume of a purged stream gets 400."""
+    row = await find(session_id)
+    held = await buffered(row.id)
+    await get_event_store().delete_session(row.id)
+    return held["redis"] + held["database"]
+
+
+async def buffered(session_id: str) -> dict:
+    """How many events the session holds in Redis (the Redis store's buffer) and in the database."""
+    in_redis = 0
+    if isinstance(get_event_store(), RedisEventStore):
+        prefix = keys().prefix
+        in_redis = int(await async_redis().hget(f"{prefix}:evlen", f"{prefix}:evstreams:{session_id}") or 0)
+    rows = await database_sync_to_async(StoredEvent.objects.filter(session_id=session_id).count)()
+    return {"redis": in_redis, "database": rows}
+
+
+async def describe(session_id: str) -> dict:
+    """A session's row, whether Redis still has it (and for how long), and its streams."""
+    row = await find(session_id)
+    ttl = await async_redis().ttl(keys().session(row.id))
+    return {"id": row.id, "state": row.state, "closed_reason": row.closed_reason,
+            "user": str(row.user) if row.user_id else None,
+            "client": f"{row.client_name} {row.client_version}".strip(), "protocol_version": row.protocol_version,
+            "created_at": row.created_at, "last_seen_at": row.last_seen_at, "closed_at": row.closed_at,
+            "live_ttl_seconds": ttl if ttl >= 0 else None, "log_level": row.log_level,
+            "buffered": await buffered(row.id), "streams": await _streams(row.id)}
+
+
+async def _streams(session_id):
+    """Per stream: rows in the database and entries in Redis."""
+    by_stream = {}
+    rows = await database_sync_to_async(_stream_rows)(session_id)
+    for stream, count, first, last in rows:
+        by_stream[stream] = {"stream": stream, "database": count, "redis": 0, "first_ms": first, "last_ms": last}
+    if isinstance(get_event_store(), RedisEventStore):
+        names, client = keys(), async_redis()
+        stream_keys = await client.zrange(f"{names.prefix}:evstreams:{session_id}", 0, -1)
+        prefix = names.stream(session_id, "")
+        for key in stream_keys:
+            stream = key[len(prefix):]
+            entry = by_stream.setdefault(stream, {"stream": stream, "database": 0, "first_ms": None, "last_ms": None})
+            entry["redis"] = await client.xlen(key)
+    return sorted(by_stream.values(), key=lambda entry: entry["stream"])
+
+
+def _stream_rows(session_id):
+    return list(StoredEvent.objects.filter(session_id=session_id).values("stream")
+                .annotate(n=Count("id"), first=Min("position_ms"), last=Max("position_ms"))
+                .values_list("stream", "n", "first", "last"))
+
+
+@dataclass
+class CleanupReport:
+    sessions_expired: int = 0
+    events_deleted: int = 0
+    sessions_deleted: int = 0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+async def cleanup(now=None) -> CleanupReport:
+    """Apply the retention settings once (see the module docstring)."""
+    config, now = get_config(), now or timezone.now()
+    report = CleanupReport()
+    report.sessions_expired = await _close_expired(now - timedelta(seconds=_expiry_margin(config)))
+    if config["EVENT_RETENTION"] is not None:
+        cutoff = now - timedelta(seconds=config["EVENT_RETENTION"])
+        report.events_deleted = await database_sync_to_async(_delete_in_batches)(
+            StoredEvent.objects.filter(created_at__lt=cutoff))
+    if config["CLOSED_SESSION_RETENTION"] is not None:
+        cutoff = now - timedelta(seconds=config["CLOSED_SESSION_RETENTION"])
+        events, closed = await database_sync_to_async(_delete_closed_sessions)(cutoff)
+        report.events_deleted += events
+        report.sessions_deleted = closed
+    metrics.incr("cleanup_events_deleted", report.events_deleted)
+    metrics.incr("cleanup_sessions_deleted", report.sessions_deleted)
+    await metrics.flush()
+    return report
+
+
+def _expiry_margin(config) -> float:
+    """Idle seconds after which a row's session has surely left Redis: ``last_seen_at`` is only
+    written every LAST_SEEN_WRITE_INTERVAL, so it may lag the last request by that much."""
+    return config["SESSION_IDLE_TIMEOUT"] + sessions.LAST_SEEN_WRITE_INTERVAL
+
+
+async def _close_expired(seen_before) -> int:
+    closed, after = 0, ""
+    while True:
+        ids = await database_sync_to_async(_open_rows_seen_before)(seen_before, after)
+        if not ids:
+            return closed
+        after = ids[-1]
+        async with async_redis().pipeline(transaction=False) as pipe:
+            for session_id in ids:
+                pipe.exists(keys().session(session_id))
+            alive = await pipe.execute()
+        for session_id, in_redis in zip(ids, alive):
+            if not in_redis:
+                await sessions.close(session_id, "expired")
+                closed += 1
+
+
+def _open_rows_seen_before(seen_before, after) -> list:
+    rows = McpSession.objects.exclude(state=SessionState.CLOSED.value).filter(last_seen_at__lt=seen_before, pk__gt=after)
+    return list(rows.order_by("pk").values_list("pk", flat=True)[:BATCH])
+
+
+def _delete_in_batches(rows) -> int:
+    deleted = 0
+    while pks := list(rows.values_list("pk", flat=True)[:BATCH]):
+        deleted += StoredEvent.objects.filter(pk__in=pks).delete()[0]
+    return deleted
+
+
+def _delete_closed_sessions(closed_before) -> tuple:
+    events = deleted = 0
+    rows = McpSession.objects.filter(state=SessionState.CLOSED.value, closed_at__lt=closed_before)
+    while ids := list(rows.values_list("pk", flat=True)[:BATCH]):
+        events += _delete_in_batches(StoredEvent.objects.filter(session_id__in=ids))
+        deleted += McpSession.objects.filter(pk__in=ids).delete()[1].get(McpSession._meta.label, 0)
+    return events, deleted
+
+
+@shared_task(name="mcp_transport.cleanup", ignore_result=True)
+def cleanup_task() -> dict:
+    """The cleanup as a Celery task (registered when the app is ready)."""
+    return async_to_sync(cleanup)().as_dict()

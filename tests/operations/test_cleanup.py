@@ -1,0 +1,125 @@
+"""operations.cleanup(): the retention settings applied to real rows and a real Redis."""
+import secrets
+from datetime import timedelta
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.test import override_settings
+from django.utils import timezone
+
+from mcp_transport import operations
+from mcp_transport.connections import async_redis, keys
+from mcp_transport.models import McpSession, StoredEvent
+from mcp_transport.protocol.ids import GET_STREAM, new_session_id
+from mcp_transport.storage import get_event_store
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+DAY = timedelta(days=1)
+
+
+@pytest.fixture(autouse=True)
+def own_prefix():
+    """A key prefix of its own, so the counters are exact; the store's thread closed after."""
+    prefix = f"{settings.MCP_TRANSPORT['KEY_PREFIX']}-{secrets.token_hex(3)}"
+    config = {**settings.MCP_TRANSPORT, "KEY_PREFIX": prefix, "SESSION_IDLE_TIMEOUT": 1800,
+              "EVENT_RETENTION": 86400, "CLOSED_SESSION_RETENTION": 7 * 86400}
+    with override_settings(MCP_TRANSPORT=config):
+        yield prefix
+        table = getattr(get_event_store(), "table", None)
+        if table is not None:
+            table.close()
+
+
+def session_row(last_seen, state="ready", closed_at=None, reason=""):
+    return McpSession.objects.create(id=new_session_id(), state=state, protocol_version="2025-11-25",
+                                     last_seen_at=last_seen, closed_at=closed_at, closed_reason=reason).id
+
+
+def events(session_id, n, age=timedelta(0)):
+    StoredEvent.objects.bulk_create([
+        StoredEvent(session_id=session_id, stream="s1", position=f"{i}-0", position_ms=i, position_seq=0)
+        for i in range(1, n + 1)])
+    StoredEvent.objects.filter(session_id=session_id).update(created_at=timezone.now() - age)
+
+
+async def counters():
+    raw = await async_redis().hgetall(keys().metrics())
+    return {name: int(value) for name, value in raw.items()}
+
+
+async def test_sessions_gone_from_redis_are_closed_as_expired_with_their_events():
+    now = timezone.now()
+    expired = await _sync(session_row, now - timedelta(hours=2))
+    alive_in_redis = await _sync(session_row, now - timedelta(hours=2))
+    recent = await _sync(session_row, now - timedelta(minutes=5))
+    for session_id in (expired, alive_in_redis, recent):
+        await _sync(events, session_id, 3)
+    await async_redis().set(keys().session(alive_in_redis), "{}", ex=60)
+    await async_redis().set(keys().reader(expired, GET_STREAM), "token", ex=60)
+
+    report = await operations.cleanup()
+
+    assert report.sessions_expired == 1
+    states = await _sync(lambda: dict(McpSession.objects.values_list("id", "closed_reason")))
+    assert states[expired] == "expired"
+    assert states[alive_in_redis] == "" and states[recent] == ""
+    left = await _sync(lambda: set(StoredEvent.objects.values_list("session_id", flat=True)))
+    assert left == {alive_in_redis, recent}  # the expired session's events went with it
+    assert await async_redis().exists(keys().reader(expired, GET_STREAM)) == 0
+    assert (await counters())["sessions_closed:expired"] == 1
+
+
+async def test_a_row_seen_within_the_idle_timeout_plus_the_write_interval_stays():
+    # last_seen_at is written at most every minute: 30 min + 30 s ago may still be a live session.
+    row = await _sync(session_row, timezone.now() - timedelta(seconds=1800 + 30))
+    assert (await operations.cleanup()).sessions_expired == 0
+    assert await _sync(lambda: McpSession.objects.get(pk=row).is_open)
+
+
+async def test_event_rows_older_than_the_retention_go_whatever_their_session():
+    session_id = await _sync(session_row, timezone.now())
+    await _sync(events, session_id, 4, age=DAY + timedelta(minutes=1))
+    other = await _sync(session_row, timezone.now())
+    await _sync(events, other, 2, age=DAY - timedelta(minutes=1))
+
+    report = await operations.cleanup()
+
+    assert report.events_deleted == 4
+    assert await _sync(lambda: list(StoredEvent.objects.values_list("session_id", flat=True).distinct())) == [other]
+    assert (await counters())["cleanup_events_deleted"] == 4
+
+
+async def test_closed_sessions_past_their_retention_go_with_their_events():
+    now = timezone.now()
+    old = await _sync(session_row, now - 9 * DAY, "closed", now - 8 * DAY, "deleted")
+    kept = await _sync(session_row, now - 2 * DAY, "closed", now - 2 * DAY, "expired")
+    await _sync(events, old, 3)  # a row closed lazily as "expired" keeps its events until now
+
+    report = await operations.cleanup()
+
+    assert (report.sessions_deleted, report.events_deleted) == (1, 3)
+    assert await _sync(lambda: list(McpSession.objects.values_list("id", flat=True))) == [kept]
+    assert (await counters())["cleanup_sessions_deleted"] == 1
+
+
+async def test_none_keeps_everything():
+    now = timezone.now()
+    config = {**settings.MCP_TRANSPORT, "EVENT_RETENTION": None, "CLOSED_SESSION_RETENTION": None}
+    with override_settings(MCP_TRANSPORT=config):
+        closed = await _sync(session_row, now - 90 * DAY, "closed", now - 90 * DAY, "deleted")
+        await _sync(events, closed, 2, age=90 * DAY)
+        report = await operations.cleanup()
+    assert report.as_dict() == {"sessions_expired": 0, "events_deleted": 0, "sessions_deleted": 0}
+    assert await _sync(lambda: StoredEvent.objects.count()) == 2
+
+
+async def test_cleanup_pushes_its_counts_at_once():
+    await _sync(session_row, timezone.now() - timedelta(hours=3))
+    await operations.cleanup()
+    assert (await counters())["sessions_closed:expired"] == 1  # no housekeeping loop needed
+
+
+async def _sync(function, *args, **kwargs):
+    return await sync_to_async(function)(*args, **kwargs)
