@@ -54,6 +54,10 @@ DEFAULTS = {
     #: Seconds between heartbeats of running requests; one silent for 3 beats is an orphan
     #: (its process died) and a resuming client gets an error response for it.
     "HEARTBEAT_SECONDS": 5,
+    #: Seconds between samples of the counters for the admin dashboard's charts (one process
+    #: takes each sample), and how many samples are kept (1440 x 60 s: a day).
+    "DASHBOARD_SAMPLE_SECONDS": 60,
+    "DASHBOARD_SAMPLES": 1440,
     #: Polling mode (SEP-1699): close SSE connections this many seconds after they open (0:
     #: right after the priming event), with ``retry``; clients resume with Last-Event-ID.
     #: None keeps them open until the response.

@@ -67,6 +67,17 @@ class Keys:
     def open_streams(self, process_id):
         return f"{self.prefix}:openstreams:{process_id}"
 
+    def session_counters(self, session_id):
+        """A session's own counters (resumes, replays): metrics.py."""
+        return f"{self.prefix}:sesscount:{session_id}"
+
+    def samples(self):
+        """The dashboard's samples of the counters over time, newest first: samples.py."""
+        return f"{self.prefix}:samples"
+
+    def sample_lock(self):
+        return f"{self.prefix}:samples:lock"
+
     def subscriptions(self, session_id):
         """The resource URIs a session subscribed to."""
         return f"{self.prefix}:subs:{session_id}"

@@ -269,8 +269,15 @@ class McpHttpConsumer(AsyncConsumer):
         for outcome in (opened, confirmed, backlog):  # in this order: 400/404 for the session first
             if isinstance(outcome, BaseException):
                 await subscription.__aexit__(None, None, None)
+                if outcome is backlog and isinstance(outcome, InvalidRequest):
+                    metrics.incr_session(opened.id, "resumes")
+                    metrics.incr_session(opened.id, "replay_failures")
                 raise outcome
         self.session = opened
+        if event_id is not None:
+            metrics.incr_session(opened.id, "resumes")
+            metrics.incr_session(opened.id, "replays")
+            metrics.incr_session(opened.id, "replayed_events", len(backlog))
         return subscription, confirmed, backlog
 
     async def replay(self, session_id, event_id):

@@ -10,8 +10,9 @@ session (and a stream or request) and says what to do; each process acts on what
 - ``closed``: the session was deleted or terminated, so its connections end and its requests stop.
 
 A housekeeping task per process beats the heart of every request it runs, so that another
-process can tell a request whose process died (an orphan) from a slow one, and flushes
-counters (metrics.py) in the same round trip.
+process can tell a request whose process died (an orphan) from a slow one, flushes
+counters (metrics.py) in the same round trip, and offers to take the dashboard's sample
+(samples.py).
 """
 import asyncio
 import json
@@ -20,7 +21,7 @@ import secrets
 import time
 import weakref
 
-from . import metrics
+from . import metrics, samples
 from .bell import doorbell
 from .conf import get_config
 from .connections import async_redis, keys
@@ -133,6 +134,7 @@ async def _housekeeping():
         await asyncio.sleep(heartbeat_seconds())
         try:
             await _beat_and_flush()
+            await samples.maybe_take()
         except Exception:
             logger.warning("housekeeping round failed; retrying", exc_info=True)
 

@@ -14,11 +14,16 @@ Names (fields of the ``{prefix}:metrics`` hash):
 - ``orphans_answered``: requests whose process died, answered with an error by another;
 - ``sessions_created``, ``sessions_closed:deleted``, ``sessions_closed:expired``;
 - ``sse_streams_opened``; the store adds its own (``events_evicted:<reason>``, ``replay_hits:*``).
+
+Per session (a ``{prefix}:sesscount:{session}`` hash each, flushed the same way, kept for
+``SESSION_COUNTERS_TTL`` after its last change, for the admin): ``resumes`` (GET with
+``Last-Event-ID`` on a live session), ``replays`` and ``replay_failures`` (how those went), and
+``replayed_events``.
 """
 import json
 import os
 import socket
-from collections import Counter
+from collections import Counter, defaultdict
 
 from asgiref.sync import async_to_sync
 
@@ -26,12 +31,20 @@ from .connections import async_redis, keys
 from .storage import get_event_store
 
 _pending = Counter()
+#: session id -> Counter of its own counters, waiting for the next flush.
+_pending_sessions = defaultdict(Counter)
+#: Seconds a session's counters outlive their last change (the admin shows closed sessions too).
+SESSION_COUNTERS_TTL = 7 * 24 * 3600
 #: Identifies this process's gauge snapshot.
 PROCESS_ID = f"{socket.gethostname()}:{os.getpid()}"
 
 
 def incr(name: str, amount: int = 1) -> None:
     _pending[name] += amount
+
+
+def incr_session(session_id: str, name: str, amount: int = 1) -> None:
+    _pending_sessions[session_id][name] += amount
 
 
 def flush_into(pipe, open_streams: dict) -> None:
@@ -47,12 +60,19 @@ def _queue_counts(pipe) -> None:
     for name, amount in counts.items():
         if amount:
             pipe.hincrby(key, name, amount)
+    per_session = dict(_pending_sessions)
+    _pending_sessions.clear()
+    for session_id, session_counts in per_session.items():
+        session_key = keys().session_counters(session_id)
+        for name, amount in session_counts.items():
+            pipe.hincrby(session_key, name, amount)
+        pipe.expire(session_key, SESSION_COUNTERS_TTL)
 
 
 async def flush() -> None:
     """Add this process's pending counts to the shared ones now. Processes without the
     housekeeping loop (management commands, Celery tasks) call it when their work is done."""
-    if _pending:
+    if _pending or _pending_sessions:
         async with async_redis().pipeline(transaction=False) as pipe:
             _queue_counts(pipe)
             await pipe.execute()
@@ -64,16 +84,33 @@ def _gauge_ttl():
     return get_config()["HEARTBEAT_SECONDS"] * 3
 
 
+async def open_streams_per_session() -> Counter:
+    """Open SSE streams of each session, summed over the processes' gauges (one per process)."""
+    client, per_session = async_redis(), Counter()
+    gauges = [key async for key in client.scan_iter(match=keys().open_streams("*"), count=500)]
+    for raw in await client.mget(gauges) if gauges else ():
+        per_session.update(json.loads(raw) if raw else {})
+    return per_session
+
+
+async def session_counters(session_ids) -> dict:
+    """The per-session counters of each session id (one round trip)."""
+    names = keys()
+    async with async_redis().pipeline(transaction=False) as pipe:
+        for session_id in session_ids:
+            pipe.hgetall(names.session_counters(session_id))
+        found = await pipe.execute() if session_ids else []
+    return {session_id: {name: int(value) for name, value in counts.items()}
+            for session_id, counts in zip(session_ids, found)}
+
+
 async def snapshot() -> dict:
     """Totals of every counter, plus open streams per session summed over processes."""
     client, names = async_redis(), keys()
     totals = {name: int(value) for name, value in (await client.hgetall(names.metrics())).items()}
     for name, amount in _pending.items():  # not flushed yet
         totals[name] = totals.get(name, 0) + amount
-    per_session = Counter()
-    async for key in client.scan_iter(match=names.open_streams("*"), count=500):
-        raw = await client.get(key)
-        per_session.update(json.loads(raw) if raw else {})
+    per_session = await open_streams_per_session()
     totals["open_streams"] = sum(per_session.values())
     totals["open_streams_max_per_session"] = max(per_session.values(), default=0)
     totals["sessions_with_open_streams"] = len(per_session)

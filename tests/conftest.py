@@ -81,3 +81,17 @@ def session(client):
     """A client with an initialized 2025-11-25 session."""
     client.initialize()
     return client
+
+
+ADMIN_USER, ADMIN_PASSWORD = "admin", "admin-password-for-tests"
+
+
+@pytest.fixture(scope="session")
+def admin_login(server_env):
+    """A superuser in the servers' database: (username, password)."""
+    code = ("from django.contrib.auth.models import User; "
+            f"User.objects.filter(username={ADMIN_USER!r}).exists() or "
+            f"User.objects.create_superuser({ADMIN_USER!r}, 'admin@example.com', {ADMIN_PASSWORD!r})")
+    subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, env={**os.environ, **server_env},
+                   check=True, capture_output=True)
+    return ADMIN_USER, ADMIN_PASSWORD

@@ -160,6 +160,11 @@ class EventStore:
         """Drop every event of the session, everywhere the store keeps them (DELETE)."""
         raise NotImplementedError("EventStore.delete_session() must be implemented")
 
+    async def buffered(self, session_ids) -> dict:
+        """What the store keeps of each session: ``{session id: {stream key: events}}``, for
+        the admin. A store that cannot tell returns ``{}``."""
+        return {}
+
     async def stats(self) -> dict:
         """``buffer_entries``, ``events_appended`` and, by reason or source, ``evicted``,
         ``replay_hits`` and ``replay_failures`` (the shape of ``empty_stats()``)."""

@@ -59,6 +59,9 @@ class DatabaseEventStore(EventStore):
         deleted = await self.table.run(persist.delete_session_rows, session_id)
         await self.counters.add({"events_deleted": deleted})
 
+    async def buffered(self, session_ids):
+        return await self.table.run(persist.stream_counts, session_ids) if session_ids else {}
+
     async def stats(self):
         kept = await self.table.run(lambda: persist.all_rows().count())
         return stats_from_counts({**await self.counters.read(), "buffer_entries": kept})

@@ -89,6 +89,10 @@ class InMemoryEventStore(EventStore):
         streams = self._sessions.pop(session_id, {})
         await self.counters.add({"events_deleted": sum(len(stream.events) for stream in streams.values())})
 
+    async def buffered(self, session_ids):
+        return {session_id: {key: len(stream.events) for key, stream in self._sessions.get(session_id, {}).items()}
+                for session_id in session_ids}
+
     async def stats(self):
         evicted = Counter()
         for session_id in list(self._sessions):

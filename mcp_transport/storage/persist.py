@@ -11,7 +11,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 
 from django.db import close_old_connections, connections, router, transaction
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.db.models.constants import OnConflict
 from django.utils import timezone
 
@@ -170,6 +170,15 @@ def replay_rows(session_id: str, stream_key: str, position: str):
 def oldest_position(rows):
     """The first position of a stream's rows, or None when it has none."""
     return rows.order_by("position_ms", "position_seq").values_list("position", flat=True).first()
+
+
+def stream_counts(session_ids) -> dict:
+    """``{session id: {stream key: rows}}`` of these sessions, in one query."""
+    found = {session_id: {} for session_id in session_ids}
+    rows = all_rows().filter(session_id__in=list(session_ids)).values_list("session_id", "stream")
+    for session_id, stream_key, events in rows.annotate(events=Count("pk")).order_by():
+        found[session_id][stream_key] = events
+    return found
 
 
 def delete_session_rows(session_id: str) -> int:

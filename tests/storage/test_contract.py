@@ -196,6 +196,20 @@ async def test_delete_session_removes_its_events_only(store, stream_key):
         assert rows == [kept]
 
 
+async def test_buffered_counts_events_per_session_and_stream(store, stream_key):
+    """What the admin shows per session: events kept, by stream, for many sessions at once."""
+    first, second, idle = "first-session-0000000000000", "second-session-000000000000", "idle-session-00000000000000"
+    await append_many(store, first, stream_key, 3)
+    await append_many(store, first, "g", 2)
+    await append_many(store, second, stream_key, 4)
+    await store.flush()
+    found = await store.buffered([first, second, idle])
+    assert found == {first: {stream_key: 3, "g": 2}, second: {stream_key: 4}, idle: {}}
+    await store.delete_session(first)
+    assert (await store.buffered([first]))[first] == {}
+    assert await store.buffered([]) == {}
+
+
 async def test_stats_shape(store):
     stats = await store.stats()
     assert set(stats) == {"buffer_entries", "events_appended", "evicted", "replay_hits", "replay_failures"}

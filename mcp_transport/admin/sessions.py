@@ -1,0 +1,292 @@
+"""The sessions admin: a list with live counters from Redis, a page per session with its
+streams and buffered events, and the terminate and purge actions."""
+import json
+
+from asgiref.sync import async_to_sync
+from django.contrib import admin, messages
+from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Max, Min, Q
+from django.http import HttpResponseNotAllowed, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from .. import samples
+from .. import sessions as live_sessions
+from ..models import McpSession, StoredEvent
+from ..protocol import versions
+from ..protocol.ids import GET_STREAM
+from ..protocol.session import SessionState
+from ..storage import get_event_store
+from . import dashboard, live
+from .paging import CappedPaginator
+
+#: Events per page on a session's page.
+EVENTS_PER_PAGE = 50
+#: Streams listed on a session's page (the most recent first).
+STREAMS_SHOWN = 50
+STATE_COLOURS = {"initializing": "#8a6d00", "ready": "#1b7f3b", "closed": "#777"}
+
+
+class StreamingFilter(admin.SimpleListFilter):
+    """Sessions with an open SSE stream now, on any process (from Redis, no table scan)."""
+
+    title = "streaming now"
+    parameter_name = "streaming"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "Yes"), ("no", "No")]
+
+    def queryset(self, request, queryset):
+        if self.value() in ("yes", "no"):
+            ids = live.sessions_streaming()
+            return queryset.filter(pk__in=ids) if self.value() == "yes" else queryset.exclude(pk__in=ids)
+        return queryset
+
+
+class ChoicesFilter(admin.SimpleListFilter):
+    """A filter whose choices are known in advance: no SELECT DISTINCT over the table."""
+
+    field = ""
+    values = ()
+
+    def lookups(self, request, model_admin):
+        return [(value, value) for value in self.values]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(**{self.field: self.value()}) if self.value() else queryset
+
+
+class ClosedReasonFilter(ChoicesFilter):
+    parameter_name = field = "closed_reason"
+    title = "closed because"
+    values = ("deleted", "expired", "terminated")
+
+
+class ProtocolVersionFilter(ChoicesFilter):
+    parameter_name = field = "protocol_version"
+    title = "protocol version"
+    values = versions.SUPPORTED
+
+
+class SessionChangeList(ChangeList):
+    def get_results(self, request):
+        super().get_results(request)
+        rows = list(self.result_list)  # the page's rows, cached on the queryset the template reads
+        stats = live.fetch([row.pk for row in rows])
+        for row in rows:
+            row.live = stats[row.pk]
+
+
+def terminate(session_ids) -> int:
+    """Close open sessions as the server: their streams end, their requests stop, later
+    requests get 404 (sessions.close publishes ``closed`` to every process)."""
+    async def close_all():
+        for session_id in session_ids:
+            await live_sessions.close(session_id, "terminated")
+
+    async_to_sync(close_all)()
+    return len(session_ids)
+
+
+def purge(session_ids) -> int:
+    """Drop the sessions' buffered events from the store and their rows from the database
+    (every store's rows, whichever is configured now); returns how many rows went."""
+    async def drop_all():
+        store = get_event_store()
+        for session_id in session_ids:
+            await store.delete_session(session_id)
+
+    deleted = StoredEvent.objects.filter(session_id__in=session_ids).delete()[0]
+    async_to_sync(drop_all)()
+    return deleted
+
+
+def _chunks(queryset, size=500):
+    ids = list(queryset.values_list("pk", flat=True))
+    for start in range(0, len(ids), size):
+        yield ids[start:start + size]
+
+
+def _describe(message) -> str:
+    """A one-line summary of an event's message."""
+    if message is None:
+        return "priming event / end of stream"
+    if "method" in message:
+        return message["method"] + (" (request)" if "id" in message else "")
+    if "error" in message:
+        return f"error response to {json.dumps(message.get('id'))}: {message['error'].get('message', '')}"
+    return f"response to {json.dumps(message.get('id'))}"
+
+
+@admin.register(McpSession)
+class McpSessionAdmin(admin.ModelAdmin):
+    list_display = ("short_id", "user", "client", "protocol_version", "created_at", "last_seen_at", "state_badge",
+                    "open_streams", "buffered_events", "replays", "resumes")
+    list_display_links = ("short_id",)
+    list_filter = (StreamingFilter, "state", ClosedReasonFilter, ProtocolVersionFilter)
+    search_fields = ("^id", "client_name", "user__username")
+    search_help_text = "Session id prefix, client name or username."
+    list_select_related = ("user",)
+    list_per_page = 100
+    paginator = CappedPaginator
+    show_full_result_count = False
+    actions = ("terminate_sessions", "purge_buffers")
+    readonly_fields = ("id", "user", "state", "closed_reason", "protocol_version", "client_name", "client_version",
+                       "log_level", "created_at", "last_seen_at", "closed_at", "pretty_client_info",
+                       "pretty_capabilities")
+    fieldsets = (
+        (None, {"fields": ("id", "user", "state", "closed_reason", "protocol_version", "log_level")}),
+        ("Client", {"fields": ("client_name", "client_version", "pretty_client_info", "pretty_capabilities")}),
+        ("Times", {"fields": ("created_at", "last_seen_at", "closed_at")}),
+    )
+
+    # -- the list --------------------------------------------------------------------------
+
+    def get_changelist(self, request, **kwargs):
+        return SessionChangeList
+
+    @admin.display(description="session", ordering="id")
+    def short_id(self, obj):
+        return format_html('<code title="{}">{}…</code>', obj.id, obj.id[:8])
+
+    @admin.display(description="client", ordering="client_name")
+    def client(self, obj):
+        return f"{obj.client_name} {obj.client_version}".strip() or "–"
+
+    @admin.display(description="state", ordering="state")
+    def state_badge(self, obj):
+        label = obj.state if obj.is_open else f"closed ({obj.closed_reason or '?'})"
+        return format_html('<span class="mcp-badge" style="background:{}">{}</span>',
+                           STATE_COLOURS.get(obj.state, "#777"), label)
+
+    def _live(self, obj):
+        return getattr(obj, "live", None) or live.LiveStats()
+
+    @admin.display(description="open streams")
+    def open_streams(self, obj):
+        return self._live(obj).open_streams
+
+    @admin.display(description="buffered events")
+    def buffered_events(self, obj):
+        return self._live(obj).buffered
+
+    @admin.display(description="replays (failed)")
+    def replays(self, obj):
+        stats = self._live(obj)
+        return f"{stats.replays} ({stats.replay_failures})" if stats.replay_failures else stats.replays
+
+    @admin.display(description="resumes")
+    def resumes(self, obj):
+        return self._live(obj).resumes
+
+    # -- the session page ------------------------------------------------------------------
+
+    @admin.display(description="client info")
+    def pretty_client_info(self, obj):
+        return format_html('<pre class="mcp-json">{}</pre>', json.dumps(obj.client_info, indent=2, ensure_ascii=False))
+
+    @admin.display(description="client capabilities")
+    def pretty_capabilities(self, obj):
+        return format_html('<pre class="mcp-json">{}</pre>',
+                           json.dumps(obj.client_capabilities, indent=2, ensure_ascii=False))
+
+    def has_add_permission(self, request):
+        return False  # sessions begin with initialize, never here
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # deleting a row would leave the live session running: terminate instead
+
+    def get_object(self, request, object_id, from_field=None):
+        found = getattr(request, "_mcp_session", None)  # change_view loaded it already
+        return found if found is not None and found.pk == object_id else super().get_object(request, object_id, from_field)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        session = request._mcp_session = get_object_or_404(McpSession.objects.select_related("user"), pk=object_id)
+        context = {**(extra_context or {}), **self.session_context(request, session),
+                   "show_save": False, "show_save_and_continue": False, "show_save_and_add_another": False}
+        return super().change_view(request, object_id, form_url, context)
+
+    def session_context(self, request, session) -> dict:
+        stats = live.fetch([session.pk])[session.pk]
+        stream = request.GET.get("stream") or None
+        events = StoredEvent.objects.filter(session_id=session.pk)
+        if stream:
+            events = events.filter(stream=stream)
+        ordered = events.order_by("-position_ms", "-position_seq").values_list(
+            "stream", "position", "message", "final", "created_at")
+        page = CappedPaginator(ordered, EVENTS_PER_PAGE).get_page(request.GET.get("page"))
+        return {
+            "live": stats,
+            "streams": self.session_streams(session, stats),
+            "stream_filter": stream,
+            "events_page": page,
+            "events": [{"id": f"{key}.{position}", "stream": key, "summary": _describe(message), "final": final,
+                        "created_at": created, "json": json.dumps(message, indent=2, ensure_ascii=False)
+                        if message is not None else ""}
+                       for key, position, message, final, created in page.object_list],
+            "can_act": self.has_change_permission(request, session),
+        }
+
+    def session_streams(self, session, stats) -> list:
+        """The session's streams, most recent first: what the database and the store keep."""
+        rows = (StoredEvent.objects.filter(session_id=session.pk).values("stream").order_by()
+                .annotate(stored=Count("pk"), first=Min("created_at"), last=Max("created_at"),
+                          complete=Count("pk", filter=Q(final=True)))
+                .order_by("-last")[:STREAMS_SHOWN])
+        found = {row["stream"]: {**row, "buffered": 0} for row in rows}
+        for key, buffered in stats.buffered_by_stream.items():
+            found.setdefault(key, {"stream": key, "stored": 0, "first": None, "last": None, "complete": 0})
+            found[key]["buffered"] = buffered
+        for row in found.values():
+            row["kind"] = "GET (standalone)" if row["stream"] == GET_STREAM else "POST request"
+        return list(found.values())
+
+    # -- actions ---------------------------------------------------------------------------
+
+    @admin.action(description="Terminate selected sessions (streams close, then 404)", permissions=["change"])
+    def terminate_sessions(self, request, queryset):
+        done = sum(terminate(ids) for ids in _chunks(queryset.exclude(state=SessionState.CLOSED.value)))
+        self.message_user(request, f"Terminated {done} session(s).", messages.SUCCESS)
+
+    @admin.action(description="Purge buffered events of selected sessions", permissions=["change"])
+    def purge_buffers(self, request, queryset):
+        rows = sum(purge(ids) for ids in _chunks(queryset))
+        self.message_user(request, f"Purged the buffers; {rows} stored event(s) deleted.", messages.SUCCESS)
+
+    # -- extra pages -----------------------------------------------------------------------
+
+    def get_urls(self):
+        wrap = self.admin_site.admin_view
+        return [
+            path("dashboard/", wrap(self.dashboard_view), name="mcp_transport_dashboard"),
+            path("<path:object_id>/terminate/", wrap(self.terminate_view), name="mcp_transport_mcpsession_terminate"),
+            path("<path:object_id>/purge/", wrap(self.purge_view), name="mcp_transport_mcpsession_purge"),
+            *super().get_urls(),
+        ]
+
+    def _act_on_one(self, request, object_id, act, message):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        session = get_object_or_404(McpSession, pk=object_id)
+        if not self.has_change_permission(request, session):
+            raise PermissionDenied
+        act([session.pk])
+        self.message_user(request, message, messages.SUCCESS)
+        return HttpResponseRedirect(reverse("admin:mcp_transport_mcpsession_change", args=[session.pk]))
+
+    def terminate_view(self, request, object_id):
+        return self._act_on_one(request, object_id, terminate, "Session terminated.")
+
+    def purge_view(self, request, object_id):
+        return self._act_on_one(request, object_id, purge, "Buffered events purged.")
+
+    def dashboard_view(self, request):
+        history = async_to_sync(samples.recent)()
+        now = async_to_sync(samples.current)()
+        context = {**self.admin_site.each_context(request), "title": "MCP transport dashboard",
+                   "opts": self.model._meta, "cards": dashboard.cards(now),
+                   "charts": dashboard.charts(history + [now]), "sample_count": len(history)}
+        return TemplateResponse(request, "admin/mcp_transport/dashboard.html", context)

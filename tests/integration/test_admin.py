@@ -1,0 +1,226 @@
+"""The admin against a live daphne server, with data made by real MCP traffic: the session
+list, a session page, the terminate and purge actions, and the dashboard.
+
+The server flushes counters and takes dashboard samples every half second here, so what
+traffic did shows up within a second.
+"""
+import json
+import re
+import time
+
+import http.client
+import http.cookiejar
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from mcp_transport.testing import HttpClient
+
+GET = {"Accept": "text/event-stream"}
+FAST = json.dumps({"HEARTBEAT_SECONDS": 0.3, "DASHBOARD_SAMPLE_SECONDS": 0.3})
+#: Long enough for a flush of counters and a sample (every 0.3 s here).
+SETTLE = 1.2
+
+
+@pytest.fixture(scope="module")
+def server(start_server):
+    return start_server(MCP_TRANSPORT_JSON=FAST)
+
+
+class Admin:
+    """A logged-in admin user over HTTP (stdlib: cookies, CSRF token, redirects followed)."""
+
+    def __init__(self, server, login):
+        self.server, self.base = server, server.url.removesuffix("/mcp")
+        self.cookies = http.cookiejar.CookieJar()
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.cookies))
+        self.get("/admin/login/")
+        status, html = self.send("/admin/login/?next=/admin/", {
+            "username": login[0], "password": login[1], "csrfmiddlewaretoken": self.csrf, "next": "/admin/"})
+        assert status == 200 and "Log out" in html, html[:500]
+
+    @property
+    def csrf(self):
+        return next(cookie.value for cookie in self.cookies if cookie.name == "csrftoken")
+
+    def send(self, url, data=None):
+        body = urllib.parse.urlencode(data, doseq=True).encode() if data is not None else None
+        try:
+            with self.opener.open(self.base + url, body, timeout=30) as reply:
+                return reply.status, reply.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode(errors="replace")
+
+    def get(self, url):
+        return self.send(url)
+
+    def page(self, url, **params) -> str:
+        url = f"{url}?{urllib.parse.urlencode(params)}" if params else url
+        status, html = self.send(url)
+        assert status == 200, (url, status, html[:500], self.server.log()[-4000:])
+        return html
+
+    def post(self, url, data) -> str:
+        status, html = self.send(url, {**data, "csrfmiddlewaretoken": self.csrf})
+        assert status == 200, (url, status, html[:500], self.server.log()[-4000:])
+        return html
+
+    def action(self, name, session_ids) -> str:
+        return self.post("/admin/mcp_transport/mcpsession/",
+                         {"action": name, "index": 0, "select_across": 0, "_selected_action": session_ids})
+
+
+@pytest.fixture(scope="module")
+def admin(server, admin_login):
+    return Admin(server, admin_login)
+
+
+def _progress_call(client, steps, interval_ms=1):
+    return client.message("tools/call", {"name": "slow_progress", "_meta": {"progressToken": "p"},
+                                         "arguments": {"steps": steps, "interval_ms": interval_ms}})
+
+
+def _session_with_history(server, steps=60):
+    """A session with a finished progress call (steps + 2 events), resumed once and once with
+    an id that names nothing."""
+    client = HttpClient(server.url)
+    client.initialize()
+    stream = client.stream("POST", _progress_call(client, steps))
+    priming = stream.next_event()
+    stream.close()
+    replayed = client.stream("GET", headers={**GET, "Last-Event-ID": priming.id}).messages()
+    assert replayed[-1]["result"]["content"][0]["text"] == f"done {steps}"
+    assert client.request("GET", headers={**GET, "Last-Event-ID": "0123456789abcdef.1-0"}).status == 400
+    return client
+
+
+def _row(html, session_id) -> str:
+    """The changelist row of a session."""
+    match = re.search(r'<tr>(?:(?!</tr>).)*?title="%s"(?:(?!</tr>).)*</tr>' % re.escape(session_id), html, re.S)
+    assert match, f"no row for {session_id}"
+    return match.group(0)
+
+
+def _cells(row) -> list:
+    return [re.sub(r"<[^>]+>", "", cell).strip() for cell in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S)]
+
+
+def test_session_list_shows_live_counters_of_real_traffic(server, admin):
+    client = _session_with_history(server)
+    time.sleep(SETTLE)
+    html = admin.page("/admin/mcp_transport/mcpsession/", q=client.session_id[:12])
+    cells = _cells(_row(html, client.session_id))
+    # checkbox, id, user, client, version, created, last seen, state, open, buffered, replays, resumes
+    assert cells[1] == client.session_id[:8] + "…"
+    assert cells[3] == "mcp-transport-tests 0" and cells[4] == "2025-11-25"
+    assert cells[7] == "ready"
+    assert cells[8] == "0"  # nothing streams now
+    assert int(cells[9]) == 60 + 2  # priming, 60 progress, the result
+    assert cells[10] == "1 (1)" and cells[11] == "2"
+
+
+def test_session_list_filters_and_search(server, admin):
+    streaming, idle = HttpClient(server.url), HttpClient(server.url)
+    streaming.initialize()
+    idle.initialize()
+    held = streaming.stream("GET", headers=GET)  # the standalone stream, held open
+    held.next_event()
+    idle.delete()
+    time.sleep(SETTLE)
+    live = admin.page("/admin/mcp_transport/mcpsession/", streaming="yes")
+    assert streaming.session_id in live and idle.session_id not in live
+    assert _cells(_row(live, streaming.session_id))[8] == "1"
+    closed = admin.page("/admin/mcp_transport/mcpsession/", state__exact="closed")
+    assert idle.session_id in closed and streaming.session_id not in closed
+    assert "closed (deleted)" in _row(closed, idle.session_id)
+    found = admin.page("/admin/mcp_transport/mcpsession/", q=idle.session_id[:10])
+    assert idle.session_id in found and streaming.session_id not in found
+    held.close()
+
+
+def test_session_page_lists_streams_and_events_newest_first_paginated(server, admin):
+    client = _session_with_history(server, steps=60)
+    time.sleep(SETTLE)
+    url = f"/admin/mcp_transport/mcpsession/{client.session_id}/change/"
+    html = admin.page(url)
+    assert "POST request" in html and "answered" in html
+    first = re.findall(r"<code>([0-9a-f]{16}\.[0-9]+-[0-9]+)</code>", html)
+    assert len(first) == 50  # one page
+    assert "response to 2" in html.split("Buffered events")[1].split("notifications/progress")[0]  # the result on top
+    assert "&quot;progress&quot;: 60" in html  # pretty-printed JSON (indent=2)
+    older = admin.page(url, page=2)
+    rest = re.findall(r"<code>([0-9a-f]{16}\.[0-9]+-[0-9]+)</code>", older)
+    assert len(rest) == 12 and not set(rest) & set(first)
+    positions = [tuple(map(int, event_id.split(".")[1].split("-"))) for event_id in first + rest]
+    assert positions == sorted(positions, reverse=True)
+    assert "priming event" in older
+
+
+def test_terminate_action_ends_open_streams_and_later_requests_get_404(server, admin):
+    client = HttpClient(server.url)
+    client.initialize()
+    held = client.stream("GET", headers=GET)
+    held.next_event()
+    call = client.stream("POST", _progress_call(client, steps=200, interval_ms=100))
+    call.next_event()
+    time.sleep(SETTLE)
+    html = admin.action("terminate_sessions", [client.session_id])
+    assert "Terminated 1 session" in html
+    assert held.events(timeout=10) == [] and held.closed_by_server
+    sent = [json.loads(event.data) for event in call.events(timeout=10) if event.data]
+    assert call.closed_by_server  # the running call's stream ended too, long before its 200 steps
+    assert len(sent) < 100 and all(message.get("method") == "notifications/progress" for message in sent)
+    assert client.request("POST", client.message("ping")).status == 404
+    assert "closed (terminated)" in admin.page("/admin/mcp_transport/mcpsession/", q=client.session_id[:12])
+
+
+def test_purge_action_drops_buffers_and_rows(server, admin):
+    client = _session_with_history(server, steps=5)
+    time.sleep(SETTLE)
+    assert "No stored events" not in admin.page(f"/admin/mcp_transport/mcpsession/{client.session_id}/change/")
+    html = admin.action("purge_buffers", [client.session_id])
+    assert "7 stored event(s) deleted" in html
+    page = admin.page(f"/admin/mcp_transport/mcpsession/{client.session_id}/change/")
+    assert "No stored events" in page and "No stream keeps events" in page
+    assert _cells(_row(admin.page("/admin/mcp_transport/mcpsession/", q=client.session_id[:12]),
+                       client.session_id))[9] == "0"
+    # The session itself lives on.
+    assert client.request("POST", client.message("ping")).status == 200
+
+
+def test_session_page_buttons_terminate_and_purge(server, admin):
+    client = _session_with_history(server, steps=3)
+    time.sleep(SETTLE)
+    base = f"/admin/mcp_transport/mcpsession/{client.session_id}"
+    assert "Buffered events purged" in admin.post(f"{base}/purge/", {})
+    assert "No stored events" in admin.page(f"{base}/change/")
+    assert "Session terminated" in admin.post(f"{base}/terminate/", {})
+    assert client.request("POST", client.message("ping")).status == 404
+    assert admin.get(f"{base}/terminate/")[0] == 405
+
+
+def test_dashboard_shows_current_values_and_charts(server, admin):
+    for _ in range(3):
+        _session_with_history(server, steps=2)
+        time.sleep(SETTLE / 2)
+    time.sleep(SETTLE)
+    html = admin.page("/admin/mcp_transport/mcpsession/dashboard/")
+    for title in ("Reconnects per minute", "Share of reconnects with Last-Event-ID", "Replays per minute",
+                  "Replay hit rate", "Buffered events", "Evictions per minute, by reason", "Sessions per minute",
+                  "Concurrent streams"):
+        assert f"<h3>{title}</h3>" in html
+    assert html.count("<polyline") >= 8
+    values = dict(re.findall(r'<div class="label">([^<]+)</div><div class="value">([^<]+)</div>', html))
+    assert int(values["Reconnects (GET)"].replace(",", "")) >= 6
+    assert int(values["Replays"].split()[0].replace(",", "")) >= 3
+
+
+def test_pages_need_a_staff_login(server):
+    for url in ("/admin/mcp_transport/mcpsession/", "/admin/mcp_transport/mcpsession/dashboard/"):
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        connection.request("GET", url)
+        reply = connection.getresponse()
+        assert reply.status == 302 and "/admin/login/" in reply.getheader("location")
+        connection.close()

@@ -1,0 +1,105 @@
+"""Admin pages at 10,000 sessions and 100,000 stored events: a bounded number of queries per
+page, whatever the table sizes (no N+1, no full-table COUNT). The query counts are recorded in
+bench/RESULTS.md ("Admin at scale"); timings live there too, not here (no timed tests).
+"""
+import secrets
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from mcp_transport.models import McpSession, StoredEvent
+
+SESSIONS, EVENTS = 10_000, 100_000
+#: The heavy session: 20 streams of 500 events; the other 9,000 events spread 10 per session.
+HEAVY_STREAMS, HEAVY_PER_STREAM = 20, 500
+
+#: Most queries each page may make: the login's session and user, then the page's own (list:
+#: a capped count and the rows; session page: the row, a capped count, the streams, the
+#: events). What the pages make today, so one more query per row fails.
+BOUNDS = {
+    "session list": 4,
+    "session list, search": 4,
+    "session list, filtered": 4,
+    "session list, page 50": 4,
+    "session page (10,000 events)": 6,
+    "session page, page 100": 6,
+    "session page, one stream": 6,
+    "dashboard": 2,
+}
+
+
+def _populate():
+    now = timezone.now()
+    ids = [secrets.token_urlsafe(24) for _ in range(SESSIONS)]
+    McpSession.objects.bulk_create([
+        McpSession(id=session_id, state="closed" if n % 3 == 0 else "ready", protocol_version="2025-11-25",
+                   client_name=f"client-{n % 50}", client_version="1.0", last_seen_at=now - timedelta(seconds=n),
+                   closed_reason="expired" if n % 3 == 0 else "")
+        for n, session_id in enumerate(ids)], batch_size=2000)
+    rows = []
+    for stream in range(HEAVY_STREAMS):
+        rows += [(ids[0], f"{stream:016x}", n) for n in range(HEAVY_PER_STREAM)]
+    for session_id in ids[1:(EVENTS - len(rows)) // 10 + 1]:
+        rows += [(session_id, "0123456789abcdef", n) for n in range(10)]
+    assert len(rows) == EVENTS
+    StoredEvent.objects.bulk_create([
+        StoredEvent(session_id=session_id, stream=stream, position=f"{1_700_000_000_000 + n}-0",
+                    position_ms=1_700_000_000_000 + n, position_seq=0, final=n == HEAVY_PER_STREAM - 1,
+                    message={"jsonrpc": "2.0", "method": "notifications/progress",
+                             "params": {"progressToken": "p", "progress": n}})
+        for session_id, stream, n in rows], batch_size=5000)
+    return ids
+
+
+@pytest.fixture(scope="module")
+def big_tables(django_db_setup, django_db_blocker):
+    with django_db_blocker.unblock():
+        ids = _populate()
+        yield ids
+        StoredEvent.objects.all().delete()
+        McpSession.objects.all().delete()
+
+
+def pages(ids):
+    heavy = f"/admin/mcp_transport/mcpsession/{ids[0]}/change/"
+    listing = "/admin/mcp_transport/mcpsession/"
+    return {
+        "session list": listing,
+        "session list, search": f"{listing}?q={ids[5][:10]}",
+        "session list, filtered": f"{listing}?state__exact=ready&protocol_version=2025-11-25",
+        "session list, page 50": f"{listing}?p=49",
+        "session page (10,000 events)": heavy,
+        "session page, page 100": f"{heavy}?page=100",
+        "session page, one stream": f"{heavy}?stream={3:016x}",
+        "dashboard": f"{listing}dashboard/",
+    }
+
+
+def measure(client, url):
+    client.get(url)  # warm-up: Django caches content types on the first page that needs them
+    with CaptureQueriesContext(connection) as queries:
+        reply = client.get(url)
+    assert reply.status_code == 200, (url, reply.status_code)
+    return reply, len(queries)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", list(BOUNDS))
+def test_queries_per_page_are_bounded_at_10000_sessions(big_tables, admin_client, name):
+    reply, count = measure(admin_client, pages(big_tables)[name])
+    assert count <= BOUNDS[name], f"{name}: {count} queries"
+    if name == "session list":
+        assert reply.content.count(b'class="action-select"') == 100
+    if name.startswith("session page"):
+        assert reply.content.count(b'class="mcp-json"') >= 50
+
+
+@pytest.mark.django_db
+def test_session_list_count_is_capped_not_a_full_count(big_tables, admin_client):
+    with CaptureQueriesContext(connection) as queries:
+        admin_client.get("/admin/mcp_transport/mcpsession/")
+    counts = [query["sql"] for query in queries if "COUNT(" in query["sql"].upper()]
+    assert counts and all("LIMIT 5000" in sql for sql in counts), counts
