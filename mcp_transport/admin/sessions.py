@@ -13,13 +13,11 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from .. import samples
-from .. import sessions as live_sessions
+from .. import operations, samples
 from ..models import McpSession, StoredEvent
 from ..protocol import versions
 from ..protocol.ids import GET_STREAM
 from ..protocol.session import SessionState
-from ..storage import get_event_store
 from . import dashboard, live
 from .paging import CappedPaginator
 
@@ -81,31 +79,24 @@ class SessionChangeList(ChangeList):
 
 
 def terminate(session_ids) -> int:
-    """Close open sessions as the server: their streams end, their requests stop, later
-    requests get 404 (sessions.close publishes ``closed`` to every process)."""
+    """Close open sessions as the server (operations.terminate: the path of a DELETE); returns
+    how many were open."""
     async def close_all():
-        for session_id in session_ids:
-            await live_sessions.close(session_id, "terminated")
+        return sum([await operations.terminate(session_id) for session_id in session_ids])
 
-    async_to_sync(close_all)()
-    return len(session_ids)
+    return async_to_sync(close_all)()
 
 
 def purge(session_ids) -> int:
-    """Drop the sessions' buffered events from the store and their rows from the database
-    (every store's rows, whichever is configured now); returns how many rows went."""
+    """Drop the sessions' buffered events, in the store and the database; returns how many."""
     async def drop_all():
-        store = get_event_store()
-        for session_id in session_ids:
-            await store.delete_session(session_id)
+        return sum([await operations.purge_buffers(session_id) for session_id in session_ids])
 
-    deleted = StoredEvent.objects.filter(session_id__in=session_ids).delete()[0]
-    async_to_sync(drop_all)()
-    return deleted
+    return async_to_sync(drop_all)()
 
 
-def _chunks(queryset, size=500):
-    ids = list(queryset.values_list("pk", flat=True))
+def _chunks(ids, size=500):
+    ids = list(ids)
     for start in range(0, len(ids), size):
         yield ids[start:start + size]
 
@@ -248,13 +239,15 @@ class McpSessionAdmin(admin.ModelAdmin):
 
     @admin.action(description="Terminate selected sessions (streams close, then 404)", permissions=["change"])
     def terminate_sessions(self, request, queryset):
-        done = sum(terminate(ids) for ids in _chunks(queryset.exclude(state=SessionState.CLOSED.value)))
+        done = sum(terminate(chunk) for chunk in _chunks(queryset.exclude(state=SessionState.CLOSED.value)
+                                                         .values_list("pk", flat=True)))
         self.message_user(request, f"Terminated {done} session(s).", messages.SUCCESS)
 
     @admin.action(description="Purge buffered events of selected sessions", permissions=["change"])
     def purge_buffers(self, request, queryset):
-        rows = sum(purge(ids) for ids in _chunks(queryset))
-        self.message_user(request, f"Purged the buffers; {rows} stored event(s) deleted.", messages.SUCCESS)
+        ids = list(queryset.values_list("pk", flat=True))
+        events = sum(purge(chunk) for chunk in _chunks(ids))
+        self.message_user(request, f"Purged the buffers of {len(ids)} session(s): {events} event(s).", messages.SUCCESS)
 
     # -- extra pages -----------------------------------------------------------------------
 
