@@ -108,6 +108,9 @@ class McpHttpConsumer(AsyncConsumer):
         check_host(self.headers.get("host"))
         method = self.scope["method"]
         http.check_method(method)
+        # Once per process: the control channel, and the housekeeping that flushes the counters
+        # (a process serving only JSON replies would otherwise never report its sessions).
+        await control.ensure_listening()
         if method == "POST":
             await self.post(body)
         elif method == "GET":

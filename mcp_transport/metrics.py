@@ -13,12 +13,15 @@ Names (fields of the ``{prefix}:metrics`` hash):
 - ``resume_takeovers``: a resume ended another connection of the same stream;
 - ``orphans_answered``: requests whose process died, answered with an error by another;
 - ``sessions_created``, ``sessions_closed:deleted``, ``sessions_closed:expired``;
-- ``sse_streams_opened``; the store adds its own (``events_evicted:<reason>``, ``replay_hits:*``).
+- ``sse_streams_opened``; the store adds its own (``events_evicted:<reason>``, ``replay_hits:*``);
+- ``cleanup_deleted:events|sessions``: rows the retention cleanup deleted (operations.py).
 
 Per session (a ``{prefix}:sesscount:{session}`` hash each, flushed the same way, kept for
 ``SESSION_COUNTERS_TTL`` after its last change, for the admin): ``resumes`` (GET with
 ``Last-Event-ID`` on a live session), ``replays`` and ``replay_failures`` (how those went), and
 ``replayed_events``.
+
+``prometheus.py`` exports the snapshot in the Prometheus text format.
 """
 import json
 import os
@@ -114,8 +117,24 @@ async def snapshot() -> dict:
     totals["open_streams"] = sum(per_session.values())
     totals["open_streams_max_per_session"] = max(per_session.values(), default=0)
     totals["sessions_with_open_streams"] = len(per_session)
-    totals["store"] = await get_event_store().stats()
+    totals["sessions_by_open_streams"] = _distribution(per_session.values())
+    store = get_event_store()
+    totals["store"] = await store.stats()
+    #: Where replays served from the store's own buffer come from ("redis" for the Redis store).
+    totals["buffer_source"] = store.source
     return totals
+
+
+#: Buckets of sessions by how many streams they hold open at once.
+STREAM_BUCKETS = ("1", "2", "3", "4+")
+
+
+def _distribution(open_counts) -> dict:
+    buckets = dict.fromkeys(STREAM_BUCKETS, 0)
+    for count in open_counts:
+        if count > 0:
+            buckets[str(count) if count < 4 else "4+"] += 1
+    return buckets
 
 
 snapshot_sync = async_to_sync(snapshot)

@@ -147,8 +147,8 @@ async def cleanup(now=None) -> CleanupReport:
         events, closed = await database_sync_to_async(_delete_closed_sessions)(cutoff)
         report.events_deleted += events
         report.sessions_deleted = closed
-    metrics.incr("cleanup_events_deleted", report.events_deleted)
-    metrics.incr("cleanup_sessions_deleted", report.sessions_deleted)
+    metrics.incr("cleanup_deleted:events", report.events_deleted)
+    metrics.incr("cleanup_deleted:sessions", report.sessions_deleted)
     await metrics.flush()
     return report
 

@@ -9,7 +9,8 @@ and CI:
 - ``DATABASE_URL``: any URL dj-database-url understands; SQLite in the project folder otherwise.
 - ``DJANGO_DEBUG``, ``DJANGO_SECRET_KEY``, ``DJANGO_ALLOWED_HOSTS`` (comma separated),
   ``MCP_ALLOWED_ORIGINS`` (comma separated, added to the loopback origins),
-  ``MCP_SESSION_IDLE_TIMEOUT`` (seconds), ``MCP_KEY_PREFIX`` (Redis keys), and
+  ``MCP_SESSION_IDLE_TIMEOUT`` (seconds), ``MCP_KEY_PREFIX`` (Redis keys), ``MCP_METRICS_TOKEN``
+  (/metrics for this bearer token instead of staff users), ``MCP_CLEANUP_INTERVAL`` (seconds), and
   ``MCP_TRANSPORT_JSON`` (any other MCP_TRANSPORT keys, as a JSON object), ``LOG_LEVEL``,
   ``MCP_LOG_LEVEL`` and ``LOG_FORMAT`` (``json`` for one JSON object per line).
 """
@@ -108,6 +109,9 @@ MCP_TRANSPORT = {
     "KEY_PREFIX": os.environ.get("MCP_KEY_PREFIX", "mcp"),
     "SESSION_IDLE_TIMEOUT": int(os.environ.get("MCP_SESSION_IDLE_TIMEOUT", "1800")),
     "SERVER_NAME": "django-mcp-transport-example",
+    # /metrics: for a bearer token when MCP_METRICS_TOKEN is set, otherwise for staff users.
+    "METRICS_ACCESS": "token" if os.environ.get("MCP_METRICS_TOKEN") else "staff",
+    "METRICS_TOKEN": os.environ.get("MCP_METRICS_TOKEN") or None,
 }
 # Any other key, as JSON (deployments and tests): MCP_TRANSPORT_JSON='{"SSE_RETRY_MS": null}'
 MCP_TRANSPORT.update(json.loads(os.environ.get("MCP_TRANSPORT_JSON") or "{}"))

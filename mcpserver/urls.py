@@ -1,7 +1,8 @@
 """Plain Django views. The MCP endpoint is routed in asgi.py, in front of these."""
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("", include("mcp_transport.urls")),  # /metrics (MCP_TRANSPORT["METRICS_ACCESS"])
 ]

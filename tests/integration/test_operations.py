@@ -45,14 +45,14 @@ def test_list_and_show_a_session_made_through_the_server(mcp_server, server_env)
     assert mine[0]["state"] == "ready" and mine[0]["client"] == "mcp-transport-tests 0"
     assert client.session_id in manage(server_env, "list", "--limit", "1000")  # the table too
 
-    shown = json.loads(manage(server_env, "show", client.session_id[:12], "--json"))
+    shown = json.loads(manage(server_env, "show", "--json", "--", client.session_id[:12]))
     assert shown["id"] == client.session_id and shown["protocol_version"] == "2025-11-25"
     assert 0 < shown["live_ttl_seconds"] <= 1800
     (stream,) = shown["streams"]
     # The priming event, three progress notifications and the response, in Redis (the database
     # copy is batched, so it may still be on its way).
     assert stream["redis"] == 5 and shown["buffered"]["redis"] == 5
-    assert "stream" in manage(server_env, "show", client.session_id)
+    assert "stream" in manage(server_env, "show", "--", client.session_id)
 
 
 def test_terminate_closes_open_streams_on_every_process_and_then_404(mcp_server, second_server, server_env):
@@ -65,24 +65,24 @@ def test_terminate_closes_open_streams_on_every_process_and_then_404(mcp_server,
                        "_meta": {"progressToken": 1}}))
     assert running.next_event().id  # priming: the tool runs on the second process
 
-    assert manage(server_env, "terminate", client.session_id).strip() == f"{client.session_id}: terminated"
+    assert manage(server_env, "terminate", "--", client.session_id).strip() == f"{client.session_id}: terminated"
 
     assert held_here.events(timeout=10) == []  # the GET stream ended without another event
     rest = running.messages(timeout=10)
     assert all("result" not in m and "error" not in m for m in rest) and len(rest) < 100  # the tool stopped
     assert client.request("POST", client.message("ping")).status == 404
     assert on(second_server, client).request("POST", client.message("ping")).status == 404
-    shown = json.loads(manage(server_env, "show", client.session_id, "--json"))
+    shown = json.loads(manage(server_env, "show", "--json", "--", client.session_id))
     assert (shown["state"], shown["closed_reason"], shown["live_ttl_seconds"]) == ("closed", "terminated", None)
-    assert manage(server_env, "terminate", client.session_id).strip() == f"{client.session_id}: already closed"
+    assert manage(server_env, "terminate", "--", client.session_id).strip() == f"{client.session_id}: already closed"
 
 
 def test_purge_drops_buffers_and_keeps_the_session(mcp_server, server_env):
     client = HttpClient(mcp_server.url)
     client.initialize()
     last_id = progress_call(client)
-    assert manage(server_env, "purge", client.session_id).strip().startswith(f"{client.session_id}: ")
-    shown = json.loads(manage(server_env, "show", client.session_id, "--json"))
+    assert manage(server_env, "purge", "--", client.session_id).strip().startswith(f"{client.session_id}: ")
+    shown = json.loads(manage(server_env, "show", "--json", "--", client.session_id))
     assert shown["buffered"] == {"redis": 0, "database": 0} and shown["streams"] == []
     resumed = client.request("GET", headers={**SSE, "Last-Event-ID": last_id})
     assert resumed.status == 400  # nothing left to replay, and never 404: the session lives

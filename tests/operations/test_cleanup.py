@@ -88,7 +88,7 @@ async def test_event_rows_older_than_the_retention_go_whatever_their_session():
 
     assert report.events_deleted == 4
     assert await _sync(lambda: list(StoredEvent.objects.values_list("session_id", flat=True).distinct())) == [other]
-    assert (await counters())["cleanup_events_deleted"] == 4
+    assert (await counters())["cleanup_deleted:events"] == 4
 
 
 async def test_closed_sessions_past_their_retention_go_with_their_events():
@@ -101,7 +101,7 @@ async def test_closed_sessions_past_their_retention_go_with_their_events():
 
     assert (report.sessions_deleted, report.events_deleted) == (1, 3)
     assert await _sync(lambda: list(McpSession.objects.values_list("id", flat=True))) == [kept]
-    assert (await counters())["cleanup_sessions_deleted"] == 1
+    assert (await counters())["cleanup_deleted:sessions"] == 1
 
 
 async def test_none_keeps_everything():

@@ -5,6 +5,8 @@
     manage.py mcp_sessions terminate <id> [<id> ...]   # as a DELETE: streams end, then 404
     manage.py mcp_sessions purge <id> [<id> ...]       # drop buffered events, keep the session
     manage.py mcp_sessions cleanup [--json]            # the retention settings, once (cron)
+
+Session ids may start with "-": put ``--`` before them (``mcp_sessions terminate -- -Xy3...``).
 """
 import json
 
