@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # scripts/run.py reads PORT from the environment, so `make run PORT=9000` works too.
 export PORT
 
-.PHONY: install run test conformance bench clean
+.PHONY: install run test conformance bench clean browser screenshots
 
 install: $(VENV)/.installed
 
@@ -32,8 +32,21 @@ node_modules/.stamp: package.json package-lock.json
 run: install
 	$(PY) scripts/run.py
 
-test: install
+test: install browser
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Debian's headless chromium and chromium-driver for the admin's browser test (Selenium drives
+# them; nothing is downloaded by a test tool). Installed with apt-get when missing and possible;
+# otherwise that one test is skipped and says why.
+browser:
+	@command -v chromedriver >/dev/null 2>&1 || { \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium chromium-driver; \
+	  else echo "note: chromium-driver is not installed and cannot be here; the admin browser test will be skipped"; fi; }
+
+# Refresh the admin screenshots in docs/ (the browser test takes them).
+screenshots: install browser
+	MCP_SCREENSHOT_DIR=docs $(PY) -m pytest tests/integration/test_admin_browser.py
 
 conformance: install node_modules/.stamp
 	PYTHON=$(PY) bash scripts/conformance.sh

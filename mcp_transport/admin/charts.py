@@ -45,8 +45,9 @@ def _at(coordinate: float) -> str:
     return f"{coordinate:.1f}"
 
 
-def _clock(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, tz=timezone.utc).strftime("%H:%M")
+def _clock(timestamp: float, span: float) -> str:
+    """UTC time of day, with seconds when the chart spans less than ten minutes."""
+    return datetime.fromtimestamp(timestamp, tz=timezone.utc).strftime("%H:%M:%S" if span < 600 else "%H:%M")
 
 
 def _segments(points):
@@ -90,7 +91,7 @@ def line_chart(times: list, series: list, unit: str = "") -> str:
                                  _number(top * fraction), unit))
     for t, anchor in ((times[0], "start"), (times[len(times) // 2], "middle"), (times[-1], "end")):
         parts.append(format_html('<text x="{}" y="{}" class="axis" text-anchor="{}">{}</text>',
-                                 _at(x(t)), HEIGHT - 6, anchor, _clock(t)))
+                                 _at(x(t)), HEIGHT - 6, anchor, _clock(t, span)))
     for line in series:
         points = [None if v is None else (x(t), y(v)) for t, v in zip(times, line.values)]
         for run in _segments(points):

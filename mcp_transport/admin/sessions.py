@@ -11,6 +11,7 @@ from django.http import HttpResponseNotAllowed, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
 
 from .. import operations, samples
@@ -101,6 +102,11 @@ def _chunks(ids, size=500):
         yield ids[start:start + size]
 
 
+def _moment(value) -> str:
+    """A compact local date and time for list columns."""
+    return format_html('<span class="mcp-nowrap">{}</span>', timezone.localtime(value).strftime("%Y-%m-%d %H:%M"))
+
+
 def _describe(message) -> str:
     """A one-line summary of an event's message."""
     if message is None:
@@ -114,7 +120,7 @@ def _describe(message) -> str:
 
 @admin.register(McpSession)
 class McpSessionAdmin(admin.ModelAdmin):
-    list_display = ("short_id", "user", "client", "protocol_version", "created_at", "last_seen_at", "state_badge",
+    list_display = ("short_id", "user", "client", "protocol", "created", "last_seen", "state_badge",
                     "open_streams", "buffered_events", "replays", "resumes")
     list_display_links = ("short_id",)
     list_filter = (StreamingFilter, "state", ClosedReasonFilter, ProtocolVersionFilter)
@@ -145,7 +151,19 @@ class McpSessionAdmin(admin.ModelAdmin):
 
     @admin.display(description="client", ordering="client_name")
     def client(self, obj):
-        return f"{obj.client_name} {obj.client_version}".strip() or "–"
+        return format_html('<span class="mcp-nowrap">{}</span>', f"{obj.client_name} {obj.client_version}".strip() or "–")
+
+    @admin.display(description="protocol", ordering="protocol_version")
+    def protocol(self, obj):
+        return format_html('<span class="mcp-nowrap">{}</span>', obj.protocol_version)
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj):
+        return _moment(obj.created_at)
+
+    @admin.display(description="last seen", ordering="last_seen_at")
+    def last_seen(self, obj):
+        return _moment(obj.last_seen_at)
 
     @admin.display(description="state", ordering="state")
     def state_badge(self, obj):
@@ -156,11 +174,11 @@ class McpSessionAdmin(admin.ModelAdmin):
     def _live(self, obj):
         return getattr(obj, "live", None) or live.LiveStats()
 
-    @admin.display(description="open streams")
+    @admin.display(description="streams")
     def open_streams(self, obj):
         return self._live(obj).open_streams
 
-    @admin.display(description="buffered events")
+    @admin.display(description="buffered")
     def buffered_events(self, obj):
         return self._live(obj).buffered
 

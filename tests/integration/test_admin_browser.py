@@ -1,0 +1,108 @@
+"""The admin in a real browser: Debian's headless chromium driven through chromium-driver.
+
+It logs in, opens the session list, a session page and the dashboard, checks what a person
+would look at (rows, pretty-printed JSON, drawn chart lines) and takes a screenshot of each.
+Screenshots go to MCP_SCREENSHOT_DIR when set (``make screenshots`` refreshes docs/), else to
+a temporary folder.
+"""
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from mcp_transport.testing import HttpClient
+
+from .test_admin import FAST, GET, _progress_call, _session_with_history
+
+CHROMEDRIVER = shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(
+    CHROMEDRIVER is None, reason="needs Debian's chromium and chromium-driver (`make test` installs them with "
+                                 "apt-get when it runs as root; otherwise: apt-get install chromium chromium-driver)")
+
+
+@pytest.fixture(scope="module")
+def server(start_server):
+    return start_server(MCP_TRANSPORT_JSON=FAST)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--window-size=1440,1000", "--hide-scrollbars",
+                 f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory):
+    folder = Path(os.environ.get("MCP_SCREENSHOT_DIR") or tmp_path_factory.mktemp("screenshots"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _traffic(server, seconds=6.0):
+    """Sessions that resume, replay and fail to replay, spread over a few samples; one holds
+    its standalone stream open."""
+    clients, deadline = [], time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        clients.append(_session_with_history(server, steps=len(clients) % 4 * 5 + 5))
+        time.sleep(0.3)
+    streaming = HttpClient(server.url)
+    streaming.initialize()
+    held = streaming.stream("GET", headers=GET)
+    held.next_event()
+    call = streaming.stream("POST", _progress_call(streaming, steps=30, interval_ms=10))
+    call.events()
+    time.sleep(1.2)
+    return clients, held
+
+
+def _shoot(driver, path, height=None):
+    if height:
+        driver.set_window_size(1440, height)
+    driver.save_screenshot(str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_admin_pages_in_a_browser(server, admin_login, browser, shots):
+    from selenium.webdriver.common.by import By
+
+    clients, held = _traffic(server)
+    base = server.url.removesuffix("/mcp")
+    browser.get(f"{base}/admin/login/?next=/admin/mcp_transport/mcpsession/")
+    browser.find_element(By.NAME, "username").send_keys(admin_login[0])
+    browser.find_element(By.NAME, "password").send_keys(admin_login[1])
+    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+
+    assert browser.title.startswith("Select MCP session")
+    browser.find_element(By.ID, "toggle-nav-sidebar").click()  # more room for the table (remembered)
+    rows = browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")
+    assert len(rows) >= len(clients) + 1
+    assert browser.find_element(By.CSS_SELECTOR, ".mcp-badge").is_displayed()
+    _shoot(browser, shots / "admin-sessions.png", 1000)
+
+    browser.get(f"{base}/admin/mcp_transport/mcpsession/{clients[-1].session_id}/change/")
+    blocks = browser.find_elements(By.CSS_SELECTOR, "#events pre.mcp-json")
+    assert blocks and '"jsonrpc": "2.0"' in blocks[0].text
+    assert "POST request" in browser.find_element(By.ID, "streams").text
+    _shoot(browser, shots / "admin-session.png", 1900)
+
+    browser.get(f"{base}/admin/mcp_transport/mcpsession/dashboard/")
+    lines = browser.find_elements(By.CSS_SELECTOR, ".mcp-chart polyline")
+    assert len(lines) >= 8 and all(line.size["width"] > 0 for line in lines)
+    cards = browser.find_elements(By.CSS_SELECTOR, ".mcp-card")
+    assert len(cards) >= 8
+    _shoot(browser, shots / "admin-dashboard.png", 1500)
+    held.close()
