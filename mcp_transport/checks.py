@@ -25,7 +25,8 @@ from .conf import get_config, redis_url
 
 #: Keys that must be numbers > 0 (None allowed where the value means "never" or "off").
 POSITIVE = ("SESSION_IDLE_TIMEOUT", "MAX_REQUEST_BYTES", "KEEPALIVE_SECONDS", "HEARTBEAT_SECONDS",
-            "CLIENT_REQUEST_TIMEOUT", "PAGE_SIZE", "REDIS_MAX_CONNECTIONS")
+            "CLIENT_REQUEST_TIMEOUT", "PAGE_SIZE", "REDIS_MAX_CONNECTIONS", "DASHBOARD_SAMPLE_SECONDS",
+            "DASHBOARD_SAMPLES")
 #: Keys that may be None, else numbers >= 0.
 OPTIONAL_NON_NEGATIVE = ("SSE_RETRY_MS", "POLL_AFTER_SECONDS", "CLOSED_SESSION_RETENTION", "EVENT_RETENTION")
 METRICS_ACCESS = ("off", "staff", "token")

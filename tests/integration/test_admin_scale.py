@@ -1,8 +1,12 @@
 """Admin pages at 10,000 sessions and 100,000 stored events: a bounded number of queries per
 page, whatever the table sizes (no N+1, no full-table COUNT). The query counts are recorded in
-bench/RESULTS.md ("Admin at scale"); timings live there too, not here (no timed tests).
+bench/RESULTS.md ("Admin at scale"), with timings that ``MCP_ADMIN_TIMINGS=1`` prints (a
+report, never an assertion: no timed tests).
 """
+import os
 import secrets
+import statistics
+import time
 from datetime import timedelta
 
 import pytest
@@ -103,3 +107,19 @@ def test_session_list_count_is_capped_not_a_full_count(big_tables, admin_client)
         admin_client.get("/admin/mcp_transport/mcpsession/")
     counts = [query["sql"] for query in queries if "COUNT(" in query["sql"].upper()]
     assert counts and all("LIMIT 5000" in sql for sql in counts), counts
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(not os.environ.get("MCP_ADMIN_TIMINGS"), reason="a report for bench/RESULTS.md: MCP_ADMIN_TIMINGS=1")
+def test_report_timings(big_tables, admin_client, capsys):
+    lines = ["| page | queries | median ms (7 runs) |", "|---|---|---|"]
+    for name, url in pages(big_tables).items():
+        _, count = measure(admin_client, url)
+        runs = []
+        for _ in range(7):
+            start = time.perf_counter()
+            admin_client.get(url)
+            runs.append((time.perf_counter() - start) * 1000)
+        lines.append(f"| {name} | {count} | {statistics.median(runs):.0f} |")
+    with capsys.disabled():
+        print("\n" + "\n".join(lines))
