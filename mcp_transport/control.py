@@ -58,9 +58,13 @@ def open_streams_by_session() -> dict:
     return counts
 
 
+def message(kind: str, session_id: str, **fields) -> str:
+    """A control message, as ``handle()`` reads it."""
+    return json.dumps({"kind": kind, "s": session_id, **fields})
+
+
 async def publish(kind: str, session_id: str, **fields) -> None:
-    payload = {"kind": kind, "s": session_id, **fields}
-    await async_redis().publish(keys().control_channel(), json.dumps(payload))
+    await async_redis().publish(keys().control_channel(), message(kind, session_id, **fields))
 
 
 async def ensure_listening() -> None:

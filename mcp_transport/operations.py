@@ -10,8 +10,8 @@ the session's open streams and running requests on every process; later requests
 *Cleanup* (``cleanup()``), with the retention settings:
 
 1. Sessions whose Redis copy expired without a DELETE (the row stays open until a request comes,
-   and may never come) are closed as ``expired`` through ``sessions.close()``: their events go
-   from Redis and the database. A row counts as expired once its ``last_seen_at`` is older than
+   and may never come) are closed as ``expired`` through ``sessions.close_many()`` (``close()``
+   for a batch): their events go from Redis and the database. A row counts as expired once its ``last_seen_at`` is older than
    ``SESSION_IDLE_TIMEOUT`` plus the interval at which ``last_seen_at`` is written, and Redis no
    longer has the session.
 2. Stored event rows older than ``EVENT_RETENTION`` go, whatever their session.
@@ -28,7 +28,7 @@ from datetime import timedelta
 from asgiref.sync import async_to_sync
 from celery import shared_task
 from channels.db import database_sync_to_async
-from django.db.models import Count, Max, Min
+from django.db.models import Count
 from django.utils import timezone
 
 from . import metrics, sessions
@@ -36,7 +36,7 @@ from .conf import get_config
 from .connections import async_redis, keys
 from .models import McpSession, StoredEvent
 from .protocol.session import SessionState
-from .storage import RedisEventStore, get_event_store
+from .storage import get_event_store
 
 #: Rows handled per query by the cleanup, so that no statement runs long or holds many locks.
 BATCH = 1000
@@ -70,57 +70,47 @@ async def terminate(session_id: str) -> bool:
 
 
 async def purge_buffers(session_id: str) -> int:
-    """Drop the session's buffered events (Redis and database); returns how many there were.
-    The session stays open: a later resume of a purged stream gets 400."""
+    """Drop the session's events from the store (and the Redis store's database copy); returns
+    how many the store held. The session stays open: a later resume of a purged stream gets 400."""
     row = await find(session_id)
     held = await buffered(row.id)
     await get_event_store().delete_session(row.id)
-    return held["redis"] + held["database"]
+    return held["store"]
 
 
 async def buffered(session_id: str) -> dict:
-    """How many events the session holds in Redis (the Redis store's buffer) and in the database."""
-    in_redis = 0
-    if isinstance(get_event_store(), RedisEventStore):
-        prefix = keys().prefix
-        in_redis = int(await async_redis().hget(f"{prefix}:evlen", f"{prefix}:evstreams:{session_id}") or 0)
-    rows = await database_sync_to_async(StoredEvent.objects.filter(session_id=session_id).count)()
-    return {"redis": in_redis, "database": rows}
+    """How many events the session has in the event store and as database rows (with the Redis
+    store, the rows are the durable copy of the same events)."""
+    streams = await _streams(session_id)
+    return {"store": sum(entry["store"] for entry in streams), "database": sum(entry["database"] for entry in streams)}
 
 
 async def describe(session_id: str) -> dict:
     """A session's row, whether Redis still has it (and for how long), and its streams."""
     row = await find(session_id)
     ttl = await async_redis().ttl(keys().session(row.id))
+    streams = await _streams(row.id)
     return {"id": row.id, "state": row.state, "closed_reason": row.closed_reason,
             "user": str(row.user) if row.user_id else None,
             "client": f"{row.client_name} {row.client_version}".strip(), "protocol_version": row.protocol_version,
             "created_at": row.created_at, "last_seen_at": row.last_seen_at, "closed_at": row.closed_at,
             "live_ttl_seconds": ttl if ttl >= 0 else None, "log_level": row.log_level,
-            "buffered": await buffered(row.id), "streams": await _streams(row.id)}
+            "buffered": {"store": sum(entry["store"] for entry in streams),
+                         "database": sum(entry["database"] for entry in streams)},
+            "streams": streams}
 
 
-async def _streams(session_id):
-    """Per stream: rows in the database and entries in Redis."""
-    by_stream = {}
-    rows = await database_sync_to_async(_stream_rows)(session_id)
-    for stream, count, first, last in rows:
-        by_stream[stream] = {"stream": stream, "database": count, "redis": 0, "first_ms": first, "last_ms": last}
-    if isinstance(get_event_store(), RedisEventStore):
-        names, client = keys(), async_redis()
-        stream_keys = await client.zrange(f"{names.prefix}:evstreams:{session_id}", 0, -1)
-        prefix = names.stream(session_id, "")
-        for key in stream_keys:
-            stream = key[len(prefix):]
-            entry = by_stream.setdefault(stream, {"stream": stream, "database": 0, "first_ms": None, "last_ms": None})
-            entry["redis"] = await client.xlen(key)
-    return sorted(by_stream.values(), key=lambda entry: entry["stream"])
+async def _streams(session_id) -> list:
+    """Per stream: events the store keeps, and database rows."""
+    in_store = (await get_event_store().buffered([session_id])).get(session_id, {})
+    rows = {stream: count for stream, count in await database_sync_to_async(_stream_rows)(session_id)}
+    return [{"stream": stream, "store": in_store.get(stream, 0), "database": rows.get(stream, 0)}
+            for stream in sorted({*in_store, *rows})]
 
 
 def _stream_rows(session_id):
-    return list(StoredEvent.objects.filter(session_id=session_id).values("stream")
-                .annotate(n=Count("id"), first=Min("position_ms"), last=Max("position_ms"))
-                .values_list("stream", "n", "first", "last"))
+    return list(StoredEvent.objects.filter(session_id=session_id).values("stream").annotate(n=Count("id"))
+                .values_list("stream", "n"))
 
 
 @dataclass
@@ -170,10 +160,10 @@ async def _close_expired(seen_before) -> int:
             for session_id in ids:
                 pipe.exists(keys().session(session_id))
             alive = await pipe.execute()
-        for session_id, in_redis in zip(ids, alive):
-            if not in_redis:
-                await sessions.close(session_id, "expired")
-                closed += 1
+        gone = [session_id for session_id, in_redis in zip(ids, alive) if not in_redis]
+        if gone:
+            await sessions.close_many(gone, "expired")
+            closed += len(gone)
 
 
 def _open_rows_seen_before(seen_before, after) -> list:

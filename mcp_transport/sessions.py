@@ -124,7 +124,7 @@ async def _load_from_database(session_id):
     if row is None or not row.is_open:
         return None
     if timezone.now() - row.last_seen_at > timedelta(seconds=_idle_timeout()):
-        await _close_row(session_id, "expired")
+        await _close_rows([session_id], "expired")
         metrics.incr("sessions_closed:expired")
         logger.info("session closed: expired", extra={"mcp_session_id": session_id})
         return None
@@ -144,20 +144,29 @@ async def update(record: SessionRecord, **changes) -> None:
 async def close(session_id: str, reason: str) -> None:
     """Close the session everywhere: row, live copy, buffered events; every process ends its
     open streams and stops its running requests (the ``closed`` control message)."""
+    await close_many([session_id], reason)
+
+
+async def close_many(session_ids: list, reason: str) -> None:
+    """``close()`` for many sessions at once: one UPDATE, one Redis round trip for the keys and
+    the control messages, and the event store's deletions side by side (the cleanup's path)."""
     from . import control
     from .storage import get_event_store
 
     names = keys()
-    await _close_row(session_id, reason)
-    metrics.incr(f"sessions_closed:{reason}")
-    logger.info("session closed: %s", reason, extra={"mcp_session_id": session_id})
-    await async_redis().delete(names.session(session_id), names.reader(session_id, GET_STREAM),
-                               names.outbound_ids(session_id), names.subscriptions(session_id))
-    await control.publish("closed", session_id)
-    await asyncio.shield(get_event_store().delete_session(session_id))
+    await _close_rows(session_ids, reason)
+    metrics.incr(f"sessions_closed:{reason}", len(session_ids))
+    async with async_redis().pipeline(transaction=False) as pipe:
+        for session_id in session_ids:
+            logger.info("session closed: %s", reason, extra={"mcp_session_id": session_id})
+            pipe.delete(names.session(session_id), names.reader(session_id, GET_STREAM),
+                        names.outbound_ids(session_id), names.subscriptions(session_id))
+            pipe.publish(names.control_channel(), control.message("closed", session_id))
+        await pipe.execute()
+    await asyncio.shield(get_event_store().delete_sessions(session_ids))
 
 
 @database_sync_to_async
-def _close_row(session_id, reason):
-    McpSession.objects.filter(pk=session_id).exclude(state=SessionState.CLOSED.value).update(
+def _close_rows(session_ids, reason):
+    McpSession.objects.filter(pk__in=session_ids).exclude(state=SessionState.CLOSED.value).update(
         state=SessionState.CLOSED.value, closed_at=timezone.now(), closed_reason=reason)

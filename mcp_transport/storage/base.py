@@ -160,6 +160,11 @@ class EventStore:
         """Drop every event of the session, everywhere the store keeps them (DELETE)."""
         raise NotImplementedError("EventStore.delete_session() must be implemented")
 
+    async def delete_sessions(self, session_ids: list) -> None:
+        """``delete_session()`` for many sessions (the cleanup); stores may do it in bulk."""
+        for session_id in session_ids:
+            await self.delete_session(session_id)
+
     async def buffered(self, session_ids) -> dict:
         """What the store keeps of each session: ``{session id: {stream key: events}}``, for
         the admin. A store that cannot tell returns ``{}``."""

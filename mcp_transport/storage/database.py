@@ -56,7 +56,10 @@ class DatabaseEventStore(EventStore):
         return Replay(found, self.source)
 
     async def delete_session(self, session_id):
-        deleted = await self.table.run(persist.delete_session_rows, session_id)
+        await self.delete_sessions([session_id])
+
+    async def delete_sessions(self, session_ids):
+        deleted = await self.table.run(persist.delete_sessions_rows, session_ids)
         await self.counters.add({"events_deleted": deleted})
 
     async def buffered(self, session_ids):

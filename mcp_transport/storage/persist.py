@@ -181,5 +181,5 @@ def stream_counts(session_ids) -> dict:
     return found
 
 
-def delete_session_rows(session_id: str) -> int:
-    return all_rows().filter(session_id=session_id).delete()[0]
+def delete_sessions_rows(session_ids: list) -> int:
+    return all_rows().filter(session_id__in=session_ids).delete()[0]

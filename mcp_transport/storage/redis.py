@@ -369,11 +369,19 @@ class RedisEventStore(EventStore):
     # -- the rest ----------------------------------------------------------------------------
 
     async def delete_session(self, session_id):
+        await self.delete_sessions([session_id])
+
+    async def delete_sessions(self, session_ids):
+        """One round trip of script calls, one DELETE of rows, however many sessions."""
         names, state = StoreKeys(), self._state()
-        await state.delete_script(keys=[*names.shared, names.session_streams(session_id)])
+        async with async_redis().pipeline(transaction=False) as pipe:
+            for session_id in session_ids:
+                await state.delete_script(keys=[*names.shared, names.session_streams(session_id)], client=pipe)
+            await pipe.execute()
         if self.table is not None:
-            state.flusher.drop_session(session_id)
-            await self.table.run(persist.delete_session_rows, session_id)
+            for session_id in session_ids:
+                state.flusher.drop_session(session_id)
+            await self.table.run(persist.delete_sessions_rows, session_ids)
 
     async def buffered(self, session_ids):
         """Two round trips for any number of sessions: their stream sets, then the lengths."""

@@ -77,7 +77,7 @@ def test_beat_runs_the_cleanup_in_a_worker(mcp_server, server_env, tmp_path):
         assert process.poll() is None
         worker_log = log_path.read_text()
     assert shown["buffered"]["database"] == 0
-    assert shown["buffered"]["redis"] == 5  # Redis keeps its copy for STREAM_TTL: the retention is the database's
+    assert shown["buffered"]["store"] == 5  # Redis keeps its copy for STREAM_TTL: the retention is the database's
     assert shown["state"] == "ready"  # the session itself is untouched
     assert "Sending due task mcp-transport-cleanup (mcp_transport.cleanup)" in worker_log
     assert "mcp_transport.cleanup" in worker_log and "succeeded" in worker_log

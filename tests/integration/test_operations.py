@@ -51,7 +51,7 @@ def test_list_and_show_a_session_made_through_the_server(mcp_server, server_env)
     (stream,) = shown["streams"]
     # The priming event, three progress notifications and the response, in Redis (the database
     # copy is batched, so it may still be on its way).
-    assert stream["redis"] == 5 and shown["buffered"]["redis"] == 5
+    assert stream["store"] == 5 and shown["buffered"]["store"] == 5
     assert "stream" in manage(server_env, "show", "--", client.session_id)
 
 
@@ -81,9 +81,10 @@ def test_purge_drops_buffers_and_keeps_the_session(mcp_server, server_env):
     client = HttpClient(mcp_server.url)
     client.initialize()
     last_id = progress_call(client)
-    assert manage(server_env, "purge", "--", client.session_id).strip().startswith(f"{client.session_id}: ")
+    assert manage(server_env, "purge", "--", client.session_id).strip() == \
+        f"{client.session_id}: 5 buffered events dropped"
     shown = json.loads(manage(server_env, "show", "--json", "--", client.session_id))
-    assert shown["buffered"] == {"redis": 0, "database": 0} and shown["streams"] == []
+    assert shown["buffered"] == {"store": 0, "database": 0} and shown["streams"] == []
     resumed = client.request("GET", headers={**SSE, "Last-Event-ID": last_id})
     assert resumed.status == 400  # nothing left to replay, and never 404: the session lives
     assert client.call("ping")["result"] == {}

@@ -196,6 +196,24 @@ async def test_delete_session_removes_its_events_only(store, stream_key):
         assert rows == [kept]
 
 
+async def test_delete_sessions_removes_the_events_of_each_and_only_theirs(store, stream_key):
+    doomed = [f"doomed-{i}-session-0000000000000" for i in range(3)]
+    kept = "kept-session-00000000000000"
+    for session_id in doomed:
+        await append_many(store, session_id, stream_key, 2)
+    kept_ids = await append_many(store, kept, stream_key, 3)
+    await store.flush()
+    await store.delete_sessions(doomed)
+    for session_id in doomed:
+        assert await store.read_after(session_id, stream_key, "0-0") == []
+    assert [event.id for event in await store.replay_after(kept, kept_ids[0])] == kept_ids[1:]
+    assert (await store.stats())["buffer_entries"] == 3
+    if getattr(store, "table", None) is not None:
+        rows = await orm(store, lambda: set(all_rows().filter(session_id__in=[*doomed, kept])
+                                            .values_list("session_id", flat=True)))
+        assert rows == {kept}
+
+
 async def test_buffered_counts_events_per_session_and_stream(store, stream_key):
     """What the admin shows per session: events kept, by stream, for many sessions at once."""
     first, second, idle = "first-session-0000000000000", "second-session-000000000000", "idle-session-00000000000000"

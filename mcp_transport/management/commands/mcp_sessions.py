@@ -62,8 +62,8 @@ class Command(BaseCommand):
             if name != "streams":
                 self.stdout.write(f"{name:>18}: {_text(value)}")
         self.stdout.write("")
-        self.write_table(("stream", "redis", "database"),
-                         [[entry["stream"], entry["redis"], entry["database"]] for entry in details["streams"]])
+        self.write_table(("stream", "store", "database"),
+                         [[entry["stream"], entry["store"], entry["database"]] for entry in details["streams"]])
 
     def do_terminate(self, *, sessions, **_):
         for session in sessions:
