@@ -14,11 +14,13 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from .. import operations, samples
+from .. import samples
+from .. import sessions as live_sessions
 from ..models import McpSession, StoredEvent
 from ..protocol import versions
 from ..protocol.ids import GET_STREAM
 from ..protocol.session import SessionState
+from ..storage import get_event_store
 from . import dashboard, live
 from .paging import CappedPaginator
 
@@ -80,20 +82,25 @@ class SessionChangeList(ChangeList):
 
 
 def terminate(session_ids) -> int:
-    """Close open sessions as the server (operations.terminate: the path of a DELETE); returns
-    how many were open."""
-    async def close_all():
-        return sum([await operations.terminate(session_id) for session_id in session_ids])
-
-    return async_to_sync(close_all)()
+    """Close the open ones of these sessions as the server, in one batch (sessions.close_many,
+    the path of a DELETE): their streams end on every process, later requests get 404."""
+    open_ids = list(McpSession.objects.filter(pk__in=list(session_ids))
+                    .exclude(state=SessionState.CLOSED.value).values_list("pk", flat=True))
+    if open_ids:
+        async_to_sync(live_sessions.close_many)(open_ids, "terminated")
+    return len(open_ids)
 
 
 def purge(session_ids) -> int:
-    """Drop the sessions' buffered events, in the store and the database; returns how many."""
+    """Drop these sessions' buffered events, in the store and the database (one batch);
+    returns how many the store held."""
     async def drop_all():
-        return sum([await operations.purge_buffers(session_id) for session_id in session_ids])
+        store = get_event_store()
+        held = await store.buffered(session_ids)
+        await store.delete_sessions(session_ids)
+        return sum(sum(streams.values()) for streams in held.values())
 
-    return async_to_sync(drop_all)()
+    return async_to_sync(drop_all)() if session_ids else 0
 
 
 def _chunks(ids, size=500):

@@ -165,9 +165,14 @@ def test_terminate_action_ends_open_streams_and_later_requests_get_404(server, a
     held.next_event()
     call = client.stream("POST", _progress_call(client, steps=200, interval_ms=100))
     call.next_event()
+    idle, gone = HttpClient(server.url), HttpClient(server.url)
+    idle.initialize()
+    gone.initialize()
+    gone.delete()
     time.sleep(SETTLE)
-    html = admin.action("terminate_sessions", [client.session_id])
-    assert "Terminated 1 session" in html
+    html = admin.action("terminate_sessions", [client.session_id, idle.session_id, gone.session_id])
+    assert "Terminated 2 session" in html  # the deleted one was closed already
+    assert idle.request("POST", idle.message("ping")).status == 404
     assert held.events(timeout=10) == [] and held.closed_by_server
     sent = [json.loads(event.data) for event in call.events(timeout=10) if event.data]
     assert call.closed_by_server  # the running call's stream ended too, long before its 200 steps
