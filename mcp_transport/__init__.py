@@ -8,11 +8,12 @@ __version__ = "0.1.0"
 
 # The public API, imported lazily (PEP 562) so that `import mcp_transport` stays Django-free.
 _EXPORTS = {
-    "tool": "registry", "resource": "registry", "prompt": "registry", "completion": "registry",
+    "tool": "registry", "task_tool": "registry", "resource": "registry", "prompt": "registry", "completion": "registry",
     "registry": "registry", "ToolError": "registry",
     "Context": "context", "SyncContext": "context", "ToolCancelled": "context",
     "ClientCapabilityError": "context", "ClientRequestError": "context",
     "ToolResult": "content",
+    "job_context": "worker",
 }
 
 

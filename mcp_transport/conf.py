@@ -86,6 +86,14 @@ DEFAULTS = {
     "SERVER_TITLE": None,
     "SERVER_VERSION": None,
     "INSTRUCTIONS": None,
+    #: Background tools (jobs.py): seconds between progress notifications the server sends for a
+    #: background call with a progressToken while the tool itself reports nothing (None: never).
+    "PROGRESS_HEARTBEAT_SECONDS": 10,
+    #: MCP tasks: the ttl (ms) of a task whose request names none, the largest ttl granted
+    #: (None: unlimited), and the pollInterval (ms) suggested to clients.
+    "TASK_DEFAULT_TTL_MS": 3600 * 1000,
+    "TASK_MAX_TTL_MS": 24 * 3600 * 1000,
+    "TASK_POLL_INTERVAL_MS": 1000,
 }
 
 

@@ -18,15 +18,16 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.http.request import split_domain_port, validate_host
 
-from . import control, logs, metrics, sessions, streams
+from . import control, jobs, logs, metrics, sessions, streams
 from .bell import doorbell
 from .conf import get_config
 from .connections import keys
-from .dispatch import Call, dispatch, initialize_result, may_send
+from .dispatch import Call, dispatch, initialize_result, may_send, runs_in_background
 from .protocol import http, ids, jsonrpc, versions
 from .protocol.errors import ErrorCode, InvalidRequest, ProtocolError, TransportError
 from .protocol.jsonrpc import Notification, Request, Response
 from .protocol.session import SessionState, next_state
+from .registry import registry
 from .storage import UnknownEvent, get_event_store
 
 logger = logging.getLogger(__name__)
@@ -214,12 +215,32 @@ class McpHttpConsumer(AsyncConsumer):
             return jsonrpc.error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error.")
 
     async def respond_sse(self, session, request, call):
+        if runs_in_background(request):
+            return await self.respond_job(session, request)
         stream = streams.RequestStream(session.id, request.id, ids.new_stream_key())
         call.channel = stream
         writer = await self.start_sse(session.id, stream.stream_key)
         await asyncio.gather(self.prime(writer, session, stream.stream_key), control.register_call(stream))
         stream.attach(writer)
         await streams.start(stream, request, call)
+
+    async def respond_job(self, session, request):
+        """A background tool: a worker runs it (jobs.py) and appends what it sends to the call's
+        stream; this connection follows the stream as a resumed GET would, so a client that
+        drops it resumes on any process."""
+        stream_key = ids.new_stream_key()
+        claim = control.ReaderClaim(session.id, stream_key)
+        subscription = doorbell().listen(keys().stream_bell(session.id, stream_key))
+        confirmed, _ = await asyncio.gather(subscription.open(), claim.acquire())
+        writer = await self.start_sse(session.id, stream_key, claim.token)
+        position = await self.prime(writer, session, stream_key)
+        params = request.params
+        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        await jobs.submit(registry.tools[params["name"]], params.get("arguments") or {}, session_id=session.id,
+                          request_id=request.id, stream_key=stream_key, user_id=self.user_id,
+                          progress_token=meta.get("progressToken"))
+        self.tail = StreamTail(writer, session.id, position, subscription, claim)
+        self.run_task(self.tail.run([], confirmed))
 
     async def post_notification(self, session, notification):
         method = notification.method
@@ -229,7 +250,8 @@ class McpHttpConsumer(AsyncConsumer):
             request_id = notification.params.get("requestId")
             # "Invalid cancellation notifications SHOULD be ignored." -- basic/utilities/cancellation
             if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
-                await streams.request_cancel(session.id, request_id)
+                await asyncio.gather(streams.request_cancel(session.id, request_id),
+                                     jobs.cancel_request(session.id, request_id))
         await self.send_accepted()
 
     async def post_response(self, session, response: Response):

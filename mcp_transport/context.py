@@ -133,11 +133,15 @@ class Context:
         await self._channel.close_stream(retry_ms)
 
 
-def _sync(method_name):
+def make_sync_method(method_name, run=None):
+    """A blocking version of the Context method ``method_name``: ``run(coroutine)`` runs it on
+    the loop that owns the channel (by default async_to_sync: the loop of the calling request)."""
     async_method = getattr(Context, method_name)
 
     def method(self, *args, **kwargs):
-        return async_to_sync(async_method)(self, *args, **kwargs)
+        if run is None:
+            return async_to_sync(async_method)(self, *args, **kwargs)
+        return run(async_method(self, *args, **kwargs))
     method.__name__ = method_name
     method.__doc__ = async_method.__doc__
     return method
@@ -148,5 +152,5 @@ class SyncContext(Context):
 
     for _name in ("report_progress", "log", "debug", "info", "warning", "error", "send_request", "sample",
                   "elicit", "list_roots", "close_stream"):
-        locals()[_name] = _sync(_name)
+        locals()[_name] = make_sync_method(_name)
     del _name

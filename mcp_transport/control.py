@@ -122,12 +122,13 @@ def orphan_after_ms() -> int:
     return int(heartbeat_seconds() * 3 * 1000)
 
 
-async def register_call(stream) -> None:
-    """Record the request behind a stream, with a first heartbeat, for orphan recovery."""
+async def register_call(stream, **extra) -> None:
+    """Record the request behind a stream, with a first heartbeat, for orphan recovery
+    (``extra``: ``job=<id>`` for a background call, which jobs.py watches instead)."""
     names = keys()
     record = names.call(stream.session_id, stream.stream_key)
     async with async_redis().pipeline(transaction=False) as pipe:
-        pipe.hset(record, mapping={"id": json.dumps(stream.request_id), "beat": _now_ms()})
+        pipe.hset(record, mapping={"id": json.dumps(stream.request_id), "beat": _now_ms(), **extra})
         pipe.expire(record, get_config()["STREAM_TTL"])
         await pipe.execute()
     stream.last_beat = time.monotonic()
@@ -160,16 +161,30 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-async def claim_orphan(session_id: str, stream_key: str):
+async def beat(session_id: str, stream_key: str) -> None:
+    """One heartbeat now, for a request that starts running in this process (a job's worker)."""
+    await async_redis().hset(keys().call(session_id, stream_key), "beat", _now_ms())
+
+
+def beat_age_ms(call: dict) -> int:
+    return _now_ms() - int(call["beat"])
+
+
+async def read_call(session_id: str, stream_key: str) -> dict:
+    return await async_redis().hgetall(keys().call(session_id, stream_key))
+
+
+async def claim_orphan(session_id: str, stream_key: str, call=None):
     """If the request behind the stream lost its process, claim the right to answer it.
 
-    Returns the request id to answer with an error, or None (alive, unknown, or claimed by
-    someone else). The claim is HSETNX, so of several resuming processes exactly one answers.
+    Returns the request id to answer with an error, or None (alive, unknown, a background
+    job, or claimed by someone else). The claim is HSETNX, so of several resuming processes
+    exactly one answers.
     """
     client = async_redis()
     record = keys().call(session_id, stream_key)
-    call = await client.hgetall(record)
-    if not call or "done" in call or _now_ms() - int(call["beat"]) < orphan_after_ms():
+    call = await client.hgetall(record) if call is None else call
+    if not call or "done" in call or "job" in call or beat_age_ms(call) < orphan_after_ms():
         return None
     if not await client.hsetnx(record, "done", "orphan"):
         return None

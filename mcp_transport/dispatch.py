@@ -18,7 +18,7 @@ from typing import Any
 from asgiref.sync import SyncToAsync
 from django.db import close_old_connections
 
-from . import __version__, sessions
+from . import __version__, sessions, tasks
 from .conf import get_config
 from .content import error_result
 from .context import LOG_LEVELS, ClientCapabilityError, ClientRequestError, Context, SyncContext, ToolCancelled
@@ -50,6 +50,8 @@ def capabilities() -> dict:
         caps["prompts"] = {"listChanged": True}
     if registry.prompts or registry.templates:
         caps["completions"] = {}
+    if any(spec.task_support for spec in registry.tools.values()):
+        caps["tasks"] = tasks.capability()
     return caps
 
 
@@ -70,6 +72,8 @@ def initialize_result(protocol_version: str) -> dict:
 
 def may_send(request: Request) -> bool:
     """Whether the handler can send messages before its result (then the reply must be SSE)."""
+    if request.method == "tasks/result":
+        return True  # the requests of a task waiting on input go out on its stream
     if request.method != "tools/call":
         return False
     name = request.params.get("name")
@@ -178,13 +182,57 @@ async def tools_call(params, call):
     if spec is None:
         # "Unknown tools" are protocol errors -- spec 2025-11-25 server/tools (Error Handling)
         raise InvalidParams(f"Unknown tool: {name}.")
+    arguments = _object_param(params, "arguments")
+    task = _task_augmentation(spec, params)
     try:
-        kwargs = spec.bind(_object_param(params, "arguments"))
+        kwargs = spec.bind(arguments)
     except ArgumentError as exc:
+        if task is not None:
+            raise InvalidParams(str(exc)) from None
         return error_result(str(exc))
+    if task is not None:
+        return await tasks.create(spec, arguments, params, call)
     if spec.context_param:
         kwargs[spec.context_param] = make_context(spec, params, call)
     return await _run_tool(spec, kwargs)
+
+
+def _task_augmentation(spec, params):
+    """The ``task`` field of a task-augmented call, or None for a plain call.
+
+    "Receivers that do not declare the task capability for a request type MUST process requests
+    of that type normally, ignoring any task-augmentation metadata"; with the capability, a tool
+    without task support answers -32601, and so does a plain call of a tool that requires a task
+    -- spec 2025-11-25 basic/utilities/tasks (Tool-Level Negotiation)."""
+    task = params.get("task")
+    if "tasks" not in capabilities():
+        return None
+    if task is not None and not spec.task_support:
+        raise MethodNotFound(f"Tool {spec.name} cannot be called as a task.")
+    if task is None and spec.task_support == "required":
+        raise MethodNotFound(f"Tool {spec.name} must be called as a task.")
+    if task is not None and not isinstance(task, dict):
+        raise InvalidParams('"task" must be an object.')
+    return task
+
+
+def runs_in_background(request: Request) -> bool:
+    """A plain tools/call of a background tool with valid arguments: a worker runs it."""
+    if request.method != "tools/call" or not isinstance(request.params.get("name"), str):
+        return False
+    spec = registry.tools.get(request.params["name"])
+    if spec is None or not spec.background or _task_requested(spec, request.params):
+        return False
+    try:
+        spec.bind(_object_param(request.params, "arguments"))
+    except (ArgumentError, InvalidParams):
+        return False
+    return True
+
+
+def _task_requested(spec, params) -> bool:
+    """True when dispatch must decide (a task, or an error about one)."""
+    return "tasks" in capabilities() and (params.get("task") is not None or spec.task_support == "required")
 
 
 def make_context(spec, params, call):
@@ -284,11 +332,12 @@ HANDLERS = {
     "prompts/get": prompts_get,
     "completion/complete": completion_complete,
     "logging/setLevel": logging_set_level,
+    **tasks.HANDLERS,
 }
 
 #: The capability each method belongs to: "methods of features we did not declare return -32601".
 _METHOD_CAPABILITY = {"tools/": "tools", "resources/": "resources", "prompts/": "prompts",
-                      "completion/": "completions", "logging/": "logging"}
+                      "completion/": "completions", "logging/": "logging", "tasks/": "tasks"}
 
 
 def _declared(method: str) -> bool:

@@ -66,3 +66,81 @@ class StoredEvent(models.Model):
 
     def __str__(self):
         return f"{self.session_id[:8]}… {self.stream}.{self.position}"
+
+
+class McpJob(models.Model):
+    """One call of a background tool, run by a Celery worker (jobs.py, worker.py).
+
+    It is also the MCP task of a task-augmented ``tools/call``: ``id`` is the ``taskId``. The
+    status values are the MCP task statuses (spec 2025-11-25 basic/utilities/tasks) plus
+    ``queued`` (accepted, no worker has started it yet), which clients see as ``working``.
+    No foreign key to McpSession, so that a job never waits on (or locks) the session row.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        WORKING = "working", "Working"
+        INPUT_REQUIRED = "input_required", "Input required"
+        COMPLETED = "completed", "Completed"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    #: Statuses a job never leaves: "Tasks with a completed, failed, or cancelled status are in
+    #: a terminal state and MUST NOT transition to any other status".
+    TERMINAL = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
+    ACTIVE = (Status.QUEUED, Status.WORKING, Status.INPUT_REQUIRED)
+
+    #: Random and unguessable: it is the MCP taskId too.
+    id = models.CharField(primary_key=True, max_length=64, editable=False)
+    session_id = models.CharField(max_length=128, db_index=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="mcp_jobs")
+    #: The JSON-RPC id of the tools/call request (a string or a number).
+    request_id = models.JSONField(null=True, blank=True)
+    #: The SSE stream the job's messages go on (the POST stream of a plain call).
+    stream_key = models.CharField(max_length=32)
+    tool = models.CharField(max_length=200, db_index=True)
+    arguments = models.JSONField(default=dict, blank=True)
+    progress_token = models.JSONField(null=True, blank=True)
+    #: A task-augmented call (MCP tasks): answered with a task handle, its result via tasks/result.
+    is_task = models.BooleanField(default=False)
+    #: The MCP task's ttl in milliseconds (None: unlimited).
+    ttl_ms = models.BigIntegerField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    progress = models.FloatField(null=True, blank=True)
+    total = models.FloatField(null=True, blank=True)
+    #: The last progress message, or why the job failed or was cancelled.
+    message = models.TextField(blank=True)
+    celery_task_id = models.CharField(max_length=64, blank=True, db_index=True)
+    attempts = models.PositiveIntegerField(default=0)
+    #: The Celery worker (hostname and process id) of the last attempt.
+    worker = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    #: The CallToolResult (``isError`` results included), once the job completed or failed.
+    result = models.JSONField(null=True, blank=True)
+    #: Why the job failed or was cancelled, in one sentence (empty otherwise).
+    error = models.TextField(blank=True)
+
+    class Meta:
+        verbose_name = "MCP job"
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["session_id", "created_at"], name="mcp_job_session_created")]
+
+    def __str__(self):
+        return f"{self.tool} {self.id[:8]}… ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in self.TERMINAL
+
+    @property
+    def duration(self):
+        """Seconds from start to finish (or to now while running); None before it started."""
+        if self.started_at is None:
+            return None
+        from django.utils import timezone
+
+        return ((self.finished_at or timezone.now()) - self.started_at).total_seconds()

@@ -126,8 +126,14 @@ class ToolSpec:
     meta: Optional[dict] = None
     #: Name of the parameter that receives the Context, if any.
     context_param: Optional[str] = None
-    #: Run as a background (Celery) job instead of inline.
+    #: Run as a background (Celery) job instead of inline (jobs.py, worker.py).
     background: bool = False
+    #: Celery options of the job: ``queue``, ``soft_time_limit``, ``time_limit``, ``max_retries``.
+    job_options: dict = field(default_factory=dict)
+    #: The Celery task a job calls, when the tool exposes one (``task_tool``); else ``func`` runs.
+    celery_task: Any = None
+    #: MCP tasks: "optional" or "required" for background tools, None ("forbidden") otherwise.
+    task_support: Optional[str] = None
     arguments_model: Any = None
     return_adapter: Any = None
     wraps_result: bool = False
@@ -139,7 +145,12 @@ class ToolSpec:
     @property
     def may_send(self) -> bool:
         """Whether the tool can send anything (progress, logs, requests) before its result."""
-        return self.context_param is not None
+        return self.context_param is not None or self.background
+
+    @property
+    def idempotent(self) -> bool:
+        """Declared safe to run again (``idempotentHint``): a job whose worker died is retried."""
+        return bool((self.annotations or {}).get("idempotentHint"))
 
     def describe(self) -> dict:
         entry = {"name": self.name, "inputSchema": self.input_schema}
@@ -148,6 +159,8 @@ class ToolSpec:
                            ("_meta", self.meta)):
             if value is not None:
                 entry[key] = value
+        if self.task_support:
+            entry["execution"] = {"taskSupport": self.task_support}
         return entry
 
     def bind(self, arguments: dict) -> dict:
@@ -204,14 +217,32 @@ def _accepted_kwargs(func, arguments):
     return {k: v for k, v in arguments.items() if k in params}
 
 
+_JOB_OPTIONS = ("queue", "soft_time_limit", "time_limit", "max_retries")
+_TASK_SUPPORT = ("optional", "required")
+
+
+def _job_options(background) -> dict:
+    """``background=True`` or a dict of Celery options for the job."""
+    options = dict(background) if isinstance(background, dict) else {}
+    unknown = set(options) - set(_JOB_OPTIONS)
+    if unknown:
+        raise ValueError(f"Unknown background options: {', '.join(sorted(unknown))}; use {', '.join(_JOB_OPTIONS)}.")
+    return options
+
+
 def make_tool(func, *, name=None, title=None, description=None, input_schema=None, output_schema=None,
-              structured_output=None, annotations=None, meta=None, background=False) -> ToolSpec:
+              structured_output=None, annotations=None, meta=None, background=False,
+              task_support=None) -> ToolSpec:
     hints = typing.get_type_hints(func, include_extras=True)
     doc_description, param_docs = parse_docstring(func.__doc__)
     name = name or func.__name__
     context_param = _context_param(func, hints)
+    if task_support is not None and (not background or task_support not in _TASK_SUPPORT):
+        raise ValueError(f"task_support must be one of {', '.join(_TASK_SUPPORT)}, for background tools only.")
     spec = ToolSpec(name=name, func=func, title=title, description=description or doc_description,
-                    annotations=annotations, meta=meta, context_param=context_param, background=background)
+                    annotations=annotations, meta=meta, context_param=context_param, background=bool(background),
+                    job_options=_job_options(background),
+                    task_support=(task_support or "optional") if background else None)
     if input_schema is None:
         spec.arguments_model = _arguments_model(name, func, hints, context_param, param_docs)
         input_schema = spec.arguments_model.model_json_schema()
@@ -334,6 +365,22 @@ class Registry:
             return f
         return register(func) if func is not None else register
 
+    def task_tool(self, celery_task, **options):
+        """Expose an existing Celery task as a background tool; returns the task unchanged.
+
+        The schema comes from the task function's signature and docstring; the job keeps the
+        task's own ``queue``, ``soft_time_limit``, ``time_limit`` and ``max_retries`` unless
+        ``background={...}`` overrides them. The worker calls the task in process (``task(**args)``)."""
+        func = celery_task.run
+        inherited = {key: getattr(celery_task, key, None) for key in _JOB_OPTIONS}
+        background = {key: value for key, value in inherited.items() if value is not None}
+        background.update(options.pop("background", None) or {})
+        spec = make_tool(func, name=options.pop("name", None) or celery_task.name.rsplit(".", 1)[-1],
+                         background=background or True, **options)
+        spec.celery_task = celery_task
+        self.tools[spec.name] = spec
+        return celery_task
+
     def resource(self, uri: str, *, name=None, title=None, description=None, mime_type=None):
         """Register a resource; a URI with ``{var}`` parts makes a template."""
         def register(f):
@@ -379,6 +426,7 @@ class Registry:
 
 registry = Registry()
 tool = registry.tool
+task_tool = registry.task_tool
 resource = registry.resource
 prompt = registry.prompt
 completion = registry.completion

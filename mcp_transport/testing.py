@@ -1,6 +1,7 @@
 """Test helpers shipped with the app (as channels.testing and rest_framework.test are).
 
-``LiveServer`` runs a real daphne process on a free port; ``HttpClient`` speaks raw HTTP to it
+``LiveServer`` runs a real daphne process on a free port, ``LiveWorker`` a real Celery worker;
+``HttpClient`` speaks raw HTTP to the server
 (stdlib only), including reading SSE streams event by event, so tests see exact status codes,
 headers and frames.
 
@@ -85,6 +86,65 @@ class LiveServer:
             os.killpg(self.process.pid, signal.SIGTERM)
             try:
                 self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        if self.log_file:
+            self.log_file.close()
+
+
+class LiveWorker:
+    """``celery -A <app> worker`` as a child process, consuming one queue: a test run's own
+    queue, so that no other worker on the same broker can take its jobs.
+
+    Its log must show INFO lines (``LOG_LEVEL=INFO`` in the example project): ``start()``
+    waits for Celery's "ready." line."""
+
+    def __init__(self, app="mcpserver", queue="celery", env=None, cwd=None, concurrency=1):
+        self.app, self.queue, self.concurrency = app, queue, concurrency
+        self.env = {**os.environ, **(env or {})}
+        self.cwd = cwd
+        self.process = None
+        self.log_file = None
+
+    def start(self, timeout=60.0) -> "LiveWorker":
+        self.log_file = tempfile.NamedTemporaryFile(prefix="celery-", suffix=".log", delete=False)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", self.app, "worker", "-Q", self.queue, "-c", str(self.concurrency),
+             "-P", "prefork", "-n", f"{self.queue}-{free_port()}@%h", "--without-gossip", "--without-mingle",
+             "--without-heartbeat", "-l", "INFO"],
+            env=self.env, cwd=self.cwd, stdout=self.log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while " ready." not in self.log():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError(f"the Celery worker did not start:\n{self.log()}")
+            time.sleep(0.1)
+        return self
+
+    def log(self) -> str:
+        return Path(self.log_file.name).read_text(errors="replace") if self.log_file else ""
+
+    def pool_pids(self) -> list:
+        """The pool processes (children of the main process) that run the tasks."""
+        path = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        return [int(pid) for pid in path.read_text().split()]
+
+    def kill_pool(self) -> None:
+        """SIGKILL the pool processes: the main process sees them die (WorkerLostError)."""
+        for pid in self.pool_pids():
+            os.kill(pid, signal.SIGKILL)
+
+    def kill(self) -> None:
+        """SIGKILL the whole worker: nobody is left to report anything."""
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)  # warm shutdown
+            try:
+                self.process.wait(15)
             except subprocess.TimeoutExpired:
                 self.kill()
         if self.log_file:

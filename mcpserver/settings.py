@@ -96,6 +96,10 @@ CACHES = {
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or REDIS_URL
 CELERY_TASK_ACKS_LATE = False
+# Background tools go to this queue (a test run uses its own, so no other worker takes its jobs).
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE", "celery")
+# One job at a time per pool process: a long job never sits behind another in a prefetch buffer.
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # The retention cleanup (mcp_transport/operations.py), every MCP_CLEANUP_INTERVAL seconds. `make
 # run` runs beat inside the worker (-B); a deployment runs one `celery -A mcpserver beat`.

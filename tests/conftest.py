@@ -4,6 +4,7 @@ Redis and the database are real: ``REDIS_URL`` and ``DATABASE_URL`` when set (CI
 embedded redis-server started here and a SQLite file. Integration tests run daphne processes
 (``mcp_server``, ``second_server``) that share this Redis and database with each other.
 """
+import json
 import os
 import secrets
 import subprocess
@@ -34,6 +35,8 @@ settings.MCP_TRANSPORT["KEY_PREFIX"] = os.environ["MCP_KEY_PREFIX"]
 def server_env(tmp_path_factory):
     """Environment of every server process: the same Redis, database and key prefix."""
     env = {"REDIS_URL": os.environ["REDIS_URL"], "MCP_KEY_PREFIX": os.environ["MCP_KEY_PREFIX"],
+           # The run's own Celery queue: no other worker on this broker takes its jobs.
+           "CELERY_QUEUE": os.environ["MCP_KEY_PREFIX"],
            "DJANGO_SETTINGS_MODULE": "mcpserver.settings", "PYTHONPATH": str(ROOT)}
     env["DATABASE_URL"] = os.environ.get("DATABASE_URL") or \
         f"sqlite:///{tmp_path_factory.mktemp('db') / 'integration.sqlite3'}"
@@ -67,6 +70,33 @@ def mcp_server(start_server):
 @pytest.fixture(scope="session")
 def second_server(start_server):
     return start_server()
+
+
+@pytest.fixture(scope="session")
+def start_worker(server_env):
+    """Start a Celery worker process on the run's queue: ``start_worker(**extra_env)``.
+
+    Its heartbeat is fast (0.3 s), so that servers of any HEARTBEAT_SECONDS see it alive and a
+    killed one is noticed within a second."""
+    from mcp_transport.testing import LiveWorker
+
+    workers = []
+
+    def start(**extra_env):
+        env = {**server_env, "LOG_LEVEL": "INFO", "MCP_TRANSPORT_JSON": json.dumps({"HEARTBEAT_SECONDS": 0.3}),
+               **extra_env}
+        worker = LiveWorker(queue=env["CELERY_QUEUE"], env=env, cwd=ROOT).start()
+        workers.append(worker)
+        return worker
+
+    yield start
+    for worker in workers:
+        worker.stop()
+
+
+@pytest.fixture(scope="session")
+def celery_worker(start_worker):
+    return start_worker()
 
 
 @pytest.fixture

@@ -24,12 +24,18 @@ import json
 import logging
 import math
 import struct
+import time
 import wave
 import zlib
 
 import jsonschema
+from celery.exceptions import SoftTimeLimitExceeded
+from django.core.cache import cache
 
-from mcp_transport import ClientCapabilityError, Context, ToolError, completion, content, prompt, resource, tool
+from mcp_transport import (ClientCapabilityError, Context, ToolError, completion, content, prompt, resource, task_tool,
+                           tool)
+
+from .tasks import word_count
 
 # The logger name the reference servers put on their notifications/message.
 LOGGER = "conformance-test-server"
@@ -446,3 +452,99 @@ def complete_prompt_arguments(argument: str, value: str, context_arguments: dict
 def complete_template_id(argument: str, value: str, context_arguments: dict) -> list:
     """Suggestions for the template's ``{id}``."""
     return _starting_with(["1", "2", "3", "42", "123"], value) if argument == "id" else []
+
+
+# --- Background tools: a Celery worker runs them (mcp_transport/jobs.py) ------------------------
+
+@tool(background=True)
+def slow_job(steps: int, interval_ms: int, ctx: Context) -> str:
+    """Sleep `steps` times `interval_ms` in a worker, reporting progress after each step.
+
+    Args:
+        steps: How many steps to run (0 to 100000).
+        interval_ms: Milliseconds to sleep before each step.
+    """
+    steps = max(0, min(steps, 100_000))
+    for i in range(1, steps + 1):
+        time.sleep(max(0, interval_ms) / 1000)
+        ctx.check_cancelled()  # notifications/cancelled, tasks/cancel or the admin's cancel
+        ctx.report_progress(i, steps, f"step {i}")
+    return f"done {steps}"
+
+
+@tool(background=True, structured_output=False)
+def confirm_job(question: str, ctx: Context) -> str:
+    """Ask the user a yes/no question from a worker (elicitation), then answer with the choice.
+
+    Args:
+        question: What to ask.
+    """
+    schema = {"type": "object", "properties": {"confirm": {"type": "boolean", "title": "Confirm"}},
+              "required": ["confirm"]}
+    answer = ctx.elicit(question, schema)
+    if answer.get("action") != "accept":
+        return f"The user chose to {answer.get('action')}."
+    return "confirmed" if (answer.get("content") or {}).get("confirm") else "declined"
+
+
+def _tick(key: str, steps: int, interval_ms: int, ctx: Context) -> int:
+    """Count to `steps` in the cache key `key`, one per interval (a visible side effect).
+
+    Args:
+        key: The cache key to count in.
+        steps: How many ticks.
+        interval_ms: Milliseconds between ticks.
+    """
+    for i in range(1, steps + 1):
+        time.sleep(interval_ms / 1000)
+        ctx.check_cancelled()
+        cache.set(key, i, timeout=600)
+        ctx.report_progress(i, steps)
+    return steps
+
+
+# Not idempotent: a lost worker gives an error result. Idempotent: the job runs again.
+tool(name="tick_job", background=True)(_tick)
+tool(name="tick_job_idempotent", background={"max_retries": 2}, annotations={"idempotentHint": True})(_tick)
+
+
+@tool(background={"soft_time_limit": 1, "time_limit": 30}, structured_output=False)
+def soft_limited_job(seconds: float) -> str:
+    """Sleep past a 1 s soft time limit (Celery raises SoftTimeLimitExceeded in the tool).
+
+    Args:
+        seconds: How long to sleep.
+    """
+    time.sleep(seconds)
+    return "slept"
+
+
+@tool(background={"soft_time_limit": 1, "time_limit": 2}, structured_output=False)
+def hard_limited_job(seconds: float) -> str:
+    """Ignore the 1 s soft time limit until Celery's 2 s hard limit stops the process.
+
+    Args:
+        seconds: How long to keep sleeping.
+    """
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            time.sleep(0.05)
+        except SoftTimeLimitExceeded:
+            pass
+    return "outlived the limit"
+
+
+@tool(background=True, task_support="required", structured_output=False)
+def report_job(rows: int, ctx: Context) -> str:
+    """A report that can only be requested as an MCP task (execution.taskSupport "required").
+
+    Args:
+        rows: How many rows to produce.
+    """
+    for i in range(1, rows + 1):
+        ctx.report_progress(i, rows)
+    return f"{rows} rows"
+
+
+task_tool(word_count)

@@ -1,0 +1,329 @@
+"""Background tools: calls a Celery worker runs, and what every process may do to them.
+
+Theory of operation. ``tools/call`` of a background tool creates an ``McpJob`` row, records the
+call in Redis (as every SSE request is: control.register_call, with the job's id) and sends the
+Celery task ``mcp_transport.run_job`` (worker.py). The web process answers with SSE and follows
+the call's stream in the event store, like a resumed GET: whatever the worker appends (progress,
+logs, requests to the client, the response) reaches the client through whichever web process
+holds the stream, and a client that lost it resumes anywhere.
+
+Exactly one answer. A job's status only moves forward, by conditional UPDATEs (``transition``):
+whoever moves it to a terminal status (the worker with its result, a cancel, a time limit, a
+lost worker) writes its answer, and the call record's ``done`` flag (HSETNX) makes the write
+happen once even if two processes get there. A job whose worker stopped beating its heartbeat
+is *lost*; whoever notices (the connection following the stream, a resume, tasks/get, or the
+Celery parent process of a killed pool process) either queues it again, if the tool is declared
+idempotent, or answers it with an error result.
+
+Cancellation (``notifications/cancelled``, ``tasks/cancel``, the admin: ``cancel(job_id)``)
+marks the job cancelled and ends its stream with no response ("Receivers ... SHOULD: Not send a
+response for the cancelled request" -- spec 2025-11-25 basic/utilities/cancellation), tells the
+worker through the control channel (the tool sees ``ctx.cancelled``), and revokes the Celery
+task if no worker has started it yet (revoking a queued task is always safe; a running one is
+asked, not killed). A result the tool returns after that is dropped.
+"""
+import asyncio
+import json
+import logging
+import secrets
+import uuid
+
+from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
+from django.utils import timezone
+
+from . import control
+from .conf import get_config
+from .connections import async_redis, keys
+from .content import error_result
+from .models import McpJob
+from .protocol.ids import GET_STREAM
+from .protocol.jsonrpc import notification_message, result_message
+from .registry import registry
+from .storage import get_event_store
+
+logger = logging.getLogger(__name__)
+
+Status = McpJob.Status
+RELATED_TASK = "io.modelcontextprotocol/related-task"
+CANCELLED_BY_CLIENT = "Cancelled by the client."
+
+
+def new_job_id() -> str:
+    """Unguessable (192 bits): it is also the MCP taskId, which alone reaches a task's result
+    where no authorization context binds it ("receivers MUST generate cryptographically secure
+    task IDs" -- spec 2025-11-25 basic/utilities/tasks)."""
+    return secrets.token_urlsafe(24)
+
+
+def cancel_key(job) -> str:
+    """The job's key in ``control.running``: not its request id, which the client may reuse
+    once a task-augmented call has returned its task."""
+    return f"job:{job.id}"
+
+
+def max_attempts(spec) -> int:
+    """Runs of an idempotent tool whose workers keep dying: Celery's ``max_retries`` + 1."""
+    retries = spec.job_options.get("max_retries")
+    return (3 if retries is None else retries) + 1
+
+
+def celery_options(spec) -> dict:
+    """Per-call Celery options: the queue routes the job, the limits are Celery's own."""
+    return {key: spec.job_options[key] for key in ("queue", "soft_time_limit", "time_limit")
+            if spec.job_options.get(key) is not None}
+
+
+# -- rows ------------------------------------------------------------------------------------
+
+@database_sync_to_async
+def load(job_id):
+    return McpJob.objects.filter(id=job_id).first() if isinstance(job_id, str) else None
+
+
+@database_sync_to_async
+def transition(job_id: str, status: str, allowed, where=None, **fields) -> bool:
+    """Move the job to ``status`` if it is in one of ``allowed`` (and matches ``where``);
+    True if this call moved it. The one way a job's status changes."""
+    moved = McpJob.objects.filter(id=job_id, status__in=list(allowed), **(where or {})) \
+        .update(status=status, updated_at=timezone.now(), **fields)
+    return moved == 1
+
+
+@database_sync_to_async
+def _insert(job):
+    job.save(force_insert=True)
+
+
+@database_sync_to_async
+def _active_job_of_request(session_id, request_id):
+    for job in McpJob.objects.filter(session_id=session_id, is_task=False, status__in=McpJob.ACTIVE):
+        if job.request_id == request_id:
+            return job
+    return None
+
+
+# -- submitting ------------------------------------------------------------------------------
+
+async def submit(spec, arguments: dict, *, session_id: str, request_id, stream_key: str, user_id=None,
+                 progress_token=None, is_task=False, ttl_ms=None) -> McpJob:
+    """Create the job and queue it; its answer will come on ``stream_key``."""
+    job = McpJob(id=new_job_id(), session_id=session_id, user_id=user_id, request_id=request_id,
+                 stream_key=stream_key, tool=spec.name, arguments=arguments, progress_token=progress_token,
+                 is_task=is_task, ttl_ms=ttl_ms, celery_task_id=str(uuid.uuid4()))
+    await _insert(job)
+    await control.register_call(_CallRecord(job), job=job.id)
+    try:
+        await enqueue(job, spec)
+    except Exception:
+        logger.exception("queueing job %s (%s) failed", job.id, spec.name)
+        text = f"Tool {spec.name} could not be queued: the task broker is unreachable."
+        await finish(job, Status.FAILED, error_result(text), error=text)
+    return job
+
+
+class _CallRecord:
+    """What control.register_call needs to know of a request."""
+
+    def __init__(self, job):
+        self.session_id, self.stream_key, self.request_id = job.session_id, job.stream_key, job.request_id
+        self.last_beat = 0.0
+
+
+async def enqueue(job, spec) -> None:
+    from .worker import run_job  # imports Celery: only where jobs are sent
+
+    def send():
+        run_job.apply_async(args=[job.id], task_id=job.celery_task_id, **celery_options(spec))
+
+    # kombu's publish is blocking I/O: keep it off the event loop.
+    await asyncio.get_running_loop().run_in_executor(None, send)
+
+
+# -- answering -------------------------------------------------------------------------------
+
+async def finish(job, status: str, result=None, error: str = "", **fields) -> bool:
+    """End the job with ``status`` (and its CallToolResult) unless it already ended; True if
+    this call ended it, and then its answer is written."""
+    if not await transition(job.id, status, McpJob.ACTIVE, result=result, error=error,
+                            finished_at=timezone.now(), **fields):
+        return False
+    job.status, job.result, job.error = status, result, error
+    await answer(job)
+    return True
+
+
+def outcome_status(result: dict) -> str:
+    """"For tasks that wrap tool call requests, when the tool result has isError set to true,
+    the task should reach failed status." -- spec 2025-11-25 basic/utilities/tasks"""
+    return Status.FAILED if result.get("isError") else Status.COMPLETED
+
+
+def error_text(result: dict) -> str:
+    if not result.get("isError"):
+        return ""
+    texts = [block.get("text", "") for block in result.get("content", []) if block.get("type") == "text"]
+    return " ".join(texts)[:2000]
+
+
+async def answer(job) -> None:
+    """Write the ended job's response on its stream (for a task: the end of its stream and a
+    status notification), once, whoever calls it."""
+    record = keys().call(job.session_id, job.stream_key)
+    async with async_redis().pipeline(transaction=False) as pipe:
+        pipe.hsetnx(record, "done", job.status)
+        pipe.expire(record, get_config()["STREAM_TTL"])
+        first, _ = await pipe.execute()
+    if not first:
+        return
+    message = None
+    if not job.is_task and job.status != Status.CANCELLED:
+        message = result_message(job.request_id, job.result)
+    await get_event_store().append(job.session_id, job.stream_key, message, final=True)
+    await announce(job)
+
+
+async def announce(job) -> None:
+    """``notifications/tasks/status`` on the session's GET stream, for task-augmented jobs:
+    "clients SHOULD expect messages to be delivered on any SSE stream, including the HTTP GET
+    stream" -- spec 2025-11-25 basic/utilities/tasks"""
+    if job.is_task:
+        message = notification_message("notifications/tasks/status", task_view(job))
+        await get_event_store().append(job.session_id, GET_STREAM, message)
+
+
+def task_view(job) -> dict:
+    """The MCP ``Task`` of a job (a queued job is ``working`` to clients: tasks begin there)."""
+    status = Status.WORKING if job.status == Status.QUEUED else job.status
+    view = {"taskId": job.id, "status": str(status), "createdAt": _iso(job.created_at),
+            "lastUpdatedAt": _iso(job.updated_at), "ttl": job.ttl_ms,
+            "pollInterval": get_config()["TASK_POLL_INTERVAL_MS"]}
+    message = _status_message(job)
+    if message:
+        view["statusMessage"] = message
+    return view
+
+
+def _status_message(job):
+    if job.status == Status.QUEUED:
+        return "Queued: waiting for a worker."
+    if job.status in (Status.FAILED, Status.CANCELLED):
+        return job.error or None
+    return job.message or None
+
+
+def _iso(moment) -> str:
+    return (moment or timezone.now()).isoformat().replace("+00:00", "Z")
+
+
+# -- cancelling ------------------------------------------------------------------------------
+
+async def acancel(job_id: str, reason: str = CANCELLED_BY_CLIENT) -> bool:
+    """Cancel a job that has not ended; False if it had (or does not exist)."""
+    job = await load(job_id)
+    if job is None or job.is_terminal:
+        return False
+    was_queued = job.status == Status.QUEUED
+    if not await finish(job, Status.CANCELLED, error=reason):
+        return False
+    await control.publish("cancel", job.session_id, r=cancel_key(job))
+    if was_queued:
+        await _revoke(job)
+    return True
+
+
+def cancel(job_id: str, reason: str = "Cancelled by an administrator.") -> bool:
+    """Cancel a job from sync code (the admin, a shell, a Celery task): the same path as a
+    client's notifications/cancelled. True if the job was running or queued."""
+    return async_to_sync(acancel)(job_id, reason)
+
+
+async def cancel_request(session_id: str, request_id) -> bool:
+    """notifications/cancelled for a plain (not task-augmented) background call."""
+    job = await _active_job_of_request(session_id, request_id)
+    return job is not None and await acancel(job.id, CANCELLED_BY_CLIENT)
+
+
+async def _revoke(job):
+    from celery import current_app
+
+    def revoke():
+        current_app.control.revoke(job.celery_task_id)
+
+    try:
+        await asyncio.get_running_loop().run_in_executor(None, revoke)
+    except Exception:  # the worker checks the row before it starts anyway
+        logger.warning("revoking job %s failed", job.id, exc_info=True)
+
+
+# -- lost workers ----------------------------------------------------------------------------
+
+async def watch(session_id: str, stream_key: str, call: dict) -> bool:
+    """Called when a job's stream has been quiet: True if the job turned out lost (or ended
+    without its answer on the stream) and was dealt with now."""
+    if "done" in call or control.beat_age_ms(call) < control.orphan_after_ms():
+        return False
+    job = await load(call.get("job"))
+    if job is None or job.status == Status.QUEUED:
+        return False  # a queued job has no worker yet: the broker keeps it
+    if job.is_terminal:
+        await answer(job)  # ended, but whoever ended it died before writing the answer
+        return True
+    await worker_lost(job)
+    return True
+
+
+async def watch_job(job) -> None:
+    call = await async_redis().hgetall(keys().call(job.session_id, job.stream_key))
+    if call:
+        await watch(job.session_id, job.stream_key, call)
+
+
+async def worker_lost(job) -> None:
+    """The worker running the job died: queue it again if the tool is idempotent and has runs
+    left, else answer with an error result."""
+    spec = registry.tools.get(job.tool)
+    if spec is not None and spec.idempotent and job.attempts < max_attempts(spec):
+        retry_id = str(uuid.uuid4())
+        if await transition(job.id, Status.QUEUED, (Status.WORKING, Status.INPUT_REQUIRED),
+                            where={"attempts": job.attempts}, celery_task_id=retry_id, worker="",
+                            message=f"Its worker was lost; queued again (attempt {job.attempts + 1})."):
+            job.celery_task_id, job.status = retry_id, Status.QUEUED
+            await control.beat(job.session_id, job.stream_key)
+            await enqueue(job, spec)
+        return
+    text = (f"The worker running tool {job.tool} was lost before it finished"
+            + (f" ({job.attempts} attempts)." if spec is not None and spec.idempotent
+               else "; the call was not retried because the tool is not declared idempotent."))
+    await finish(job, Status.FAILED, error_result(text), error=text)
+
+
+async def fail_by_celery_id(celery_task_id: str, text: str) -> None:
+    """A Celery parent process saw the pool process running a job stop (hard time limit)."""
+    job = await _by_celery_id(celery_task_id)
+    if job is not None:
+        await finish(job, Status.FAILED, error_result(text), error=text)
+
+
+async def lost_by_celery_id(celery_task_id: str) -> None:
+    job = await _by_celery_id(celery_task_id)
+    if job is not None and not job.is_terminal:
+        await worker_lost(job)
+
+
+@database_sync_to_async
+def _by_celery_id(celery_task_id):
+    return McpJob.objects.filter(celery_task_id=celery_task_id).first()
+
+
+def related_task_meta(job) -> dict:
+    return {RELATED_TASK: {"taskId": job.id}}
+
+
+def pending_request_key(job) -> str:
+    """The request a task-augmented job waits on the client for, so tasks/result can send it."""
+    return f"{keys().prefix}:jobask:{job.id}"
+
+
+def dumps(message) -> str:
+    return json.dumps(message, separators=(",", ":"))

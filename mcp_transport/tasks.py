@@ -1,0 +1,159 @@
+"""MCP tasks (spec 2025-11-25 basic/utilities/tasks) over background jobs.
+
+A task-augmented ``tools/call`` of a background tool creates a job (jobs.py) and answers at once
+with a ``CreateTaskResult``; the job's id is the ``taskId``. ``tasks/get`` and ``tasks/list``
+read the job rows, ``tasks/cancel`` cancels the job, and ``tasks/result`` waits for the job to
+end (forwarding the requests the tool sends to the client meanwhile, such as an elicitation)
+and returns exactly what the call would have returned.
+
+Tasks are bound to the session that created them: another session's task ids are "not found".
+"""
+import base64
+import binascii
+import json
+from datetime import timedelta
+
+from channels.db import database_sync_to_async
+from django.utils import timezone
+
+from . import jobs
+from .bell import doorbell
+from .conf import get_config
+from .connections import async_redis, keys
+from .models import McpJob
+from .protocol.errors import ErrorCode, InvalidParams, ProtocolError
+from .protocol.ids import new_stream_key
+from .storage import get_event_store
+
+Status = jobs.Status
+
+
+def capability() -> dict:
+    return {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+
+
+def granted_ttl(task_params) -> int:
+    """"Receivers MAY override the requested ttl duration": the request's, capped at TASK_MAX_TTL_MS."""
+    config = get_config()
+    requested = task_params.get("ttl") if isinstance(task_params, dict) else None
+    if not isinstance(requested, int) or isinstance(requested, bool) or requested <= 0:
+        requested = config["TASK_DEFAULT_TTL_MS"]
+    cap = config["TASK_MAX_TTL_MS"]
+    return requested if cap is None else min(requested, cap)
+
+
+async def create(spec, arguments, params, call) -> dict:
+    meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+    job = await jobs.submit(spec, arguments, session_id=call.session.id, request_id=call.channel.request_id,
+                            stream_key=new_stream_key(), user_id=call.session.user_id,
+                            progress_token=meta.get("progressToken"), is_task=True,
+                            ttl_ms=granted_ttl(params.get("task")))
+    job = await jobs.load(job.id)  # its timestamps, as the database keeps them
+    return {"task": jobs.task_view(job)}
+
+
+def _expired(job) -> bool:
+    return job.ttl_ms is not None and timezone.now() > job.created_at + timedelta(milliseconds=job.ttl_ms)
+
+
+async def owned(params, call) -> McpJob:
+    """The session's task named by ``taskId``, or -32602 ("Invalid or nonexistent taskId")."""
+    task_id = params.get("taskId")
+    job = await jobs.load(task_id)
+    if job is None or not job.is_task or job.session_id != call.session.id:
+        raise InvalidParams("Failed to retrieve task: Task not found.")
+    if _expired(job):
+        raise InvalidParams("Failed to retrieve task: Task has expired.")
+    return job
+
+
+async def tasks_get(params, call):
+    job = await owned(params, call)
+    if not job.is_terminal:
+        await jobs.watch_job(job)  # a task whose worker died must not stay "working" forever
+        job = await jobs.load(job.id)
+    return jobs.task_view(job)
+
+
+async def tasks_cancel(params, call):
+    job = await owned(params, call)
+    if not job.is_terminal:
+        await jobs.acancel(job.id, "The task was cancelled by request.")
+        job = await jobs.load(job.id)
+    if job.status != Status.CANCELLED:
+        # "Receivers MUST reject cancellation requests for tasks already in a terminal status"
+        raise InvalidParams(f"Cannot cancel task: already in terminal status '{job.status}'.")
+    return jobs.task_view(job)
+
+
+@database_sync_to_async
+def _page(session_id, after, size):
+    rows = McpJob.objects.filter(session_id=session_id, is_task=True).order_by("-created_at", "-id")
+    if after is not None:
+        created, job_id = after
+        rows = rows.filter(created_at__lte=created).exclude(created_at=created, id__gte=job_id)
+    return list(rows[:size + 1])
+
+
+def _cursor(job) -> str:
+    return base64.urlsafe_b64encode(json.dumps([job.created_at.isoformat(), job.id]).encode()).decode()
+
+
+def _after(cursor):
+    if cursor is None:
+        return None
+    try:
+        created, job_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        return timezone.datetime.fromisoformat(created), str(job_id)
+    except (AttributeError, ValueError, TypeError, binascii.Error):
+        raise InvalidParams("The cursor is not one this server issued.") from None
+
+
+async def tasks_list(params, call):
+    size = get_config()["PAGE_SIZE"]
+    rows = [job for job in await _page(call.session.id, _after(params.get("cursor")), size)]
+    page = {"tasks": [jobs.task_view(job) for job in rows[:size] if not _expired(job)]}
+    if len(rows) > size:
+        page["nextCursor"] = _cursor(rows[size - 1])
+    return page
+
+
+async def tasks_result(params, call):
+    """"it MUST block the response until the task reaches a terminal status"; meanwhile the
+    requests the tool sends (input_required) go out on this response's stream."""
+    job = await owned(params, call)
+    if not job.is_terminal:
+        job = await _follow(job, call.channel)
+    meta = jobs.related_task_meta(job)
+    if job.status == Status.CANCELLED:
+        # A cancelled call has no response of its own; tasks/result still needs one.
+        raise ProtocolError("The task was cancelled before it finished.", code=ErrorCode.INTERNAL_ERROR,
+                            data={"_meta": meta, "taskId": job.id})
+    result = dict(job.result or {})
+    result["_meta"] = {**result.get("_meta", {}), **meta}
+    return result
+
+
+async def _follow(job, channel):
+    """Forward the job's new requests and notifications until it ends; returns the ended row."""
+    store, session_id, stream_key = get_event_store(), job.session_id, job.stream_key
+    async with doorbell().listen(keys().stream_bell(session_id, stream_key)) as bell:
+        events = await store.read_after(session_id, stream_key, "0-0")
+        position = events[-1].id.position if events else "0-0"
+        pending = await async_redis().get(jobs.pending_request_key(job))
+        if pending and not any(event.final for event in events):
+            await channel.emit(json.loads(pending))
+        while not any(event.final for event in events):
+            if await bell.wait(min(get_config()["KEEPALIVE_SECONDS"], get_config()["HEARTBEAT_SECONDS"])) is None:
+                await jobs.watch_job(job)
+            events = await store.read_after(session_id, stream_key, position)
+            for event in events:
+                position = event.id.position
+                if event.message is not None and not event.final:
+                    await channel.emit(event.message)
+    return await jobs.load(job.id)
+
+
+HANDLERS = {"tasks/get": tasks_get, "tasks/result": tasks_result, "tasks/list": tasks_list,
+            "tasks/cancel": tasks_cancel}
+

@@ -1,0 +1,337 @@
+"""The worker side of background tools: the Celery task that runs a job, and the Context it gets.
+
+A Celery pool process runs tools in its own thread, which has no event loop. The event store,
+the doorbells and the control channel are asyncio code, so each process keeps one event loop
+in a daemon thread (``bridge()``): a tool's Context hands every report to it and waits for it
+to be stored, as a sync tool's Context does with the web process's loop. Through that loop the
+process also subscribes to the control channel (cancellations reach the tool as
+``ctx.cancelled``) and beats the heartbeat of the jobs it runs (a job whose heart stops is
+lost: jobs.py).
+
+Celery does the rest: routing (``queue``), soft and hard time limits per tool, acks_late. The
+soft limit raises SoftTimeLimitExceeded in the tool and becomes an error result; the hard limit
+and a killed pool process are reported by Celery's parent process through ``task_failure``.
+"""
+import asyncio
+import concurrent.futures
+import inspect
+import logging
+import math
+import os
+import threading
+import time
+
+from celery import shared_task, signals
+from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded, WorkerLostError
+from channels.db import database_sync_to_async
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AnonymousUser
+from django.utils import timezone
+
+from . import control, jobs, sessions
+from .conf import get_config
+from .connections import async_redis
+from .content import error_result
+from .context import ClientCapabilityError, ClientRequestError, Context, ToolCancelled, make_sync_method
+from .registry import ArgumentError, ToolError, registry
+from .streams import RequestStream
+
+logger = logging.getLogger(__name__)
+
+Status = jobs.Status
+#: Seconds between writes of a running job's progress to its row (what the admin shows).
+PROGRESS_WRITE_INTERVAL = 0.5
+
+
+class LoopThread:
+    """An event loop running in a daemon thread; ``run(coro)`` waits for a coroutine on it."""
+
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="mcp-jobs-loop", daemon=True)
+        self.thread.start()
+
+    def run(self, coroutine):
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    def submit(self, coroutine) -> concurrent.futures.Future:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+
+
+_bridge = None
+_bridge_lock = threading.Lock()
+
+
+def bridge() -> LoopThread:
+    """This process's loop thread (a forked pool process starts its own)."""
+    global _bridge
+    with _bridge_lock:
+        if _bridge is None:
+            _bridge = LoopThread()
+        return _bridge
+
+
+def _forget_bridge_after_fork():
+    global _bridge, _bridge_lock
+    _bridge, _bridge_lock = None, threading.Lock()  # the thread did not survive the fork
+
+
+os.register_at_fork(after_in_child=_forget_bridge_after_fork)
+
+
+# -- the job's channel and context -------------------------------------------------------------
+
+class JobChannel(RequestStream):
+    """The job's stream, written from the worker: what a Context talks to.
+
+    Messages of a task-augmented job carry the related-task ``_meta`` ("All requests,
+    notifications, and responses related to a task MUST include the
+    io.modelcontextprotocol/related-task key" -- spec 2025-11-25 basic/utilities/tasks)."""
+
+    def __init__(self, job):
+        super().__init__(job.session_id, job.request_id, job.stream_key)
+        self.job = job
+        #: monotonic time of the last progress notification (the tool's or a heartbeat).
+        self.last_progress_at = time.monotonic()
+        self.last_total = None
+        self._progress_written_at = 0.0
+        self._unwritten = None
+
+    async def emit(self, message, final=False):
+        if self.job.is_task and message and "params" in message:
+            params = message["params"]
+            params["_meta"] = {**params.get("_meta", {}), **jobs.related_task_meta(self.job)}
+        if message and "method" in message and "id" in message and self.job.is_task:
+            await async_redis().set(jobs.pending_request_key(self.job), jobs.dumps(message),
+                                    ex=get_config()["CLIENT_REQUEST_TIMEOUT"] + 60)
+        return await super().emit(message, final)
+
+    async def notify(self, method, params):
+        if method == "notifications/progress":
+            await self._record_progress(params)
+        await super().notify(method, params)
+
+    async def request(self, method, params):
+        """While the tool waits on the client the job is ``input_required`` ("When the task
+        receiver has messages for the requestor that are necessary to complete the task, the
+        receiver SHOULD move the task to the input_required status")."""
+        await self._move(Status.INPUT_REQUIRED, Status.WORKING)
+        try:
+            return await super().request(method, params)
+        finally:
+            await async_redis().delete(jobs.pending_request_key(self.job))
+            await self._move(Status.WORKING, Status.INPUT_REQUIRED)
+
+    async def _move(self, status, from_status):
+        if await jobs.transition(self.job.id, status, (from_status,)):
+            self.job.status, self.job.updated_at = status, timezone.now()
+            await jobs.announce(self.job)
+
+    async def _record_progress(self, params):
+        self.last_progress_at = time.monotonic()
+        self.last_total = params.get("total", self.last_total)
+        self._unwritten = {"progress": params["progress"], "total": params.get("total"),
+                           "message": params.get("message", "")}
+        if self.last_progress_at - self._progress_written_at >= PROGRESS_WRITE_INTERVAL:
+            await self.write_progress()
+
+    async def write_progress(self):
+        fields, self._unwritten = self._unwritten, None
+        if fields:
+            self._progress_written_at = time.monotonic()
+            await _update_row(self.job.id, **fields)
+
+    def unwritten_progress(self) -> dict:
+        fields, self._unwritten = self._unwritten or {}, None
+        return fields
+
+
+@database_sync_to_async
+def _update_row(job_id, **fields):
+    from .models import McpJob
+
+    McpJob.objects.filter(id=job_id).update(updated_at=timezone.now(), **fields)
+
+
+class WorkerContext(Context):
+    """The Context of a sync tool in a worker: each method runs on the process's loop thread."""
+
+    for _name in ("report_progress", "log", "debug", "info", "warning", "error", "send_request", "sample",
+                  "elicit", "list_roots", "close_stream"):
+        locals()[_name] = make_sync_method(_name, lambda coroutine: bridge().run(coroutine))
+    del _name
+
+
+class _Handle:
+    """What ``control.cancel_local`` cancels: the coroutine of an async tool, if it runs one."""
+
+    future = None
+
+    def cancel(self):
+        if self.future is not None:
+            self.future.cancel()
+
+
+# -- running a job ---------------------------------------------------------------------------
+
+@shared_task(bind=True, name="mcp_transport.run_job", acks_late=True, ignore_result=True)
+def run_job(self, job_id: str):
+    """Run one background tool call (jobs.submit sends it)."""
+    job = bridge().run(jobs.load(job_id))
+    if job is None or job.status != Status.QUEUED or job.celery_task_id != self.request.id:
+        return  # cancelled or ended before it started, or a stale redelivery
+    spec = registry.tools.get(job.tool)
+    if spec is None:
+        text = f"Tool {job.tool} is not registered in this worker."
+        bridge().run(jobs.finish(job, Status.FAILED, error_result(text), error=text))
+        return
+    JobRun(job, spec).execute(worker=f"{self.request.hostname}:{os.getpid()}")
+
+
+class JobRun:
+    def __init__(self, job, spec):
+        self.job, self.spec = job, spec
+        self.channel = JobChannel(job)
+        self.handle = _Handle()
+        self.context = None
+        self._watchers = []
+
+    def execute(self, worker: str) -> None:
+        if not bridge().run(self.start(worker)):
+            return
+        result, _current.run = None, self
+        try:
+            result = self.outcome()
+        finally:
+            _current.run = None
+            bridge().run(self.stop(result))
+
+    async def start(self, worker) -> bool:
+        await control.ensure_listening()  # subscribed before the job can be seen as running
+        if not await jobs.transition(self.job.id, Status.WORKING, (Status.QUEUED,),
+                                     where={"celery_task_id": self.job.celery_task_id},
+                                     started_at=timezone.now(), attempts=self.job.attempts + 1, worker=worker,
+                                     message=""):
+            return False
+        self.job.status, self.job.attempts = Status.WORKING, self.job.attempts + 1
+        control.running[(self.job.session_id, jobs.cancel_key(self.job))] = (self.channel, self.handle)
+        await control.beat(self.job.session_id, self.job.stream_key)
+        self.context = await self._make_context()
+        loop = asyncio.get_running_loop()
+        self._watchers = [loop.create_task(self._progress_heartbeat()), loop.create_task(self._watch_row())]
+        await jobs.announce(self.job)
+        return True
+
+    async def _make_context(self):
+        session = await sessions.load(self.job.session_id)
+        context_class = Context if inspect.iscoroutinefunction(self.spec.func) else WorkerContext
+        return context_class(channel=self.channel, session_id=self.job.session_id, request_id=self.job.request_id,
+                             progress_token=self.job.progress_token, user=await _user(self.job.user_id),
+                             client_capabilities=session.client_capabilities if session else {},
+                             log_level=session.log_level if session else get_config()["DEFAULT_LOG_LEVEL"])
+
+    def call(self):
+        kwargs = self.spec.bind(self.job.arguments)
+        if self.spec.context_param:
+            kwargs[self.spec.context_param] = self.context
+        if inspect.iscoroutinefunction(self.spec.func):
+            self.handle.future = bridge().submit(self.spec.func(**kwargs))
+            return self.handle.future.result()
+        return (self.spec.celery_task or self.spec.func)(**kwargs)
+
+    def outcome(self):
+        """The CallToolResult, or None when the call was cancelled."""
+        name, options = self.spec.name, self.spec.job_options
+        try:
+            value = self.call()
+        except SoftTimeLimitExceeded:
+            self.handle.cancel()
+            return error_result(f"Tool {name} exceeded its soft time limit of {options.get('soft_time_limit')} s.")
+        except (ToolCancelled, concurrent.futures.CancelledError):
+            if self.channel.cancelled:
+                return None
+            return error_result(f"Tool {name} was stopped.")
+        except (ToolError, ClientCapabilityError, ClientRequestError, ArgumentError) as exc:
+            return error_result(str(exc))
+        except Exception as exc:
+            logger.exception("background tool %s raised", name)
+            return error_result(f"Tool {name} failed: {type(exc).__name__}.")
+        return None if self.channel.cancelled else self.spec.to_result(value)
+
+    async def stop(self, result) -> None:
+        for watcher in self._watchers:
+            watcher.cancel()
+        control.running.pop((self.job.session_id, jobs.cancel_key(self.job)), None)
+        progress = self.channel.unwritten_progress()
+        if result is None:
+            await jobs.finish(self.job, Status.CANCELLED, error=jobs.CANCELLED_BY_CLIENT, **progress)
+        else:
+            await jobs.finish(self.job, jobs.outcome_status(result), result, error=jobs.error_text(result), **progress)
+
+    async def _progress_heartbeat(self):
+        """Progress every PROGRESS_HEARTBEAT_SECONDS while the tool reports none, so clients with
+        short request timeouts keep waiting. "The progress value MUST increase with each
+        notification": each beat adds the smallest step a float can take, which any later
+        progress of the tool's own still exceeds."""
+        every = get_config()["PROGRESS_HEARTBEAT_SECONDS"]
+        if not every or self.context.progress_token is None:
+            return
+        while True:
+            silent = time.monotonic() - self.channel.last_progress_at
+            if silent < every:
+                await asyncio.sleep(every - silent)
+                continue
+            last = self.context._last_progress
+            value = 0.0 if last is None else math.nextafter(last, math.inf)
+            try:
+                await Context.report_progress(self.context, value, self.channel.last_total)
+            except Exception:
+                logger.warning("progress heartbeat of job %s failed", self.job.id, exc_info=True)
+                self.channel.last_progress_at = time.monotonic()
+
+    async def _watch_row(self):
+        """A cancel whose control message this process missed still reaches the tool."""
+        while True:
+            await asyncio.sleep(control.heartbeat_seconds())
+            try:
+                row = await jobs.load(self.job.id)
+                if row is not None and row.status == Status.CANCELLED:
+                    self.channel.cancelled = True
+                    self.handle.cancel()
+                await self.channel.write_progress()
+            except Exception:
+                logger.warning("watching job %s failed", self.job.id, exc_info=True)
+
+
+@database_sync_to_async
+def _user(user_id):
+    if user_id is None:
+        return AnonymousUser()
+    return get_user_model().objects.filter(pk=user_id).first() or AnonymousUser()
+
+
+_current = threading.local()
+
+
+def job_context():
+    """The Context of the background tool this thread runs (for an exposed Celery task that
+    wants to report progress without a ``ctx`` parameter), or None outside a job."""
+    run = getattr(_current, "run", None)
+    return run.context if run is not None else None
+
+
+# -- what Celery's parent process sees -----------------------------------------------------------
+
+@signals.task_failure.connect
+def _job_failed(sender=None, task_id=None, exception=None, **_kwargs):
+    """The pool process running a job stopped: a hard time limit, or it was killed."""
+    if getattr(sender, "name", None) != run_job.name or task_id is None:
+        return
+    if isinstance(exception, TimeLimitExceeded):
+        limit = exception.args[0] if exception.args else "its"
+        text = "The tool exceeded its hard time limit of %s s and was stopped." % limit
+        bridge().run(jobs.fail_by_celery_id(task_id, text))
+    elif isinstance(exception, WorkerLostError):
+        bridge().run(jobs.lost_by_celery_id(task_id))
+    else:
+        bridge().run(jobs.fail_by_celery_id(task_id, "The job failed inside the worker."))
