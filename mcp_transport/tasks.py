@@ -80,10 +80,10 @@ async def tasks_cancel(params, call):
     if not job.is_terminal:
         await jobs.acancel(job.id, "The task was cancelled by request.")
         job = await jobs.load(job.id)
-    if job.status != Status.CANCELLED:
-        # "Receivers MUST reject cancellation requests for tasks already in a terminal status"
-        raise InvalidParams(f"Cannot cancel task: already in terminal status '{job.status}'.")
-    return jobs.task_view(job)
+        if job.status == Status.CANCELLED:  # else it ended on its own meanwhile
+            return jobs.task_view(job)
+    # "Receivers MUST reject cancellation requests for tasks already in a terminal status"
+    raise InvalidParams(f"Cannot cancel task: already in terminal status '{job.status}'.")
 
 
 @database_sync_to_async

@@ -21,6 +21,7 @@ import os
 import threading
 import time
 
+from asgiref.sync import SyncToAsync
 from celery import shared_task, signals
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded, WorkerLostError
 from channels.db import database_sync_to_async
@@ -34,6 +35,7 @@ from .connections import async_redis
 from .content import error_result
 from .context import ClientCapabilityError, ClientRequestError, Context, ToolCancelled, make_sync_method
 from .registry import ArgumentError, ToolError, registry
+from .storage import get_event_store
 from .streams import RequestStream
 
 logger = logging.getLogger(__name__)
@@ -71,12 +73,16 @@ def bridge() -> LoopThread:
         return _bridge
 
 
-def _forget_bridge_after_fork():
+def _forget_threads_after_fork():
+    """Threads do not survive a fork: Celery's parent process may have started the loop thread
+    (and asgiref's database thread) before it forks a new pool process, whose copies of them
+    would wait forever for threads that are not there."""
     global _bridge, _bridge_lock
-    _bridge, _bridge_lock = None, threading.Lock()  # the thread did not survive the fork
+    _bridge, _bridge_lock = None, threading.Lock()
+    SyncToAsync.single_thread_executor = concurrent.futures.ThreadPoolExecutor(max_workers=1)
 
 
-os.register_at_fork(after_in_child=_forget_bridge_after_fork)
+os.register_at_fork(after_in_child=_forget_threads_after_fork)
 
 
 # -- the job's channel and context -------------------------------------------------------------
@@ -217,6 +223,8 @@ class JobRun:
         control.running[(self.job.session_id, jobs.cancel_key(self.job))] = (self.channel, self.handle)
         await control.beat(self.job.session_id, self.job.stream_key)
         self.context = await self._make_context()
+        if self.job.attempts > 1:
+            self.context._last_progress = await self._progress_sent()
         loop = asyncio.get_running_loop()
         self._watchers = [loop.create_task(self._progress_heartbeat()), loop.create_task(self._watch_row())]
         await jobs.announce(self.job)
@@ -229,6 +237,14 @@ class JobRun:
                              progress_token=self.job.progress_token, user=await _user(self.job.user_id),
                              client_capabilities=session.client_capabilities if session else {},
                              log_level=session.log_level if session else get_config()["DEFAULT_LOG_LEVEL"])
+
+    async def _progress_sent(self):
+        """The last progress value an earlier attempt sent: a retry continues above it, since
+        "The progress value MUST increase with each notification"."""
+        events = await get_event_store().read_after(self.job.session_id, self.job.stream_key, "0-0")
+        values = [event.message["params"]["progress"] for event in events
+                  if event.message and event.message.get("method") == "notifications/progress"]
+        return max(values, default=None)
 
     def call(self):
         kwargs = self.spec.bind(self.job.arguments)

@@ -137,7 +137,9 @@ def test_token_access_without_a_token_is_e005():
         assert mcp_checks.values_check(None) == []
 
 
-def test_process_local_store_with_debug_off_is_w002():
+def test_process_local_store_with_debug_off_is_w002(monkeypatch):
+    # Only W002 here: the example catalogue's background tools would add E006 (tested below).
+    monkeypatch.setattr(registry, "tools", {n: s for n, s in registry.tools.items() if not s.background})
     with override_settings(DEBUG=False), configured(EVENT_STORE=MEMORY_STORE):
         messages = mcp_checks.deployment_check(None)
     assert ids(messages) == ["mcp_transport.W002"]

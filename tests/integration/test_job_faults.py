@@ -1,0 +1,126 @@
+"""Background tools when things break: workers killed with SIGKILL, silent tools.
+
+These tests run on their own queue, server and workers, so that killing a worker never touches
+the jobs of other tests, and a job can only go to the worker the test kills."""
+import json
+import secrets
+
+import pytest
+
+from mcp_transport.testing import HttpClient
+
+FAST = {"HEARTBEAT_SECONDS": 0.3, "KEEPALIVE_SECONDS": 1}
+
+
+@pytest.fixture(scope="module")
+def queue():
+    import os
+
+    return f"{os.environ['MCP_KEY_PREFIX']}-faults-{secrets.token_hex(2)}"
+
+
+@pytest.fixture(scope="module")
+def server(start_server, queue):
+    return start_server(CELERY_QUEUE=queue, MCP_TRANSPORT_JSON=json.dumps(FAST))
+
+
+@pytest.fixture
+def worker(start_worker, queue):
+    started = start_worker(CELERY_QUEUE=queue)
+    yield started
+    started.stop()
+
+
+def _client(server):
+    client = HttpClient(server.url)
+    client.initialize()
+    return client
+
+
+def _call(client, name, token="p", **arguments):
+    return client.message("tools/call", {"name": name, "arguments": arguments, "_meta": {"progressToken": token}})
+
+
+def _wait_for_progress(stream, count=1):
+    seen = 0
+    while seen < count:
+        event = stream.next_event()
+        assert event is not None, "the stream ended before the job reported progress"
+        if event.data and json.loads(event.data).get("method") == "notifications/progress":
+            seen += 1
+
+
+def _answers(messages, call):
+    return [m for m in messages if m.get("id") == call["id"] and "method" not in m]
+
+
+def _progress(messages):
+    return [m["params"]["progress"] for m in messages if m.get("method") == "notifications/progress"]
+
+
+def test_killed_pool_process_gives_an_error_result_for_a_tool_not_declared_idempotent(server, worker):
+    client = _client(server)
+    call = _call(client, "tick_job", key=f"t-{secrets.token_hex(4)}", steps=100, interval_ms=50)
+    stream = client.stream("POST", call)
+    _wait_for_progress(stream)
+    worker.kill_pool()  # SIGKILL the process running the tool; Celery's main process notices
+    answers = _answers(stream.messages(timeout=10), call)
+    assert len(answers) == 1
+    result = answers[0]["result"]
+    assert result["isError"] is True
+    assert "was lost before it finished" in result["content"][0]["text"]
+    assert "not declared idempotent" in result["content"][0]["text"]
+
+
+def test_killed_pool_process_reruns_an_idempotent_tool(server, worker):
+    client = _client(server)
+    call = _call(client, "tick_job_idempotent", key=f"t-{secrets.token_hex(4)}", steps=6, interval_ms=100)
+    stream = client.stream("POST", call)
+    _wait_for_progress(stream, 2)
+    worker.kill_pool()
+    messages = stream.messages(timeout=20)
+    answers = _answers(messages, call)
+    assert len(answers) == 1 and answers[0]["result"]["structuredContent"] == {"result": 6}
+    progress = _progress(messages)
+    assert progress == sorted(set(progress))  # still strictly increasing across the two runs
+
+
+def test_killed_worker_is_noticed_by_the_stream_and_answered_with_an_error(server, worker):
+    client = _client(server)
+    call = _call(client, "tick_job", key=f"t-{secrets.token_hex(4)}", steps=100, interval_ms=50)
+    stream = client.stream("POST", call)
+    _wait_for_progress(stream)
+    worker.kill()  # the whole worker: no process is left to report anything
+    answers = _answers(stream.messages(timeout=15), call)
+    assert len(answers) == 1
+    assert "was lost before it finished" in answers[0]["result"]["content"][0]["text"]
+
+
+def test_idempotent_job_of_a_killed_worker_runs_again_on_the_next_worker(server, worker, start_worker, queue):
+    client = _client(server)
+    call = _call(client, "tick_job_idempotent", key=f"t-{secrets.token_hex(4)}", steps=4, interval_ms=100)
+    stream = client.stream("POST", call)
+    _wait_for_progress(stream)
+    worker.kill()
+    replacement = start_worker(CELERY_QUEUE=queue)
+    try:
+        answers = _answers(stream.messages(timeout=30), call)
+    finally:
+        replacement.stop()
+    assert len(answers) == 1 and answers[0]["result"]["structuredContent"] == {"result": 4}
+
+
+def test_a_silent_tool_gets_heartbeat_progress_that_keeps_increasing(server, start_worker, queue):
+    worker = start_worker(CELERY_QUEUE=queue, MCP_TRANSPORT_JSON=json.dumps(
+        {"HEARTBEAT_SECONDS": 0.3, "PROGRESS_HEARTBEAT_SECONDS": 0.2}))
+    try:
+        client = _client(server)
+        call = _call(client, "slow_job", steps=2, interval_ms=700)
+        messages = client.stream("POST", call).messages(timeout=10)
+    finally:
+        worker.stop()
+    progress = _progress(messages)
+    assert len(progress) >= 4  # the tool's own two, and beats while it slept
+    assert all(a < b for a, b in zip(progress, progress[1:]))
+    assert 1 in progress and progress[-1] == 2
+    assert _answers(messages, call)[0]["result"]["structuredContent"] == {"result": "done 2"}
