@@ -1,2 +1,3 @@
-"""The admin: sessions (list, page, actions) and the dashboard (autodiscovered like any admin.py)."""
-from . import sessions  # noqa: F401  (registers the model admins)
+"""The admin: sessions (list, page, actions, the dashboard) and background jobs (autodiscovered
+like any admin.py)."""
+from . import jobs, sessions  # noqa: F401  (registers the model admins)

@@ -104,3 +104,17 @@ def charts(samples: list) -> list:
                                 Series("sessions streaming", gauge(samples, "sessions_with_open_streams"))], ""),
     ]
     return [(title, line_chart(times, series, unit)) for title, series, unit in plots]
+
+
+def job_cards(running: int, found: dict) -> list:
+    """Job signals for the charted period (admin/jobs.py ``activity()``)."""
+    finished = found["finished"]
+    done = sum(finished.values())
+    run, wait = found["mean_run"], found["mean_wait"]
+    return [
+        Card("Jobs running", f"{running:,}", "queued, working or waiting for input"),
+        Card("Jobs finished", f"{done:,}", ", ".join(f"{status} {count:,}" for status, count in finished.items())
+             + " in the charted period"),
+        Card("Job latency", "–" if run is None else f"{run:.1f} s",
+             "mean run time; queue wait " + ("–" if wait is None else f"{wait:.2f} s")),
+    ]

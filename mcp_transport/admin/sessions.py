@@ -1,6 +1,8 @@
 """The sessions admin: a list with live counters from Redis, a page per session with its
 streams and buffered events, and the terminate and purge actions."""
 import json
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 
 from asgiref.sync import async_to_sync
 from django.contrib import admin, messages
@@ -22,12 +24,15 @@ from ..protocol.ids import GET_STREAM
 from ..protocol.session import SessionState
 from ..storage import get_event_store
 from . import dashboard, live
+from . import jobs as job_admin
 from .paging import CappedPaginator
 
 #: Events per page on a session's page.
 EVENTS_PER_PAGE = 50
 #: Streams listed on a session's page (the most recent first).
 STREAMS_SHOWN = 50
+#: The shortest period the dashboard's job charts cover.
+JOB_PERIOD_MIN = timedelta(minutes=2)
 STATE_COLOURS = {"initializing": "#8a6d00", "ready": "#1b7f3b", "closed": "#777"}
 
 
@@ -304,7 +309,17 @@ class McpSessionAdmin(admin.ModelAdmin):
     def dashboard_view(self, request):
         history = async_to_sync(samples.recent)()
         now = async_to_sync(samples.current)()
+        jobs_found = job_admin.activity(*_job_period(history))
         context = {**self.admin_site.each_context(request), "title": "MCP transport dashboard",
-                   "opts": self.model._meta, "cards": dashboard.cards(now),
-                   "charts": dashboard.charts(history + [now]), "sample_count": len(history)}
+                   "opts": self.model._meta,
+                   "cards": dashboard.cards(now) + dashboard.job_cards(job_admin.running_now(), jobs_found),
+                   "charts": dashboard.charts(history + [now]) + job_admin.charts(jobs_found),
+                   "sample_count": len(history)}
         return TemplateResponse(request, "admin/mcp_transport/dashboard.html", context)
+
+
+def _job_period(history) -> tuple:
+    """The charted period: since the oldest sample, and at least JOB_PERIOD_MIN."""
+    end = timezone.now()
+    start = datetime.fromtimestamp(history[0]["t"], tz=dt_timezone.utc) if history else end
+    return min(start, end - JOB_PERIOD_MIN), end

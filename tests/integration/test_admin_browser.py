@@ -1,7 +1,8 @@
 """The admin in a real browser: Debian's headless chromium driven through chromium-driver.
 
-It logs in, opens the session list, a session page and the dashboard, checks what a person
-would look at (rows, pretty-printed JSON, drawn chart lines) and takes a screenshot of each.
+It logs in, opens the session list, a session page, the dashboard and the jobs list, checks
+what a person would look at (rows, pretty-printed JSON, drawn chart lines, a progress bar that
+moves without a reload) and takes a screenshot of each.
 Screenshots go to MCP_SCREENSHOT_DIR when set (``make screenshots`` refreshes docs/), else to
 a temporary folder.
 """
@@ -106,3 +107,33 @@ def test_admin_pages_in_a_browser(server, admin_login, browser, shots):
     assert len(cards) >= 8
     _shoot(browser, shots / "admin-dashboard.png", 1500)
     held.close()
+
+
+def test_job_progress_bar_moves_without_a_reload(server, admin_login, browser, shots, celery_worker):
+    from selenium.webdriver.common.by import By
+
+    base = server.url.removesuffix("/mcp")
+    browser.set_window_size(1440, 700)
+    browser.get(f"{base}/admin/mcp_transport/mcpjob/")
+    if "login" in browser.current_url:  # the module's first test logged in already, unless run alone
+        browser.find_element(By.NAME, "username").send_keys(admin_login[0])
+        browser.find_element(By.NAME, "password").send_keys(admin_login[1])
+        browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    finished = HttpClient(server.url)
+    finished.initialize()
+    finished.call("tools/call", {"name": "slow_job", "arguments": {"steps": 2, "interval_ms": 10}})
+    client = HttpClient(server.url)
+    client.initialize()
+    call = client.message("tools/call", {"name": "slow_job", "arguments": {"steps": 100, "interval_ms": 150},
+                                         "_meta": {"progressToken": "p"}})
+    stream = client.stream("POST", call)
+    stream.next_event()
+    stream.next_event()  # running in the worker
+    browser.refresh()
+    selector = "[data-job][data-active='1'] .mcp-progress-text"
+    first = browser.find_element(By.CSS_SELECTOR, selector).text
+    time.sleep(2.5)  # the page polls every second; the worker writes progress about every half second
+    later = browser.find_element(By.CSS_SELECTOR, selector).text
+    assert later != first and int(later.split("/")[0]) > int(first.split("/")[0] or 0)
+    _shoot(browser, shots / "admin-jobs.png")
+    stream.close()

@@ -3,6 +3,7 @@ page, whatever the table sizes (no N+1, no full-table COUNT). The query counts a
 bench/RESULTS.md ("Admin at scale"), with timings that ``MCP_ADMIN_TIMINGS=1`` prints (a
 report, never an assertion: no timed tests).
 """
+import json
 import os
 import secrets
 import statistics
@@ -11,18 +12,21 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
+from redis import Redis
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from mcp_transport.models import McpSession, StoredEvent
+from mcp_transport.connections import keys
+from mcp_transport.models import McpJob, McpSession, StoredEvent
 
-SESSIONS, EVENTS = 10_000, 100_000
+SESSIONS, EVENTS, JOBS = 10_000, 100_000, 10_000
 #: The heavy session: 20 streams of 500 events; the other 9,000 events spread 10 per session.
 HEAVY_STREAMS, HEAVY_PER_STREAM = 20, 500
 
 #: Most queries each page may make: the login's session and user, then the page's own (list:
 #: a capped count and the rows; session page: the row, a capped count, the streams, the
-#: events). What the pages make today, so one more query per row fails.
+#: events; dashboard: running jobs, and finished jobs by bucket in one aggregate). What the
+#: pages make today, so one more query per row fails.
 BOUNDS = {
     "session list": 4,
     "session list, search": 4,
@@ -31,7 +35,11 @@ BOUNDS = {
     "session page (10,000 events)": 6,
     "session page, page 100": 6,
     "session page, one stream": 6,
-    "dashboard": 2,
+    "jobs list": 4,
+    "jobs list, running": 4,
+    "job page": 3,
+    "jobs progress (100 ids)": 3,
+    "dashboard": 4,
 }
 
 
@@ -55,16 +63,30 @@ def _populate():
                     message={"jsonrpc": "2.0", "method": "notifications/progress",
                              "params": {"progressToken": "p", "progress": n}})
         for session_id, stream, n in rows], batch_size=5000)
+    statuses = ["completed", "completed", "failed", "cancelled", "working"]
+    McpJob.objects.bulk_create([
+        McpJob(id=f"job{n:08d}", session_id=ids[n % SESSIONS], stream_key="0123456789abcdef", tool="slow_job",
+               arguments={"steps": 10, "interval_ms": 100}, status=statuses[n % 5], progress=n % 10, total=10,
+               started_at=now - timedelta(seconds=n % 100 + 5),
+               finished_at=None if n % 5 == 4 else now - timedelta(seconds=n % 100))
+        for n in range(JOBS)], batch_size=2000)
+    McpJob.objects.update(created_at=now - timedelta(seconds=30))  # inside the dashboard's charted period
     return ids
 
 
 @pytest.fixture(scope="module")
 def big_tables(django_db_setup, django_db_blocker):
+    # A sample from before the jobs finished: the dashboard charts jobs since its oldest sample.
+    oldest = json.dumps({"t": time.time() - 600})
+    redis = Redis.from_url(os.environ["REDIS_URL"])
+    redis.rpush(keys().samples(), oldest)
     with django_db_blocker.unblock():
         ids = _populate()
         yield ids
+        redis.lrem(keys().samples(), 1, oldest)
         StoredEvent.objects.all().delete()
         McpSession.objects.all().delete()
+        McpJob.objects.all().delete()
 
 
 def pages(ids):
@@ -78,6 +100,11 @@ def pages(ids):
         "session page (10,000 events)": heavy,
         "session page, page 100": f"{heavy}?page=100",
         "session page, one stream": f"{heavy}?stream={3:016x}",
+        "jobs list": "/admin/mcp_transport/mcpjob/",
+        "jobs list, running": "/admin/mcp_transport/mcpjob/?status__exact=working",
+        "job page": "/admin/mcp_transport/mcpjob/job00000004/change/",
+        "jobs progress (100 ids)": "/admin/mcp_transport/mcpjob/progress/?" + "&".join(
+            f"id=job{n:08d}" for n in range(100)),
         "dashboard": f"{listing}dashboard/",
     }
 
@@ -97,6 +124,10 @@ def test_queries_per_page_are_bounded_at_10000_sessions(big_tables, admin_client
     assert count <= BOUNDS[name], f"{name}: {count} queries"
     if name == "session list":
         assert reply.content.count(b'class="action-select"') == 100
+    if name == "jobs list":
+        assert reply.content.count(b'class="mcp-progress"') == 100
+    if name == "dashboard":
+        assert b'<div class="label">Jobs finished</div><div class="value">8,000</div>' in reply.content
     if name.startswith("session page"):
         assert reply.content.count(b'class="mcp-json"') >= 50
 

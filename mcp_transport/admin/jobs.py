@@ -1,0 +1,236 @@
+"""The jobs admin: background tool calls (models.McpJob) with a live progress bar, and cancel.
+
+Cancel goes through ``jobs.cancel()``, the path of ``notifications/cancelled``: the row turns
+``cancelled``, the ``cancel`` control message reaches the worker's cooperative flag wherever it
+runs, and a job still queued is revoked in Celery.
+
+The progress bars of running jobs poll ``progress/`` (a JSON view, one query for the rows on
+the page) every second; the worker writes a running job's progress to its row at most every
+``worker.PROGRESS_WRITE_INTERVAL`` seconds, so that is the bar's resolution.
+"""
+import json
+from datetime import timedelta
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Q
+from django.http import HttpResponseNotAllowed, HttpResponseRedirect, JsonResponse
+from django.shortcuts import get_object_or_404
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+
+from .. import jobs
+from ..models import McpJob
+from .charts import Series, line_chart
+from .paging import CappedPaginator
+
+Status = McpJob.Status
+STATUS_COLOURS = {Status.QUEUED: "#6b6b6b", Status.WORKING: "#0072B2", Status.INPUT_REQUIRED: "#b26b00",
+                  Status.COMPLETED: "#1b7f3b", Status.FAILED: "#ba2121", Status.CANCELLED: "#8a4f7d"}
+#: Rows the progress view answers for at once (a page of the list).
+PROGRESS_BATCH = 200
+#: Buckets of the dashboard's job charts, and how long before a bucket a charted job may
+#: have been created (the query filters on the indexed created_at).
+JOB_BUCKETS = 40
+LONGEST_JOB = timedelta(days=1)
+
+
+def progress_state(job) -> dict:
+    """What a progress bar shows of a job (the JSON view sends this; the list renders it)."""
+    percent = None
+    if job.progress is not None and job.total:
+        percent = max(0.0, min(100.0, job.progress / job.total * 100))
+    elif job.status == Status.COMPLETED:
+        percent = 100.0
+    duration = job.duration
+    return {"status": job.status, "label": job.get_status_display(), "colour": STATUS_COLOURS.get(job.status, "#777"),
+            "active": job.status in McpJob.ACTIVE, "progress": job.progress, "total": job.total,
+            "percent": percent, "message": job.message, "duration": _seconds(duration)}
+
+
+def _seconds(value) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.1f} s" if value < 120 else f"{value / 60:.1f} min"
+
+
+def _progress_text(state) -> str:
+    if state["progress"] is None:
+        return ""
+    done = f"{state['progress']:g}"
+    return f"{done}/{state['total']:g}" if state["total"] else done
+
+
+@admin.register(McpJob)
+class McpJobAdmin(admin.ModelAdmin):
+    list_display = ("short_id", "tool", "status_badge", "progress_bar", "duration_text", "session_link", "user",
+                    "created", "attempts")
+    list_display_links = ("short_id",)
+    list_filter = ("status", "is_task")
+    search_fields = ("^id", "tool", "^session_id")
+    search_help_text = "Job id prefix, tool name or session id prefix."
+    list_select_related = ("user",)
+    list_per_page = 100
+    paginator = CappedPaginator
+    show_full_result_count = False
+    actions = ("cancel_jobs",)
+    readonly_fields = ("id", "tool", "status", "progress_bar", "duration_text", "message", "error", "session_link",
+                       "user", "request_id", "stream_key", "is_task", "ttl_ms", "celery_task_id", "attempts",
+                       "worker", "created_at", "started_at", "finished_at", "pretty_arguments", "pretty_result")
+    fieldsets = (
+        (None, {"fields": ("id", "tool", "status", "progress_bar", "duration_text", "message", "error")}),
+        ("Call", {"fields": ("session_link", "user", "request_id", "stream_key", "is_task", "ttl_ms",
+                             "pretty_arguments", "pretty_result")}),
+        ("Worker", {"fields": ("celery_task_id", "attempts", "worker", "created_at", "started_at", "finished_at")}),
+    )
+
+    class Media:
+        css = {"all": ("mcp_transport/admin.css",)}
+        js = ("mcp_transport/jobs.js",)
+
+    @admin.display(description="job", ordering="id")
+    def short_id(self, obj):
+        return format_html('<code title="{}">{}…</code>', obj.id, obj.id[:8])
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, obj):
+        state = progress_state(obj)
+        return format_html('<span class="mcp-badge" data-job-status="{}" style="background:{}">{}</span>',
+                           obj.id, state["colour"], state["label"])
+
+    @admin.display(description="progress")
+    def progress_bar(self, obj):
+        state = progress_state(obj)
+        width = state["percent"] if state["percent"] is not None else 0
+        return format_html(
+            '<span class="mcp-nowrap" data-job="{}" data-active="{}" data-url="{}">'
+            '<span class="mcp-progress"><span style="width:{}%"></span></span> '
+            '<small class="mcp-progress-text">{}</small></span>',
+            obj.id, "1" if state["active"] else "0", reverse("admin:mcp_transport_mcpjob_progress"),
+            f"{width:.1f}", _progress_text(state))
+
+    @admin.display(description="duration")
+    def duration_text(self, obj):
+        return format_html('<span data-job-duration="{}">{}</span>', obj.id, _seconds(obj.duration))
+
+    @admin.display(description="session", ordering="session_id")
+    def session_link(self, obj):
+        url = reverse("admin:mcp_transport_mcpsession_change", args=[obj.session_id])
+        return format_html('<a href="{}"><code>{}…</code></a>', url, obj.session_id[:8])
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj):
+        return format_html('<span class="mcp-nowrap">{}</span>',
+                           timezone.localtime(obj.created_at).strftime("%Y-%m-%d %H:%M:%S"))
+
+    @admin.display(description="arguments")
+    def pretty_arguments(self, obj):
+        return format_html('<pre class="mcp-json">{}</pre>', json.dumps(obj.arguments, indent=2, ensure_ascii=False))
+
+    @admin.display(description="result")
+    def pretty_result(self, obj):
+        if obj.result is None:
+            return "–"
+        return format_html('<pre class="mcp-json">{}</pre>', json.dumps(obj.result, indent=2, ensure_ascii=False))
+
+    def has_add_permission(self, request):
+        return False  # jobs begin with a tools/call
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # a deleted row would leave its worker running: cancel instead
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        context = {**(extra_context or {}), "show_save": False, "show_save_and_continue": False,
+                   "show_save_and_add_another": False}
+        return super().change_view(request, object_id, form_url, context)
+
+    @admin.action(description="Cancel selected jobs (as notifications/cancelled)", permissions=["change"])
+    def cancel_jobs(self, request, queryset):
+        active = list(queryset.filter(status__in=McpJob.ACTIVE).values_list("pk", flat=True))
+        cancelled = sum(jobs.cancel(job_id) for job_id in active)
+        self.message_user(request, f"Cancelled {cancelled} job(s).", messages.SUCCESS)
+
+    def get_urls(self):
+        wrap = self.admin_site.admin_view
+        return [
+            path("progress/", wrap(self.progress_view), name="mcp_transport_mcpjob_progress"),
+            path("<path:object_id>/cancel/", wrap(self.cancel_view), name="mcp_transport_mcpjob_cancel"),
+            *super().get_urls(),
+        ]
+
+    def progress_view(self, request):
+        """``?id=<job>&id=...``: the progress state of each job, in one query."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        wanted = request.GET.getlist("id")[:PROGRESS_BATCH]
+        rows = McpJob.objects.filter(pk__in=wanted).only(
+            "id", "status", "progress", "total", "message", "started_at", "finished_at")
+        return JsonResponse({"jobs": {job.pk: progress_state(job) for job in rows}})
+
+    def cancel_view(self, request, object_id):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        job = get_object_or_404(McpJob, pk=object_id)
+        if not self.has_change_permission(request, job):
+            raise PermissionDenied
+        done = jobs.cancel(job.pk)
+        self.message_user(request, "Job cancelled." if done else "The job had already ended.",
+                          messages.SUCCESS if done else messages.WARNING)
+        return HttpResponseRedirect(reverse("admin:mcp_transport_mcpjob_change", args=[job.pk]))
+
+
+# -- the dashboard's job signals ------------------------------------------------------------
+
+def _edges(start, end, buckets=JOB_BUCKETS) -> list:
+    step = (end - start) / buckets
+    return [start + step * index for index in range(buckets + 1)]
+
+
+def activity(start, end) -> dict:
+    """Jobs finished between ``start`` and ``end`` (datetimes), by bucket, in one query: how
+    many per minute by outcome, and their mean run time and queue wait."""
+    edges = _edges(start, end)
+    run = ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField())
+    wait = ExpressionWrapper(F("started_at") - F("created_at"), output_field=DurationField())
+    aggregates = {}
+    for index, (low, high) in enumerate(zip(edges, edges[1:])):
+        window = Q(finished_at__gt=low, finished_at__lte=high)
+        for status in McpJob.TERMINAL:
+            aggregates[f"{status}_{index}"] = Count("pk", filter=window & Q(status=status))
+        aggregates[f"run_{index}"] = Avg(run, filter=window & Q(started_at__isnull=False))
+        aggregates[f"wait_{index}"] = Avg(wait, filter=window & Q(started_at__isnull=False))
+    period = Q(finished_at__gt=edges[0], finished_at__lte=edges[-1], started_at__isnull=False)
+    aggregates["run_all"], aggregates["wait_all"] = Avg(run, filter=period), Avg(wait, filter=period)
+    found = McpJob.objects.filter(created_at__gte=start - LONGEST_JOB, finished_at__gt=edges[0]).aggregate(**aggregates)
+    minutes = (edges[1] - edges[0]).total_seconds() / 60 or 1
+    buckets = range(JOB_BUCKETS)
+
+    def mean_seconds(name):
+        return [_total_seconds(found[f"{name}_{index}"]) for index in buckets]
+
+    return {"times": [edge.timestamp() for edge in edges[1:]],
+            "per_minute": {status: [found[f"{status}_{index}"] / minutes for index in buckets]
+                           for status in McpJob.TERMINAL},
+            "finished": {status: sum(found[f"{status}_{index}"] for index in buckets) for status in McpJob.TERMINAL},
+            "run": mean_seconds("run"), "wait": mean_seconds("wait"),
+            "mean_run": _total_seconds(found["run_all"]), "mean_wait": _total_seconds(found["wait_all"])}
+
+
+def _total_seconds(duration):
+    return None if duration is None else duration.total_seconds()
+
+
+def running_now() -> int:
+    return McpJob.objects.filter(status__in=McpJob.ACTIVE).count()
+
+
+def charts(found: dict) -> list:
+    times = found["times"]
+    colours = {Status.COMPLETED: "#009E73", Status.FAILED: "#D55E00", Status.CANCELLED: "#CC79A7"}
+    return [
+        ("Jobs finished per minute", line_chart(times, [
+            Series(str(status.label).lower(), found["per_minute"][status], colours[status]) for status in McpJob.TERMINAL])),
+        ("Job latency (mean per bucket)", line_chart(times, [Series("run time", found["run"]),
+                                                             Series("queue wait", found["wait"])], " s")),
+    ]

@@ -1,0 +1,108 @@
+"""The jobs admin against a live daphne server and a real Celery worker: the list with live
+progress, the progress JSON view the bars poll, cancel (the path of notifications/cancelled),
+a job's page, and the dashboard's job signals."""
+import json
+import time
+
+import pytest
+from django.core.cache import cache
+
+from mcp_transport.testing import HttpClient
+
+from .test_admin import FAST, SETTLE, Admin, _cells, _row
+
+JOBS = "/admin/mcp_transport/mcpjob/"
+
+
+@pytest.fixture(scope="module")
+def server(start_server):
+    return start_server(MCP_TRANSPORT_JSON=FAST)
+
+
+@pytest.fixture(scope="module")
+def admin(server, admin_login):
+    return Admin(server, admin_login)
+
+
+@pytest.fixture(autouse=True)
+def _worker(celery_worker):
+    return celery_worker
+
+
+def _job_call(client, name, **arguments):
+    return client.message("tools/call", {"name": name, "arguments": arguments, "_meta": {"progressToken": "p"}})
+
+
+def _started(server, name="slow_job", **arguments):
+    """A session whose background call is running in the worker; returns (client, stream)."""
+    client = HttpClient(server.url)
+    client.initialize()
+    stream = client.stream("POST", _job_call(client, name, **arguments))
+    stream.next_event()  # priming
+    stream.next_event()  # the first progress: the worker runs it
+    return client, stream
+
+
+def _job_id(admin, session_id) -> str:
+    html = admin.page(JOBS, q=session_id[:12])
+    return _row_id(html)
+
+
+def _row_id(html) -> str:
+    start = html.index('data-job="') + len('data-job="')
+    return html[start:html.index('"', start)]
+
+
+def _progress(admin, job_id) -> dict:
+    return json.loads(admin.page(f"{JOBS}progress/", id=job_id))["jobs"][job_id]
+
+
+def test_jobs_list_shows_running_jobs_with_live_progress(server, admin):
+    client, stream = _started(server, steps=60, interval_ms=100)
+    job_id = _job_id(admin, client.session_id)
+    html = admin.page(JOBS, q=client.session_id[:12])
+    cells = _cells(_row(html, job_id))
+    assert cells[2] == "slow_job" and cells[3] == "Working"
+    assert 'data-active="1"' in html and "mcp_transport/jobs.js" in html
+    first = _progress(admin, job_id)
+    time.sleep(1.5)  # the worker writes progress to the row about every half second
+    later = _progress(admin, job_id)
+    assert first["active"] and later["active"] and later["total"] == 60
+    assert later["progress"] > (first["progress"] or 0) and 0 < later["percent"] < 100
+    stream.close()
+
+
+def test_cancel_action_stops_the_worker_and_the_stream_ends_without_a_result(server, admin):
+    key = f"ticks-admin-{time.monotonic_ns()}"
+    client, stream = _started(server, "tick_job", key=key, steps=200, interval_ms=50)
+    job_id = _job_id(admin, client.session_id)
+    html = admin.post(JOBS, {"action": "cancel_jobs", "index": 0, "select_across": 0, "_selected_action": [job_id]})
+    assert "Cancelled 1 job(s)" in html
+    rest = [json.loads(event.data) for event in stream.events(timeout=10) if event.data]
+    assert stream.closed_by_server and all("method" in message for message in rest)  # no response after a cancel
+    stopped_at = cache.get(key)
+    time.sleep(0.5)  # ten ticks' worth
+    assert cache.get(key) == stopped_at and stopped_at < 200
+    state = _progress(admin, job_id)
+    assert state["status"] == "cancelled" and not state["active"]
+    page = admin.page(f"{JOBS}{job_id}/change/")
+    assert "Cancelled by an administrator." in page
+
+
+def test_finished_job_page_and_the_dashboard(server, admin):
+    client = HttpClient(server.url)
+    client.initialize()
+    reply = client.call("tools/call", {"name": "slow_job", "arguments": {"steps": 3, "interval_ms": 10}})
+    assert reply["result"]["structuredContent"] == {"result": "done 3"}
+    job_id = _job_id(admin, client.session_id)
+    state = _progress(admin, job_id)
+    assert state["status"] == "completed" and state["percent"] == 100 and state["duration"].endswith(" s")
+    page = admin.page(f"{JOBS}{job_id}/change/")
+    assert "&quot;steps&quot;: 3" in page and "&quot;result&quot;: &quot;done 3&quot;" in page
+    assert "Cancel job" not in page
+    assert admin.post(f"{JOBS}{job_id}/cancel/", {}).count("The job had already ended") == 1
+    time.sleep(SETTLE)
+    html = admin.page("/admin/mcp_transport/mcpsession/dashboard/")
+    assert "<h3>Jobs finished per minute</h3>" in html and "<h3>Job latency (mean per bucket)</h3>" in html
+    finished = html.split('<div class="label">Jobs finished</div><div class="value">')[1].split("<")[0]
+    assert int(finished.replace(",", "")) >= 1
