@@ -62,6 +62,18 @@ def _progress_text(state) -> str:
     return f"{done}/{state['total']:g}" if state["total"] else done
 
 
+def progress_bar_html(job):
+    """A bar that jobs.js keeps moving while the job is active."""
+    state = progress_state(job)
+    width = state["percent"] if state["percent"] is not None else 0
+    return format_html(
+        '<span class="mcp-nowrap" data-job="{}" data-active="{}" data-url="{}">'
+        '<span class="mcp-progress"><span style="width:{}%"></span></span> '
+        '<small class="mcp-progress-text">{}</small></span>',
+        job.id, "1" if state["active"] else "0", reverse("admin:mcp_transport_mcpjob_progress"),
+        f"{width:.1f}", _progress_text(state))
+
+
 @admin.register(McpJob)
 class McpJobAdmin(admin.ModelAdmin):
     list_display = ("short_id", "tool", "status_badge", "progress_bar", "duration_text", "session_link", "user",
@@ -101,14 +113,7 @@ class McpJobAdmin(admin.ModelAdmin):
 
     @admin.display(description="progress")
     def progress_bar(self, obj):
-        state = progress_state(obj)
-        width = state["percent"] if state["percent"] is not None else 0
-        return format_html(
-            '<span class="mcp-nowrap" data-job="{}" data-active="{}" data-url="{}">'
-            '<span class="mcp-progress"><span style="width:{}%"></span></span> '
-            '<small class="mcp-progress-text">{}</small></span>',
-            obj.id, "1" if state["active"] else "0", reverse("admin:mcp_transport_mcpjob_progress"),
-            f"{width:.1f}", _progress_text(state))
+        return progress_bar_html(obj)
 
     @admin.display(description="duration")
     def duration_text(self, obj):

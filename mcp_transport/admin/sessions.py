@@ -18,7 +18,7 @@ from django.utils.html import format_html
 
 from .. import samples
 from .. import sessions as live_sessions
-from ..models import McpSession, StoredEvent
+from ..models import McpJob, McpSession, StoredEvent
 from ..protocol import versions
 from ..protocol.ids import GET_STREAM
 from ..protocol.session import SessionState
@@ -29,8 +29,9 @@ from .paging import CappedPaginator
 
 #: Events per page on a session's page.
 EVENTS_PER_PAGE = 50
-#: Streams listed on a session's page (the most recent first).
+#: Streams and background jobs listed on a session's page (the most recent first).
 STREAMS_SHOWN = 50
+JOBS_SHOWN = 20
 #: The shortest period the dashboard's job charts cover.
 JOB_PERIOD_MIN = timedelta(minutes=2)
 STATE_COLOURS = {"initializing": "#8a6d00", "ready": "#1b7f3b", "closed": "#777"}
@@ -249,7 +250,14 @@ class McpSessionAdmin(admin.ModelAdmin):
                         if message is not None else ""}
                        for key, position, message, final, created in page.object_list],
             "can_act": self.has_change_permission(request, session),
+            "jobs": self.session_jobs(session),
         }
+
+    def session_jobs(self, session) -> list:
+        """The session's most recent background jobs, with what their progress bars show."""
+        rows = McpJob.objects.filter(session_id=session.pk).order_by("-created_at")[:JOBS_SHOWN]
+        return [{"job": job, "state": job_admin.progress_state(job), "bar": job_admin.progress_bar_html(job)}
+                for job in rows]
 
     def session_streams(self, session, stats) -> list:
         """The session's streams, most recent first: what the database and the store keep."""

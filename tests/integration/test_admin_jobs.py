@@ -64,6 +64,8 @@ def test_jobs_list_shows_running_jobs_with_live_progress(server, admin):
     cells = _cells(_row(html, job_id))
     assert cells[2] == "slow_job" and cells[3] == "Working"
     assert 'data-active="1"' in html and "mcp_transport/jobs.js" in html
+    session_page = admin.page(f"/admin/mcp_transport/mcpsession/{client.session_id}/change/")
+    assert "Background jobs" in session_page and f'data-job="{job_id}" data-active="1"' in session_page
     first = _progress(admin, job_id)
     time.sleep(1.5)  # the worker writes progress to the row about every half second
     later = _progress(admin, job_id)
