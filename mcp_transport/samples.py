@@ -1,8 +1,9 @@
 """Samples of the counters over time, for the admin dashboard's charts.
 
 Counters (metrics.py) are running totals; a chart needs them at points in time. Every process's
-housekeeping round (control.py) offers to take a sample; ``SET NX PX`` on a lock lets exactly
-one process take it per ``DASHBOARD_SAMPLE_SECONDS``, whichever processes are alive. A sample is
+housekeeping round (control.py) offers to take a sample; ``SET NX`` on a lock named after the
+current ``DASHBOARD_SAMPLE_SECONDS`` slot lets exactly one process take it per slot, whichever
+processes are alive. A sample is
 a JSON object (the time, every counter, the open-stream gauges) pushed onto a Redis list capped
 at ``DASHBOARD_SAMPLES`` entries, newest first. Charts plot differences between neighbours, so
 a restart of Redis (counters back to zero) shows as a gap, never as a negative rate.
@@ -15,10 +16,15 @@ from .connections import async_redis, keys
 
 
 async def maybe_take() -> bool:
-    """Take a sample unless another process took one less than the interval ago."""
-    config, names, client = get_config(), keys(), async_redis()
-    interval_ms = int(config["DASHBOARD_SAMPLE_SECONDS"] * 1000)
-    if not await client.set(names.sample_lock(), "1", px=interval_ms, nx=True):
+    """Take a sample unless another process took this interval's already.
+
+    The lock names the interval's slot (``floor(now / interval)``), so it is one sample per
+    slot, and a process configured with another interval never silences this one for longer
+    than its own interval."""
+    interval = get_config()["DASHBOARD_SAMPLE_SECONDS"]
+    slot = int(time.time() // interval)
+    lock = f"{keys().sample_lock()}:{interval}:{slot}"
+    if not await async_redis().set(lock, "1", px=int(interval * 2000), nx=True):
         return False
     await take()
     return True

@@ -54,12 +54,13 @@ def shots(tmp_path_factory):
 
 
 def _traffic(server, seconds=6.0):
-    """Sessions that resume, replay and fail to replay, spread over a few samples; one holds
-    its standalone stream open."""
+    """Sessions that resume, replay and fail to replay, and run a background job, spread over a
+    few samples; one holds its standalone stream open."""
     clients, deadline = [], time.monotonic() + seconds
     while time.monotonic() < deadline:
         clients.append(_session_with_history(server, steps=len(clients) % 4 * 5 + 5))
-        time.sleep(0.3)
+        clients[-1].call("tools/call", {"name": "slow_job", "arguments": {"steps": 3, "interval_ms": len(clients) * 20}})
+        time.sleep(0.2)
     streaming = HttpClient(server.url)
     streaming.initialize()
     held = streaming.stream("GET", headers=GET)
@@ -77,7 +78,7 @@ def _shoot(driver, path, height=None):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_admin_pages_in_a_browser(server, admin_login, browser, shots):
+def test_admin_pages_in_a_browser(server, admin_login, browser, shots, celery_worker):
     from selenium.webdriver.common.by import By
 
     clients, held = _traffic(server)
@@ -102,10 +103,10 @@ def test_admin_pages_in_a_browser(server, admin_login, browser, shots):
 
     browser.get(f"{base}/admin/mcp_transport/mcpsession/dashboard/")
     lines = browser.find_elements(By.CSS_SELECTOR, ".mcp-chart polyline")
-    assert len(lines) >= 8 and all(line.size["width"] > 0 for line in lines)
+    assert len(lines) >= 10 and all(line.size["width"] > 0 for line in lines)
     cards = browser.find_elements(By.CSS_SELECTOR, ".mcp-card")
-    assert len(cards) >= 8
-    _shoot(browser, shots / "admin-dashboard.png", 1500)
+    assert len(cards) >= 11
+    _shoot(browser, shots / "admin-dashboard.png", 2060)
     held.close()
 
 
