@@ -14,6 +14,8 @@
 - mcp_transport.W003: EVENT_RETENTION shorter than STREAM_TTL (the database, Redis's fallback,
   would forget events that Redis still replays).
 - mcp_transport.W004: polling mode without SSE_RETRY_MS (clients get no pace for their polls).
+- mcp_transport.W005: JOB_RETENTION shorter than the longest task ttl (TASK_MAX_TTL_MS): the
+  cleanup would delete tasks that clients may still ask for.
 """
 from numbers import Real
 
@@ -26,9 +28,10 @@ from .conf import get_config, redis_url
 #: Keys that must be numbers > 0 (None allowed where the value means "never" or "off").
 POSITIVE = ("SESSION_IDLE_TIMEOUT", "MAX_REQUEST_BYTES", "KEEPALIVE_SECONDS", "HEARTBEAT_SECONDS",
             "CLIENT_REQUEST_TIMEOUT", "PAGE_SIZE", "REDIS_MAX_CONNECTIONS", "DASHBOARD_SAMPLE_SECONDS",
-            "DASHBOARD_SAMPLES")
+            "DASHBOARD_SAMPLES", "TASK_DEFAULT_TTL_MS", "TASK_POLL_INTERVAL_MS")
 #: Keys that may be None, else numbers >= 0.
-OPTIONAL_NON_NEGATIVE = ("SSE_RETRY_MS", "POLL_AFTER_SECONDS", "CLOSED_SESSION_RETENTION", "EVENT_RETENTION")
+OPTIONAL_NON_NEGATIVE = ("SSE_RETRY_MS", "POLL_AFTER_SECONDS", "CLOSED_SESSION_RETENTION", "EVENT_RETENTION",
+                         "JOB_RETENTION", "PROGRESS_HEARTBEAT_SECONDS", "TASK_MAX_TTL_MS")
 METRICS_ACCESS = ("off", "staff", "token")
 PROCESS_LOCAL_STORES = ("mcp_transport.storage.memory.InMemoryEventStore",)
 PROCESS_LOCAL_LAYERS = ("channels.layers.InMemoryChannelLayer",)
@@ -134,6 +137,7 @@ def deployment_check(app_configs, **kwargs):
             f"EVENT_RETENTION ({retention} s) is shorter than STREAM_TTL ({ttl} s): the cleanup deletes database "
             "rows that are a replay's fallback while Redis still keeps their events.",
             hint="Keep EVENT_RETENTION >= STREAM_TTL.", id="mcp_transport.W003"))
+    messages += _job_retention_warnings(config)
     if config["POLL_AFTER_SECONDS"] is not None and config["SSE_RETRY_MS"] is None:
         messages.append(Warning(
             "Polling mode (POLL_AFTER_SECONDS) closes connections without a retry field (SSE_RETRY_MS is None), "
@@ -141,6 +145,19 @@ def deployment_check(app_configs, **kwargs):
             hint="Set SSE_RETRY_MS: \"the server SHOULD send an SSE event with a standard retry field before "
                  "closing the connection\" (spec 2025-11-25).", id="mcp_transport.W004"))
     return messages
+
+
+def _job_retention_warnings(config):
+    retention, max_ttl_ms = config["JOB_RETENTION"], config.get("TASK_MAX_TTL_MS")
+    if not _number(retention):
+        return []
+    if max_ttl_ms is None or (_number(max_ttl_ms) and retention * 1000 < max_ttl_ms):
+        longest = "unlimited" if max_ttl_ms is None else f"{max_ttl_ms / 1000:g} s"
+        return [Warning(f"JOB_RETENTION ({retention} s) is shorter than the longest task ttl ({longest}): the "
+                        "cleanup deletes tasks that clients may still ask for.",
+                        hint="Keep JOB_RETENTION >= TASK_MAX_TTL_MS / 1000, or set JOB_RETENTION to None.",
+                        id="mcp_transport.W005")]
+    return []
 
 
 def _process_local_warnings(store):

@@ -82,6 +82,8 @@ DEFAULTS = {
     #: Seconds a stored event row is kept in the database after it was written, whatever its
     #: session; None keeps rows until their session's row goes.
     "EVENT_RETENTION": 86400,
+    #: Seconds an ended background job's row (McpJob) is kept after it ended; None: forever.
+    "JOB_RETENTION": 7 * 86400,
     "SERVER_NAME": "django-mcp-transport",
     "SERVER_TITLE": None,
     "SERVER_VERSION": None,

@@ -32,7 +32,7 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
-from . import control
+from . import control, metrics
 from .conf import get_config
 from .connections import async_redis, keys
 from .content import error_result
@@ -112,6 +112,7 @@ async def submit(spec, arguments: dict, *, session_id: str, request_id, stream_k
                  stream_key=stream_key, tool=spec.name, arguments=arguments, progress_token=progress_token,
                  is_task=is_task, ttl_ms=ttl_ms, celery_task_id=str(uuid.uuid4()))
     await _insert(job)
+    metrics.incr("jobs_submitted")
     await control.register_call(_CallRecord(job), job=job.id)
     try:
         await enqueue(job, spec)
@@ -150,6 +151,7 @@ async def finish(job, status: str, result=None, error: str = "", **fields) -> bo
         return False
     job.status, job.result, job.error = status, result, error
     await answer(job)
+    await metrics.record_job(status, (timezone.now() - job.created_at).total_seconds())
     return True
 
 

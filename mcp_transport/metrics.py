@@ -14,7 +14,9 @@ Names (fields of the ``{prefix}:metrics`` hash):
 - ``orphans_answered``: requests whose process died, answered with an error by another;
 - ``sessions_created``, ``sessions_closed:deleted``, ``sessions_closed:expired``;
 - ``sse_streams_opened``; the store adds its own (``events_evicted:<reason>``, ``replay_hits:*``);
-- ``cleanup_deleted:events|sessions``: rows the retention cleanup deleted (operations.py).
+- ``cleanup_deleted:events|sessions``: rows the retention cleanup deleted (operations.py);
+- ``jobs_submitted``, ``jobs_finished:<status>``, ``job_ms_sum`` and the cumulative
+  ``job_seconds_bucket:<upper bound>``: background jobs and how long they took (``record_job``).
 
 Per session (a ``{prefix}:sesscount:{session}`` hash each, flushed the same way, kept for
 ``SESSION_COUNTERS_TTL`` after its last change, for the admin): ``resumes`` (GET with
@@ -81,6 +83,12 @@ async def flush() -> None:
             await pipe.execute()
 
 
+def flush_sync() -> None:
+    """``flush()`` from sync code (a Celery worker after each task); free when nothing waits."""
+    if _pending or _pending_sessions:
+        async_to_sync(flush)()
+
+
 def _gauge_ttl():
     from .conf import get_config
 
@@ -123,6 +131,38 @@ async def snapshot() -> dict:
     #: Where replays served from the store's own buffer come from ("redis" for the Redis store).
     totals["buffer_source"] = store.source
     return totals
+
+
+async def active_jobs() -> dict:
+    """Background jobs not ended yet, by status (few rows, on the status index)."""
+    from channels.db import database_sync_to_async
+    from django.db.models import Count
+
+    from .models import McpJob
+
+    def count():
+        rows = McpJob.objects.filter(status__in=McpJob.ACTIVE).values_list("status").annotate(n=Count("id"))
+        return {**{str(status): 0 for status in McpJob.ACTIVE}, **dict(rows.order_by())}
+
+    return await database_sync_to_async(count)()
+
+
+#: Upper bounds (seconds) of the job duration histogram's buckets.
+JOB_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
+
+
+async def record_job(status: str, seconds: float) -> None:
+    """A background job ended with ``status`` after ``seconds`` (from its submission). Counted
+    in Redis at once: the process that ends a job may be a Celery worker, which has no
+    housekeeping loop to flush pending counts."""
+    key = keys().metrics()
+    async with async_redis().pipeline(transaction=False) as pipe:
+        pipe.hincrby(key, f"jobs_finished:{status}", 1)
+        pipe.hincrby(key, "job_ms_sum", round(seconds * 1000))  # every field of the hash is an integer
+        for bound in JOB_BUCKETS:
+            if seconds <= bound:
+                pipe.hincrby(key, f"job_seconds_bucket:{bound}", 1)
+        await pipe.execute()
 
 
 #: Buckets of sessions by how many streams they hold open at once.

@@ -17,6 +17,7 @@ the session's open streams and running requests on every process; later requests
 2. Stored event rows older than ``EVENT_RETENTION`` go, whatever their session.
 3. Rows of sessions closed longer ago than ``CLOSED_SESSION_RETENTION`` go, with any event rows
    they still have.
+4. Rows of background jobs that ended longer ago than ``JOB_RETENTION`` go.
 
 The Celery task ``mcp_transport.cleanup`` runs it; schedule it with Celery beat::
 
@@ -27,6 +28,7 @@ from datetime import timedelta
 
 from asgiref.sync import async_to_sync
 from celery import shared_task
+from celery.signals import task_postrun
 from channels.db import database_sync_to_async
 from django.db.models import Count
 from django.utils import timezone
@@ -34,7 +36,7 @@ from django.utils import timezone
 from . import metrics, sessions
 from .conf import get_config
 from .connections import async_redis, keys
-from .models import McpSession, StoredEvent
+from .models import McpJob, McpSession, StoredEvent
 from .protocol.session import SessionState
 from .storage import get_event_store
 
@@ -118,6 +120,7 @@ class CleanupReport:
     sessions_expired: int = 0
     events_deleted: int = 0
     sessions_deleted: int = 0
+    jobs_deleted: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -137,6 +140,11 @@ async def cleanup(now=None) -> CleanupReport:
         events, closed = await database_sync_to_async(_delete_closed_sessions)(cutoff)
         report.events_deleted += events
         report.sessions_deleted = closed
+    if config["JOB_RETENTION"] is not None:
+        cutoff = now - timedelta(seconds=config["JOB_RETENTION"])
+        report.jobs_deleted = await database_sync_to_async(_delete_in_batches)(
+            McpJob.objects.filter(status__in=McpJob.TERMINAL, finished_at__lt=cutoff))
+    metrics.incr("cleanup_deleted:jobs", report.jobs_deleted)
     metrics.incr("cleanup_deleted:events", report.events_deleted)
     metrics.incr("cleanup_deleted:sessions", report.sessions_deleted)
     await metrics.flush()
@@ -172,9 +180,9 @@ def _open_rows_seen_before(seen_before, after) -> list:
 
 
 def _delete_in_batches(rows) -> int:
-    deleted = 0
+    deleted, model = 0, rows.model
     while pks := list(rows.values_list("pk", flat=True)[:BATCH]):
-        deleted += StoredEvent.objects.filter(pk__in=pks).delete()[0]
+        deleted += model.objects.filter(pk__in=pks).delete()[1].get(model._meta.label, 0)
     return deleted
 
 
@@ -191,3 +199,9 @@ def _delete_closed_sessions(closed_before) -> tuple:
 def cleanup_task() -> dict:
     """The cleanup as a Celery task (registered when the app is ready)."""
     return async_to_sync(cleanup)().as_dict()
+
+
+@task_postrun.connect(dispatch_uid="mcp_transport.flush_counters")
+def flush_counters_after_task(**_):
+    """A Celery worker has no housekeeping loop: what its tasks counted is flushed after each."""
+    metrics.flush_sync()

@@ -13,11 +13,15 @@ prometheus-client's exposition code. To add them to a registry of your own (e.g.
 one that ``prometheus_client.start_http_server`` serves), register ``McpCollector()``: without
 a snapshot it reads one itself on each collect.
 """
+from asgiref.sync import async_to_sync
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
+from . import metrics
+from .metrics import JOB_BUCKETS
 from .storage.base import EVICTION_REASONS, FAILURE_REASONS, REPLAY_SOURCES
 
 #: metric name (``_total`` is added) -> (counter name in the snapshot, help)
@@ -29,13 +33,16 @@ COUNTERS = {
     "mcp_orphans_answered": ("orphans_answered", "Requests whose process died, answered with an error by another."),
     "mcp_sse_streams_opened": ("sse_streams_opened", "SSE responses started."),
     "mcp_events_deleted": ("events_deleted", "Buffered events dropped with their session (DELETE, terminate, purge)."),
+    "mcp_jobs_submitted": ("jobs_submitted", "Background jobs submitted (tools run by Celery workers)."),
 }
 #: metric name -> (label, counter name prefix, label values, help)
 LABELLED_COUNTERS = {
     "mcp_sessions_closed": ("reason", "sessions_closed", ("deleted", "expired", "terminated"),
                             "Sessions closed, by reason."),
-    "mcp_cleanup_deleted": ("kind", "cleanup_deleted", ("events", "sessions"),
+    "mcp_cleanup_deleted": ("kind", "cleanup_deleted", ("events", "sessions", "jobs"),
                             "Database rows deleted by the retention cleanup."),
+    "mcp_jobs_finished": ("status", "jobs_finished", ("completed", "failed", "cancelled"),
+                          "Background jobs that ended, by status."),
 }
 #: Ratios need both sides; with no denominator yet they are left out rather than 0 or NaN.
 RATIOS = {
@@ -52,16 +59,20 @@ class McpCollector(Collector):
         self.snapshot = snapshot
 
     def collect(self):
-        if self.snapshot is None:
-            from .metrics import snapshot_sync
-
-            totals = snapshot_sync()
-        else:
-            totals = self.snapshot
+        totals = async_to_sync(scrape)() if self.snapshot is None else self.snapshot
         yield from _counters(totals)
         yield from _store(totals["store"])
         yield from _streams(totals)
         yield from _ratios(totals)
+        yield from _jobs(totals)
+
+
+async def scrape() -> dict:
+    """What a scrape exports: ``metrics.snapshot()`` plus the jobs not ended yet (one query on
+    the status index, made for scrapes only, not for the admin's snapshots)."""
+    totals = await metrics.snapshot()
+    totals["jobs_active"] = await metrics.active_jobs()
+    return totals
 
 
 def render(snapshot: dict, accept: str = "") -> tuple:
@@ -115,6 +126,16 @@ def _ratios(totals):
     for name, (part, whole) in sides.items():
         if whole:
             yield GaugeMetricFamily(name, RATIOS[name], value=part / whole)
+
+
+def _jobs(totals):
+    finished = sum(totals.get(f"jobs_finished:{status}", 0) for status in LABELLED_COUNTERS["mcp_jobs_finished"][2])
+    buckets = [(floatToGoString(bound), totals.get(f"job_seconds_bucket:{bound}", 0)) for bound in JOB_BUCKETS]
+    yield HistogramMetricFamily("mcp_job_duration_seconds", "Seconds from a background job's submission to its end.",
+                                buckets=[*buckets, ("+Inf", finished)], sum_value=totals.get("job_ms_sum", 0) / 1000)
+    if "jobs_active" in totals:
+        yield _labelled(GaugeMetricFamily("mcp_jobs_active", "Background jobs not ended yet, by status.",
+                                          labels=["status"]), totals["jobs_active"])
 
 
 def _ordered(counts: dict, names) -> dict:

@@ -4,7 +4,7 @@ import secrets
 from django.http import Http404, HttpResponse
 from django.views.decorators.http import require_GET
 
-from . import metrics, prometheus
+from . import prometheus
 from .conf import get_config
 
 
@@ -24,7 +24,7 @@ async def metrics_view(request):
             return response
     else:
         raise Http404("Metrics are off.")
-    body, content_type = prometheus.render(await metrics.snapshot(), request.headers.get("Accept", ""))
+    body, content_type = prometheus.render(await prometheus.scrape(), request.headers.get("Accept", ""))
     return HttpResponse(body, content_type=content_type)
 
 

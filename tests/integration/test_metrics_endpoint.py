@@ -16,11 +16,16 @@ SSE = {"Accept": "text/event-stream"}
 
 
 @pytest.fixture(scope="module")
-def pair(start_server):
-    """Two processes with a key prefix of their own (exact counters) and fast heartbeats."""
-    env = {"MCP_KEY_PREFIX": f"mcpmetrics{secrets.token_hex(3)}", "MCP_METRICS_TOKEN": TOKEN,
-           "MCP_TRANSPORT_JSON": json.dumps({"HEARTBEAT_SECONDS": 0.5})}
-    return start_server(**env), start_server(**env)
+def own_env():
+    """A key prefix (exact counters) and a Celery queue of their own, fast heartbeats."""
+    name = f"mcpmetrics{secrets.token_hex(3)}"
+    return {"MCP_KEY_PREFIX": name, "CELERY_QUEUE": name, "MCP_METRICS_TOKEN": TOKEN,
+            "MCP_TRANSPORT_JSON": json.dumps({"HEARTBEAT_SECONDS": 0.5})}
+
+
+@pytest.fixture(scope="module")
+def pair(start_server, own_env):
+    return start_server(**own_env), start_server(**own_env)
 
 
 def scrape(server, token=TOKEN):
@@ -99,3 +104,21 @@ def wait_for(server, expected, timeout=15):
         if all(found.get(name) == value for name, value in expected.items()) or time.monotonic() > deadline:
             return found
         time.sleep(0.1)
+
+
+def test_background_jobs_run_by_a_worker_are_counted(pair, own_env, start_worker):
+    first, second = pair
+    start_worker(**{**own_env, "MCP_TRANSPORT_JSON": json.dumps({"HEARTBEAT_SECONDS": 0.3})})
+    client = HttpClient(first.url)
+    client.initialize()
+    for steps in (1, 2):
+        reply = client.call("tools/call", {"name": "slow_job", "arguments": {"steps": steps, "interval_ms": 1}})
+        assert reply["result"]["content"][0]["text"] == f"done {steps}", reply
+    expected = {"mcp_jobs_submitted_total": 2, "mcp_jobs_finished_total|status=completed": 2,
+                "mcp_jobs_finished_total|status=failed": 0, "mcp_job_duration_seconds_count": 2,
+                "mcp_job_duration_seconds_bucket|le=+Inf": 2, "mcp_jobs_active|status=working": 0,
+                "mcp_jobs_active|status=queued": 0}
+    found = wait_for(second, expected)
+    assert {name: found.get(name) for name in expected} == expected
+    assert 0 < found["mcp_job_duration_seconds_sum"] < 60
+    assert found["mcp_job_duration_seconds_bucket|le=60.0"] == 2

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from mcp_transport import operations
 from mcp_transport.connections import async_redis, keys
-from mcp_transport.models import McpSession, StoredEvent
+from mcp_transport.models import McpJob, McpSession, StoredEvent
 from mcp_transport.protocol.ids import GET_STREAM, new_session_id
 from mcp_transport.storage import get_event_store
 
@@ -24,7 +24,7 @@ def own_prefix():
     """A key prefix of its own, so the counters are exact; the store's thread closed after."""
     prefix = f"{settings.MCP_TRANSPORT['KEY_PREFIX']}-{secrets.token_hex(3)}"
     config = {**settings.MCP_TRANSPORT, "KEY_PREFIX": prefix, "SESSION_IDLE_TIMEOUT": 1800,
-              "EVENT_RETENTION": 86400, "CLOSED_SESSION_RETENTION": 7 * 86400}
+              "EVENT_RETENTION": 86400, "CLOSED_SESSION_RETENTION": 7 * 86400, "JOB_RETENTION": 7 * 86400}
     with override_settings(MCP_TRANSPORT=config):
         yield prefix
         table = getattr(get_event_store(), "table", None)
@@ -111,7 +111,7 @@ async def test_none_keeps_everything():
         closed = await _sync(session_row, now - 90 * DAY, "closed", now - 90 * DAY, "deleted")
         await _sync(events, closed, 2, age=90 * DAY)
         report = await operations.cleanup()
-    assert report.as_dict() == {"sessions_expired": 0, "events_deleted": 0, "sessions_deleted": 0}
+    assert report.as_dict() == {"sessions_expired": 0, "events_deleted": 0, "sessions_deleted": 0, "jobs_deleted": 0}
     assert await _sync(lambda: StoredEvent.objects.count()) == 2
 
 
@@ -123,3 +123,52 @@ async def test_cleanup_pushes_its_counts_at_once():
 
 async def _sync(function, *args, **kwargs):
     return await sync_to_async(function)(*args, **kwargs)
+
+
+async def test_record_job_counts_at_once_in_cumulative_buckets():
+    from mcp_transport import metrics
+
+    await metrics.record_job("completed", 0.3)
+    await metrics.record_job("completed", 4.0)
+    await metrics.record_job("failed", 7200.0)
+    totals = await metrics.snapshot()
+    assert (totals["jobs_finished:completed"], totals["jobs_finished:failed"]) == (2, 1)
+    assert totals["job_ms_sum"] == 7204300
+    assert totals["job_seconds_bucket:0.5"] == 1 and totals["job_seconds_bucket:5"] == 2
+    assert totals["job_seconds_bucket:3600"] == 2  # the 2-hour job only counts in +Inf
+    assert "job_seconds_bucket:0.1" not in totals
+
+
+def test_counts_of_a_celery_task_are_flushed_after_it():
+    from asgiref.sync import async_to_sync
+    from celery.signals import task_postrun
+
+    from mcp_transport import metrics
+
+    metrics.incr("sessions_created", 3)
+    task_postrun.send(sender=None, task_id="t", task=None, args=(), kwargs={}, retval=None, state="SUCCESS")
+    assert not metrics._pending
+    assert async_to_sync(counters)()["sessions_created"] == 3
+
+
+def job(status, ended_ago=None, created_ago=timedelta(0)):
+    now = timezone.now()
+    made = McpJob.objects.create(id=f"job-{status}-{ended_ago}-{new_session_id()[:8]}", session_id="s", stream_key="k",
+                                 tool="slow_job", status=status,
+                                 finished_at=now - ended_ago if ended_ago is not None else None)
+    McpJob.objects.filter(pk=made.pk).update(created_at=now - created_ago)
+    return made.pk
+
+
+async def test_ended_jobs_past_their_retention_go_and_running_ones_stay():
+    old_done = await _sync(job, "completed", 8 * DAY)
+    old_failed = await _sync(job, "failed", 8 * DAY)
+    recent = await _sync(job, "cancelled", DAY)
+    running = await _sync(job, "working", None, created_ago=30 * DAY)
+
+    report = await operations.cleanup()
+
+    assert report.jobs_deleted == 2
+    left = await _sync(lambda: set(McpJob.objects.values_list("pk", flat=True)))
+    assert left == {recent, running} and not {old_done, old_failed} & left
+    assert (await counters())["cleanup_deleted:jobs"] == 2

@@ -68,3 +68,15 @@ async def test_only_get():
     with access("token", TOKEN):
         response = await AsyncClient().post("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
     assert response.status_code == 405
+
+
+def test_collector_without_a_snapshot_reads_one_on_each_collect():
+    """For a registry of one's own (e.g. prometheus_client.start_http_server), from sync code."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from mcp_transport.prometheus import McpCollector
+
+    registry = CollectorRegistry()
+    registry.register(McpCollector())
+    families = {family.name for family in text_string_to_metric_families(generate_latest(registry).decode())}
+    assert {"mcp_sessions_created", "mcp_jobs_active", "mcp_job_duration_seconds"} <= families

@@ -115,6 +115,7 @@ def test_unreachable_redis_is_e003():
     ("SESSION_IDLE_TIMEOUT", 0), ("HEARTBEAT_SECONDS", -1), ("KEEPALIVE_SECONDS", "15"),
     ("PAGE_SIZE", None), ("MAX_REQUEST_BYTES", True), ("SSE_RETRY_MS", -5), ("POLL_AFTER_SECONDS", "0"),
     ("EVENT_RETENTION", -1), ("CLOSED_SESSION_RETENTION", "a week"), ("METRICS_ACCESS", "public"),
+    ("JOB_RETENTION", -3600), ("TASK_DEFAULT_TTL_MS", 0), ("TASK_MAX_TTL_MS", "1d"), ("PROGRESS_HEARTBEAT_SECONDS", -1),
 ])
 def test_bad_values_are_e004(key, value):
     with configured(**{key: value}):
@@ -217,3 +218,15 @@ def test_manage_py_check_passes_on_the_project():
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no issues" in done.stdout
+
+
+def test_job_retention_shorter_than_the_longest_task_ttl_is_w005():
+    with configured(JOB_RETENTION=3600, TASK_MAX_TTL_MS=24 * 3600 * 1000):
+        messages = mcp_checks.deployment_check(None)
+    assert ids(messages) == ["mcp_transport.W005"]
+    assert "86400 s" in messages[0].msg
+    with configured(JOB_RETENTION=3600, TASK_MAX_TTL_MS=None):
+        assert ids(mcp_checks.deployment_check(None)) == ["mcp_transport.W005"]  # unlimited ttl
+    for fine in ({"JOB_RETENTION": 86400, "TASK_MAX_TTL_MS": 86400 * 1000}, {"JOB_RETENTION": None}):
+        with configured(**fine):
+            assert mcp_checks.deployment_check(None) == []

@@ -75,7 +75,8 @@ def test_every_family_has_help_and_a_type():
     families = list(text_string_to_metric_families(text))
     assert len(families) >= 18
     for family in families:
-        assert family.name.startswith("mcp_") and family.documentation and family.type in ("counter", "gauge")
+        assert family.name.startswith("mcp_") and family.documentation
+        assert family.type in ("counter", "gauge", "histogram")
 
 
 def test_collector_registers_in_a_registry_of_ones_own():
@@ -90,3 +91,25 @@ def test_openmetrics_when_the_scraper_asks_for_it():
     body, content_type = render(snapshot(), "application/openmetrics-text; version=1.0.0")
     assert content_type.startswith("application/openmetrics-text")
     assert body.rstrip().endswith(b"# EOF")
+
+
+def test_jobs_as_counters_a_histogram_and_active_gauges():
+    jobs = snapshot(**{"jobs_submitted": 9, "jobs_finished:completed": 5, "jobs_finished:failed": 1,
+                       "jobs_finished:cancelled": 1, "job_ms_sum": 42500, "job_seconds_bucket:1": 2,
+                       "job_seconds_bucket:2.5": 3, "job_seconds_bucket:5": 6, "job_seconds_bucket:10": 6,
+                       "job_seconds_bucket:3600": 7}, jobs_active={"queued": 1, "working": 1, "input_required": 0})
+    found = samples(text_of(jobs))
+    assert value(found, "mcp_jobs_submitted_total") == 9
+    assert value(found, "mcp_jobs_finished_total", status="failed") == 1
+    assert value(found, "mcp_job_duration_seconds_bucket", le="0.5") == 0
+    assert value(found, "mcp_job_duration_seconds_bucket", le="2.5") == 3
+    assert value(found, "mcp_job_duration_seconds_bucket", le="+Inf") == 7
+    assert value(found, "mcp_job_duration_seconds_count") == 7
+    assert value(found, "mcp_job_duration_seconds_sum") == 42.5
+    assert value(found, "mcp_jobs_active", status="working") == 1
+
+
+def test_no_jobs_yet_is_an_empty_histogram():
+    found = samples(text_of(snapshot()))
+    assert value(found, "mcp_job_duration_seconds_count") == 0
+    assert not any(name == "mcp_jobs_active" for name, _labels in found)
