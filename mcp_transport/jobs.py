@@ -28,12 +28,13 @@ import logging
 import secrets
 import uuid
 
+import redis as redis_sync
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
 from . import control, metrics
-from .conf import get_config
+from .conf import get_config, redis_url
 from .connections import async_redis, keys
 from .content import error_result
 from .models import McpJob
@@ -135,7 +136,8 @@ async def enqueue(job, spec) -> None:
     from .worker import run_job  # imports Celery: only where jobs are sent
 
     def send():
-        run_job.apply_async(args=[job.id], task_id=job.celery_task_id, **celery_options(spec))
+        run_job.apply_async(args=[job.id, job.session_id, job.stream_key], task_id=job.celery_task_id,
+                            **celery_options(spec))
 
     # kombu's publish is blocking I/O: keep it off the event loop.
     await asyncio.get_running_loop().run_in_executor(None, send)
@@ -271,7 +273,7 @@ async def watch(session_id: str, stream_key: str, call: dict) -> bool:
     if job.is_terminal:
         await answer(job)  # ended, but whoever ended it died before writing the answer
         return True
-    await worker_lost(job)
+    await worker_lost(job, hard_limit=call.get("stopped") == "time_limit")
     return True
 
 
@@ -281,11 +283,11 @@ async def watch_job(job) -> None:
         await watch(job.session_id, job.stream_key, call)
 
 
-async def worker_lost(job) -> None:
-    """The worker running the job died: queue it again if the tool is idempotent and has runs
-    left, else answer with an error result."""
+async def worker_lost(job, hard_limit=False) -> None:
+    """The worker running the job died (or Celery stopped it at its hard time limit): queue it
+    again if the tool is idempotent and has runs left, else answer with an error result."""
     spec = registry.tools.get(job.tool)
-    if spec is not None and spec.idempotent and job.attempts < max_attempts(spec):
+    if spec is not None and spec.idempotent and job.attempts < max_attempts(spec) and not hard_limit:
         retry_id = str(uuid.uuid4())
         if await transition(job.id, Status.QUEUED, (Status.WORKING, Status.INPUT_REQUIRED),
                             where={"attempts": job.attempts}, celery_task_id=retry_id, worker="",
@@ -294,28 +296,30 @@ async def worker_lost(job) -> None:
             await control.beat(job.session_id, job.stream_key)
             await enqueue(job, spec)
         return
-    text = (f"The worker running tool {job.tool} was lost before it finished"
-            + (f" ({job.attempts} attempts)." if spec is not None and spec.idempotent
-               else "; the call was not retried because the tool is not declared idempotent."))
+    limit = spec.job_options.get("time_limit") if spec is not None else None
+    if hard_limit or limit and job.started_at and (timezone.now() - job.started_at).total_seconds() >= limit:
+        text = hard_limit_text(limit)
+    else:
+        text = (f"The worker running tool {job.tool} was lost before it finished"
+                + (f" ({job.attempts} attempts)." if spec is not None and spec.idempotent
+                   else "; the call was not retried because the tool is not declared idempotent."))
     await finish(job, Status.FAILED, error_result(text), error=text)
 
 
-async def fail_by_celery_id(celery_task_id: str, text: str) -> None:
-    """A Celery parent process saw the pool process running a job stop (hard time limit)."""
-    job = await _by_celery_id(celery_task_id)
-    if job is not None:
-        await finish(job, Status.FAILED, error_result(text), error=text)
+def hard_limit_text(limit) -> str:
+    return f"The tool exceeded its hard time limit of {limit} s and was stopped."
 
 
-async def lost_by_celery_id(celery_task_id: str) -> None:
-    job = await _by_celery_id(celery_task_id)
-    if job is not None and not job.is_terminal:
-        await worker_lost(job)
-
-
-@database_sync_to_async
-def _by_celery_id(celery_task_id):
-    return McpJob.objects.filter(celery_task_id=celery_task_id).first()
+def mark_stopped(session_id: str, stream_key: str, reason: str) -> None:
+    """From Celery's main process, when a pool process running a job stopped (``reason``:
+    "time_limit" or "lost"): stop its heartbeat now, so the next look at the job (jobs.watch)
+    answers it. Plain Redis, no event loop and no database: that process forks new pool
+    processes at any moment, and a fork copies whatever lock another thread holds."""
+    client = redis_sync.Redis.from_url(redis_url())
+    try:
+        client.hset(keys().call(session_id, stream_key), mapping={"beat": 0, "stopped": reason})
+    finally:
+        client.close()
 
 
 def related_task_meta(job) -> dict:

@@ -13,6 +13,7 @@ soft limit raises SoftTimeLimitExceeded in the tool and becomes an error result;
 and a killed pool process are reported by Celery's parent process through ``task_failure``.
 """
 import asyncio
+import collections
 import concurrent.futures
 import inspect
 import logging
@@ -23,7 +24,7 @@ import time
 
 from asgiref.sync import SyncToAsync
 from celery import shared_task, signals
-from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded, WorkerLostError
+from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from channels.db import database_sync_to_async
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
@@ -113,9 +114,11 @@ class JobChannel(RequestStream):
         return await super().emit(message, final)
 
     async def notify(self, method, params):
+        # Appended first: the store queues appends in call order before its first await, so
+        # notifications the tool sent without waiting keep their order on the stream.
+        await super().notify(method, params)
         if method == "notifications/progress":
             await self._record_progress(params)
-        await super().notify(method, params)
 
     async def request(self, method, params):
         """While the tool waits on the client the job is ``input_required`` ("When the task
@@ -159,13 +162,46 @@ def _update_row(job_id, **fields):
     McpJob.objects.filter(id=job_id).update(updated_at=timezone.now(), **fields)
 
 
-class WorkerContext(Context):
-    """The Context of a sync tool in a worker: each method runs on the process's loop thread."""
+#: Notifications a sync tool may have on their way before its next report waits for them.
+MAX_UNSENT_NOTIFICATIONS = 1000
 
-    for _name in ("report_progress", "log", "debug", "info", "warning", "error", "send_request", "sample",
-                  "elicit", "list_roots", "close_stream"):
+
+def _send_notification(method_name):
+    """A Context notification method that hands its work to the loop thread and returns at once:
+    the tool does not wait a Redis round trip per report. The loop runs them in order, and
+    requests to the client and the job's answer queue behind them."""
+    async_method = getattr(Context, method_name)
+
+    def method(self, *args, **kwargs):
+        pending = self._unsent
+        while pending and (pending[0].done() or len(pending) >= MAX_UNSENT_NOTIFICATIONS):
+            pending.popleft().result()  # raises what a failed send raised; waits when too many
+        pending.append(bridge().submit(async_method(self, *args, **kwargs)))
+    method.__name__ = method_name
+    method.__doc__ = async_method.__doc__
+    return method
+
+
+class WorkerContext(Context):
+    """The Context of a sync tool in a worker: each method runs on the process's loop thread;
+    notifications (progress, logs) without waiting for them to be stored."""
+
+    for _name in ("report_progress", "log", "debug", "info", "warning", "error"):
+        locals()[_name] = _send_notification(_name)
+    for _name in ("send_request", "sample", "elicit", "list_roots", "close_stream"):
         locals()[_name] = make_sync_method(_name, lambda coroutine: bridge().run(coroutine))
     del _name
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._unsent = collections.deque()
+
+    def wait_unsent(self):
+        while self._unsent:
+            try:
+                self._unsent.popleft().result()
+            except Exception:
+                logger.warning("a notification of job %s was not stored", self.request_id, exc_info=True)
 
 
 class _Handle:
@@ -181,7 +217,7 @@ class _Handle:
 # -- running a job ---------------------------------------------------------------------------
 
 @shared_task(bind=True, name="mcp_transport.run_job", acks_late=True, ignore_result=True)
-def run_job(self, job_id: str):
+def run_job(self, job_id: str, session_id: str = "", stream_key: str = ""):
     """Run one background tool call (jobs.submit sends it)."""
     job = bridge().run(jobs.load(job_id))
     if job is None or job.status != Status.QUEUED or job.celery_task_id != self.request.id:
@@ -192,6 +228,10 @@ def run_job(self, job_id: str):
         bridge().run(jobs.finish(job, Status.FAILED, error_result(text), error=text))
         return
     JobRun(job, spec).execute(worker=f"{self.request.hostname}:{os.getpid()}")
+
+
+#: The outcome of a tool that did not return or raise an Exception (its process is stopping).
+_UNFINISHED = object()
 
 
 class JobRun:
@@ -205,11 +245,13 @@ class JobRun:
     def execute(self, worker: str) -> None:
         if not bridge().run(self.start(worker)):
             return
-        result, _current.run = None, self
+        result, _current.run = _UNFINISHED, self
         try:
             result = self.outcome()
         finally:
             _current.run = None
+            if isinstance(self.context, WorkerContext):
+                self.context.wait_unsent()  # the answer comes after every report
             bridge().run(self.stop(result))
 
     async def start(self, worker) -> bool:
@@ -279,6 +321,10 @@ class JobRun:
             watcher.cancel()
         control.running.pop((self.job.session_id, jobs.cancel_key(self.job)), None)
         progress = self.channel.unwritten_progress()
+        if result is _UNFINISHED:
+            # The process is being stopped (Celery's hard time limit sends SIGTERM first, then
+            # SIGKILL): its heart stops here, and Celery's main process says why (jobs.watch).
+            return
         if result is None:
             await jobs.finish(self.job, Status.CANCELLED, error=jobs.CANCELLED_BY_CLIENT, **progress)
         else:
@@ -339,15 +385,13 @@ def job_context():
 # -- what Celery's parent process sees -----------------------------------------------------------
 
 @signals.task_failure.connect
-def _job_failed(sender=None, task_id=None, exception=None, **_kwargs):
-    """The pool process running a job stopped: a hard time limit, or it was killed."""
-    if getattr(sender, "name", None) != run_job.name or task_id is None:
+def _job_failed(sender=None, task_id=None, exception=None, args=None, **_kwargs):
+    """A pool process running a job stopped: Celery's hard time limit, or it was killed. This
+    runs in Celery's main process (jobs.mark_stopped says why it must stay simple)."""
+    if getattr(sender, "name", None) != run_job.name or not args or len(args) < 3:
         return
-    if isinstance(exception, TimeLimitExceeded):
-        limit = exception.args[0] if exception.args else "its"
-        text = "The tool exceeded its hard time limit of %s s and was stopped." % limit
-        bridge().run(jobs.fail_by_celery_id(task_id, text))
-    elif isinstance(exception, WorkerLostError):
-        bridge().run(jobs.lost_by_celery_id(task_id))
-    else:
-        bridge().run(jobs.fail_by_celery_id(task_id, "The job failed inside the worker."))
+    reason = "time_limit" if isinstance(exception, TimeLimitExceeded) else "lost"
+    try:
+        jobs.mark_stopped(args[1], args[2], reason)
+    except Exception:  # the job's heartbeat stops anyway
+        logger.exception("reporting the stopped job %s failed", args[0])

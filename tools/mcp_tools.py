@@ -548,3 +548,34 @@ def report_job(rows: int, ctx: Context) -> str:
 
 
 task_tool(word_count)
+
+
+# --- Benchmark tools (bench/jobs.py): progress messages carry the wall-clock time they were sent ---
+
+@tool(background=True, structured_output=False)
+def stamp_job(steps: int, interval_ms: int, ctx: Context) -> str:
+    """Report progress `steps` times in a worker, each message the time.time() it was reported at.
+
+    Args:
+        steps: How many progress notifications.
+        interval_ms: Milliseconds to sleep before each one.
+    """
+    for i in range(1, max(0, min(steps, 100_000)) + 1):
+        if interval_ms > 0:
+            time.sleep(interval_ms / 1000)
+        ctx.report_progress(i, steps, repr(time.time()))
+    return f"done {steps}"
+
+
+@tool(structured_output=False)
+async def stamp_inline(steps: int, interval_ms: int, ctx: Context) -> str:
+    """stamp_job's twin run inline in the web process (the baseline for bench/jobs.py).
+
+    Args:
+        steps: How many progress notifications.
+        interval_ms: Milliseconds to sleep before each one.
+    """
+    for i in range(1, max(0, min(steps, 100_000)) + 1):
+        await asyncio.sleep(max(0, interval_ms) / 1000)
+        await ctx.report_progress(i, steps, repr(time.time()))
+    return f"done {steps}"

@@ -124,3 +124,13 @@ def test_a_silent_tool_gets_heartbeat_progress_that_keeps_increasing(server, sta
     assert all(a < b for a, b in zip(progress, progress[1:]))
     assert 1 in progress and progress[-1] == 2
     assert _answers(messages, call)[0]["result"]["structuredContent"] == {"result": "done 2"}
+
+
+def test_hard_time_limit_gives_an_error_result(server, worker):
+    client = _client(server)
+    call = _call(client, "hard_limited_job", seconds=10)
+    answers = _answers(client.stream("POST", call).messages(timeout=10), call)
+    assert len(answers) == 1 and answers[0]["result"]["isError"] is True
+    assert "hard time limit of 2 s" in answers[0]["result"]["content"][0]["text"]
+    follow_up = _call(client, "slow_job", steps=1, interval_ms=1)  # the new pool process works
+    assert _answers(client.stream("POST", follow_up).messages(timeout=10), follow_up)[0]["result"]["structuredContent"]

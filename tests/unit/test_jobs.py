@@ -1,0 +1,198 @@
+"""Background tools, the pure parts: registration options, task support, the MCP Task view,
+task ttl, and the task-augmentation rules of tools/call. The flow itself (a real Celery worker)
+is in tests/integration/test_jobs.py, test_job_faults.py and test_tasks.py."""
+from datetime import datetime, timezone
+
+import pytest
+from celery import shared_task
+
+from mcp_transport import dispatch, jobs, tasks
+from mcp_transport.models import McpJob
+from mcp_transport.protocol.errors import InvalidParams, MethodNotFound
+from mcp_transport.protocol.jsonrpc import Request
+from mcp_transport.registry import Registry
+from mcp_transport.sessions import SessionRecord
+
+
+@pytest.fixture
+def reg(monkeypatch):
+    fresh = Registry()
+    monkeypatch.setattr(dispatch, "registry", fresh)
+    return fresh
+
+
+def _job(**fields):
+    moment = datetime(2026, 11, 25, 10, 30, tzinfo=timezone.utc)
+    defaults = {"id": "t" * 32, "session_id": "s" * 32, "stream_key": "k", "tool": "slow_job", "status": "working",
+                "created_at": moment, "updated_at": moment, "ttl_ms": 60000}
+    return McpJob(**{**defaults, **fields})
+
+
+# --- registration ---------------------------------------------------------------------------
+
+def test_background_tool_lists_optional_task_support_and_keeps_its_celery_options(reg):
+    @reg.tool(background={"queue": "slow", "soft_time_limit": 5, "time_limit": 9})
+    def crunch(n: int) -> int:
+        return n
+
+    spec = reg.tools["crunch"]
+    assert spec.background and spec.may_send  # answered over SSE: a worker sends what it reports
+    assert spec.describe()["execution"] == {"taskSupport": "optional"}
+    assert jobs.celery_options(spec) == {"queue": "slow", "soft_time_limit": 5, "time_limit": 9}
+
+
+def test_inline_tools_have_no_execution_entry(reg):
+    @reg.tool
+    def quick() -> str:
+        return "x"
+
+    assert "execution" not in reg.tools["quick"].describe()
+
+
+@pytest.mark.parametrize("options", [{"background": {"retry": 1}}, {"task_support": "required"},
+                                     {"background": True, "task_support": "forbidden"}])
+def test_bad_background_options_fail_at_registration(reg, options):
+    with pytest.raises(ValueError):
+        @reg.tool(**options)
+        def tool(n: int) -> int:
+            return n
+
+
+def test_idempotent_tools_are_retried_up_to_max_retries_plus_one_runs(reg):
+    @reg.tool(background={"max_retries": 2}, annotations={"idempotentHint": True})
+    def safe() -> None:
+        pass
+
+    @reg.tool(background=True)
+    def unsafe() -> None:
+        pass
+
+    assert reg.tools["safe"].idempotent and jobs.max_attempts(reg.tools["safe"]) == 3
+    assert not reg.tools["unsafe"].idempotent and jobs.max_attempts(reg.tools["unsafe"]) == 4
+
+
+@shared_task(name="tests.unit.resize", soft_time_limit=20, time_limit=30, max_retries=1)
+def resize(path: str, width: int = 100) -> str:
+    """Resize an image.
+
+    Args:
+        path: Where the image is.
+        width: The new width in pixels.
+    """
+    return f"{path}@{width}"
+
+
+def test_an_existing_celery_task_becomes_a_tool_with_its_signature_and_options(reg):
+    assert reg.task_tool(resize) is resize
+    spec = reg.tools["resize"]
+    schema = spec.describe()["inputSchema"]
+    assert schema["required"] == ["path"]
+    assert schema["properties"]["width"]["description"] == "The new width in pixels."
+    assert spec.description == "Resize an image."
+    assert spec.background and spec.celery_task is resize
+    assert spec.job_options == {"soft_time_limit": 20, "time_limit": 30, "max_retries": 1}
+    assert resize("a.png", width=3) == "a.png@3"  # still an ordinary Celery task
+
+
+# --- the MCP Task of a job ------------------------------------------------------------------
+
+def test_task_view_has_the_spec_fields_and_a_queued_job_is_working():
+    view = jobs.task_view(_job(status="queued"))
+    assert view["taskId"] == "t" * 32 and view["status"] == "working"
+    assert view["createdAt"] == "2026-11-25T10:30:00Z" and view["lastUpdatedAt"] == "2026-11-25T10:30:00Z"
+    assert view["ttl"] == 60000 and view["pollInterval"] == 1000
+    assert view["statusMessage"] == "Queued: waiting for a worker."
+
+
+def test_task_view_of_a_failed_job_says_why():
+    view = jobs.task_view(_job(status="failed", error="Tool x failed: KeyError."))
+    assert view["status"] == "failed" and view["statusMessage"] == "Tool x failed: KeyError."
+
+
+def test_error_results_make_failed_jobs():
+    error = {"content": [{"type": "text", "text": "boom"}], "isError": True}
+    assert jobs.outcome_status(error) == "failed" and jobs.error_text(error) == "boom"
+    assert jobs.outcome_status({"content": []}) == "completed" and jobs.error_text({"content": []}) == ""
+
+
+@pytest.mark.parametrize("task, granted", [({}, 3600 * 1000), ({"ttl": 5000}, 5000), ({"ttl": -1}, 3600 * 1000),
+                                           ({"ttl": 10 ** 12}, 24 * 3600 * 1000), ({"ttl": True}, 3600 * 1000)])
+def test_task_ttl_is_the_requested_one_capped(task, granted):
+    assert tasks.granted_ttl(task) == granted
+
+
+def test_job_ids_are_long_and_random():
+    ids = {jobs.new_job_id() for _ in range(100)}
+    assert len(ids) == 100 and all(len(i) >= 32 for i in ids)
+
+
+# --- task augmentation of tools/call --------------------------------------------------------
+
+@pytest.fixture
+def call():
+    class Channel:
+        request_id, cancelled = 1, False
+
+    return dispatch.Call(session=SessionRecord(id="x" * 32, protocol_version="2025-11-25"), channel=Channel())
+
+
+def _tools_call(name, **params):
+    return Request(id=1, method="tools/call", params={"name": name, "arguments": {}, **params})
+
+
+@pytest.mark.asyncio
+async def test_a_task_of_a_tool_without_task_support_is_method_not_found(reg, call):
+    @reg.tool(background=True)
+    def crunch() -> None:
+        pass
+
+    @reg.tool
+    def quick() -> str:
+        return "x"
+
+    with pytest.raises(MethodNotFound):
+        await dispatch.dispatch(_tools_call("quick", task={}), call)
+
+
+@pytest.mark.asyncio
+async def test_a_plain_call_of_a_task_required_tool_is_method_not_found(reg, call):
+    @reg.tool(background=True, task_support="required")
+    def report() -> str:
+        return "x"
+
+    with pytest.raises(MethodNotFound):
+        await dispatch.dispatch(_tools_call("report"), call)
+    assert not dispatch.runs_in_background(_tools_call("report"))
+
+
+@pytest.mark.asyncio
+async def test_without_background_tools_the_task_field_is_ignored(reg, call):
+    @reg.tool
+    def quick() -> str:
+        return "x"
+
+    assert "tasks" not in dispatch.capabilities()
+    result = await dispatch.dispatch(_tools_call("quick", task={"ttl": 5}), call)
+    assert result["structuredContent"] == {"result": "x"}
+
+
+@pytest.mark.asyncio
+async def test_a_task_with_bad_arguments_is_invalid_params(reg, call):
+    @reg.tool(background=True)
+    def crunch(n: int) -> int:
+        return n
+
+    with pytest.raises(InvalidParams):
+        await dispatch.dispatch(_tools_call("crunch", task={}), call)
+
+
+def test_only_plain_calls_with_valid_arguments_run_in_background(reg):
+    @reg.tool(background=True)
+    def crunch(n: int) -> int:
+        return n
+
+    assert dispatch.runs_in_background(Request(id=1, method="tools/call", params={"name": "crunch",
+                                                                                  "arguments": {"n": 1}}))
+    assert not dispatch.runs_in_background(_tools_call("crunch"))  # missing n: an isError result inline
+    assert not dispatch.runs_in_background(_tools_call("crunch", task={}))
+    assert not dispatch.runs_in_background(Request(id=1, method="tools/call", params={"name": ["x"]}))
