@@ -11,9 +11,11 @@ with one pool process) and measures, over raw HTTP with one client:
   pickup by the worker, first report).
 
 The same tool run inline in the web process (``stamp_inline``) is measured side by side as the
-baseline. ``--repeat`` runs interleave both.
+baseline. ``--repeat`` runs interleave both. The database is ``DATABASE_URL`` if set (else a
+SQLite file): jobs write rows when they are submitted, start and end.
 
     .venv/bin/python bench/jobs.py --repeat 3
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench .venv/bin/python bench/jobs.py
 """
 import argparse
 import json
@@ -74,7 +76,8 @@ def main():
     redis = EmbeddedRedis().start()
     prefix = f"bench{secrets.token_hex(3)}"
     env = {**os.environ, "REDIS_URL": redis.url, "MCP_KEY_PREFIX": prefix, "CELERY_QUEUE": prefix,
-           "DATABASE_URL": f"sqlite:///{tempfile.mkdtemp()}/bench.sqlite3", "DJANGO_SETTINGS_MODULE": "mcpserver.settings"}
+           "DATABASE_URL": os.environ.get("DATABASE_URL") or f"sqlite:///{tempfile.mkdtemp()}/bench.sqlite3",
+           "DJANGO_SETTINGS_MODULE": "mcpserver.settings"}
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
     server = LiveServer(env=env, cwd=ROOT).start()
     worker = LiveWorker(queue=prefix, env={**env, "LOG_LEVEL": "INFO"}, cwd=ROOT).start()

@@ -1,5 +1,8 @@
 """MCP tasks (spec 2025-11-25 basic/utilities/tasks): task-augmented tools/call of background tools,
-run by a real Celery worker, polled and fetched over raw HTTP on two web processes."""
+run by a real Celery worker, polled and fetched over raw HTTP on two web processes.
+
+Raw HTTP, not the official SDK client: `mcp` 2.3.0 has the task types but validates every
+tools/call result as a CallToolResult, so it rejects the CreateTaskResult of a task-augmented call."""
 import json
 import time
 
@@ -137,3 +140,4 @@ def test_status_notifications_go_on_the_get_stream(session):
             statuses.append(message["params"]["status"])
     listener.close()
     assert statuses[0] == "working" and statuses[-1] == "completed"
+
