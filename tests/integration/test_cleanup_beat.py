@@ -30,7 +30,7 @@ def manage_show(server_env, session_id) -> dict:
     return json.loads(done.stdout)
 
 
-def until(predicate, timeout=30, every=0.2):
+def until(predicate, timeout=90, every=0.2):
     deadline = time.monotonic() + timeout
     while not (value := predicate()):
         assert time.monotonic() < deadline, "timed out"

@@ -22,7 +22,7 @@ def json_records(server):
     return records
 
 
-def wait_for(server, predicate, timeout=10):
+def wait_for(server, predicate, timeout=30):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = [entry for entry in json_records(server) if predicate(entry)]

@@ -96,7 +96,7 @@ def test_both_processes_report_the_traffic_of_both(pair):
     held.close()
 
 
-def wait_for(server, expected, timeout=15):
+def wait_for(server, expected, timeout=30):
     """Counters reach Redis with each process's next heartbeat (0.5 s here): scrape until they match."""
     deadline = time.monotonic() + timeout
     while True:
