@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Q
+from django.db.models import Avg, Case, Count, DurationField, ExpressionWrapper, F, IntegerField, Value, When
 from django.http import HttpResponseNotAllowed, HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
@@ -23,7 +23,7 @@ from django.utils.html import format_html
 from .. import jobs
 from ..models import McpJob
 from .charts import Series, line_chart
-from .paging import CappedPaginator
+from .paging import CappedPaginator, FastListMixin
 
 Status = McpJob.Status
 STATUS_COLOURS = {Status.QUEUED: "#6b6b6b", Status.WORKING: "#0072B2", Status.INPUT_REQUIRED: "#b26b00",
@@ -75,7 +75,7 @@ def progress_bar_html(job):
 
 
 @admin.register(McpJob)
-class McpJobAdmin(admin.ModelAdmin):
+class McpJobAdmin(FastListMixin, admin.ModelAdmin):
     list_display = ("short_id", "tool", "status_badge", "progress_bar", "duration_text", "session_link", "user",
                     "created", "attempts")
     list_display_links = ("short_id",)
@@ -193,37 +193,38 @@ def _edges(start, end, buckets=JOB_BUCKETS) -> list:
 
 
 def activity(start, end) -> dict:
-    """Jobs finished between ``start`` and ``end`` (datetimes), by bucket, in one query: how
-    many per minute by outcome, and their mean run time and queue wait."""
+    """Jobs finished between ``start`` and ``end`` (datetimes), by bucket, in one GROUP BY
+    query: how many per minute by outcome, and their mean run time and queue wait."""
     edges = _edges(start, end)
     run = ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField())
     wait = ExpressionWrapper(F("started_at") - F("created_at"), output_field=DurationField())
-    aggregates = {}
-    for index, (low, high) in enumerate(zip(edges, edges[1:])):
-        window = Q(finished_at__gt=low, finished_at__lte=high)
-        for status in McpJob.TERMINAL:
-            aggregates[f"{status}_{index}"] = Count("pk", filter=window & Q(status=status))
-        aggregates[f"run_{index}"] = Avg(run, filter=window & Q(started_at__isnull=False))
-        aggregates[f"wait_{index}"] = Avg(wait, filter=window & Q(started_at__isnull=False))
-    period = Q(finished_at__gt=edges[0], finished_at__lte=edges[-1], started_at__isnull=False)
-    aggregates["run_all"], aggregates["wait_all"] = Avg(run, filter=period), Avg(wait, filter=period)
-    found = McpJob.objects.filter(created_at__gte=start - LONGEST_JOB, finished_at__gt=edges[0]).aggregate(**aggregates)
+    bucket = Case(*[When(finished_at__lte=high, then=Value(index)) for index, high in enumerate(edges[1:])],
+                  output_field=IntegerField())
+    rows = (McpJob.objects.filter(created_at__gte=start - LONGEST_JOB, finished_at__gt=edges[0],
+                                  finished_at__lte=edges[-1], status__in=McpJob.TERMINAL)
+            .annotate(bucket=bucket).values("bucket", "status").order_by()
+            .annotate(n=Count("pk"), started=Count("started_at"), run=Avg(run), wait=Avg(wait)))
     minutes = (edges[1] - edges[0]).total_seconds() / 60 or 1
-    buckets = range(JOB_BUCKETS)
-
-    def mean_seconds(name):
-        return [_total_seconds(found[f"{name}_{index}"]) for index in buckets]
-
+    counts = {status: [0] * JOB_BUCKETS for status in McpJob.TERMINAL}
+    timing = {"run": [[] for _ in range(JOB_BUCKETS)], "wait": [[] for _ in range(JOB_BUCKETS)]}
+    for row in rows:
+        counts[row["status"]][row["bucket"]] += row["n"]
+        for name in timing:
+            if row[name] is not None:
+                timing[name][row["bucket"]].append((row[name].total_seconds(), row["started"]))
     return {"times": [edge.timestamp() for edge in edges[1:]],
-            "per_minute": {status: [found[f"{status}_{index}"] / minutes for index in buckets]
-                           for status in McpJob.TERMINAL},
-            "finished": {status: sum(found[f"{status}_{index}"] for index in buckets) for status in McpJob.TERMINAL},
-            "run": mean_seconds("run"), "wait": mean_seconds("wait"),
-            "mean_run": _total_seconds(found["run_all"]), "mean_wait": _total_seconds(found["wait_all"])}
+            "per_minute": {status: [n / minutes for n in counts[status]] for status in McpJob.TERMINAL},
+            "finished": {status: sum(counts[status]) for status in McpJob.TERMINAL},
+            "run": [_weighted_mean(parts) for parts in timing["run"]],
+            "wait": [_weighted_mean(parts) for parts in timing["wait"]],
+            "mean_run": _weighted_mean(sum(timing["run"], [])),
+            "mean_wait": _weighted_mean(sum(timing["wait"], []))}
 
 
-def _total_seconds(duration):
-    return None if duration is None else duration.total_seconds()
+def _weighted_mean(parts):
+    """The mean of (mean, weight) pairs; None without weight."""
+    weight = sum(count for _, count in parts)
+    return sum(mean * count for mean, count in parts) / weight if weight else None
 
 
 def running_now() -> int:

@@ -25,7 +25,7 @@ from ..protocol.session import SessionState
 from ..storage import get_event_store
 from . import dashboard, live
 from . import jobs as job_admin
-from .paging import CappedPaginator
+from .paging import CappedPaginator, FastListMixin
 
 #: Events per page on a session's page.
 EVENTS_PER_PAGE = 50
@@ -132,7 +132,7 @@ def _describe(message) -> str:
 
 
 @admin.register(McpSession)
-class McpSessionAdmin(admin.ModelAdmin):
+class McpSessionAdmin(FastListMixin, admin.ModelAdmin):
     list_display = ("short_id", "user", "client", "protocol", "created", "last_seen", "state_badge",
                     "open_streams", "buffered_events", "replays", "resumes")
     list_display_links = ("short_id",)
