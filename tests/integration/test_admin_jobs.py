@@ -2,6 +2,7 @@
 progress, the progress JSON view the bars poll, cancel (the path of notifications/cancelled),
 a job's page, and the dashboard's job signals."""
 import json
+import re
 import time
 
 import pytest
@@ -53,6 +54,10 @@ def _row_id(html) -> str:
     return html[start:html.index('"', start)]
 
 
+def _messages(html) -> list:
+    return re.findall(r'<li class="[^"]*">([^<]*)</li>', html.split('class="messagelist"')[-1].split("</ul>")[0])
+
+
 def _progress(admin, job_id) -> dict:
     return json.loads(admin.page(f"{JOBS}progress/", id=job_id))["jobs"][job_id]
 
@@ -79,7 +84,7 @@ def test_cancel_action_stops_the_worker_and_the_stream_ends_without_a_result(ser
     client, stream = _started(server, "tick_job", key=key, steps=200, interval_ms=50)
     job_id = _job_id(admin, client.session_id)
     html = admin.post(JOBS, {"action": "cancel_jobs", "index": 0, "select_across": 0, "_selected_action": [job_id]})
-    assert "Cancelled 1 job(s)" in html
+    assert "Cancelled 1 job(s)" in html, (_messages(html), _progress(admin, job_id), server.log()[-3000:])
     rest = [json.loads(event.data) for event in stream.events(timeout=10) if event.data]
     assert stream.closed_by_server and all("method" in message for message in rest)  # no response after a cancel
     stopped_at = cache.get(key)
