@@ -385,7 +385,8 @@ def server_commands(name, port, shared, variants):
     if name in variants:
         server, app = variants[name][0], PATCHED_APP
     if server == "daphne":
-        return [*venv_tool("daphne"), "-v", "0", "-b", HOST, "-p", str(port), app]
+        # Twisted listens with a backlog of 50; many clients connecting at once need more.
+        return [*venv_tool("daphne"), "-v", "0", "-e", f"tcp:port={port}:interface={HOST}:backlog=4096", app]
     if server == "uvicorn":
         return [*venv_tool("uvicorn"), app, *common]
     return [*venv_tool("uvicorn"), "server_sdk:app", "--app-dir", str(shared), *common]

@@ -5,6 +5,7 @@ subscribes first and reads the store second, so nothing appended in between is m
 waits time out to a fallback read, so a lost doorbell delays an event but never loses it.
 """
 import asyncio
+import collections
 import logging
 import weakref
 
@@ -14,22 +15,36 @@ logger = logging.getLogger(__name__)
 
 
 class Subscription:
-    """Messages published on some channels, queued until ``wait()`` takes them."""
+    """Messages published on some channels, queued until ``wait()`` takes them.
+
+    Thousands are open at once (one per live stream), so it is kept small: a deque and, only
+    while someone waits, a future (no ``asyncio.Queue``, no task per wait)."""
+
+    __slots__ = ("_bell", "channels", "_messages", "_waiter")
 
     def __init__(self, bell, channels):
         self._bell = bell
         self.channels = tuple(channels)
-        self._queue = asyncio.Queue()
+        self._messages = collections.deque()
+        self._waiter = None
 
     def _deliver(self, channel, data):
-        self._queue.put_nowait((channel, data))
+        self._messages.append((channel, data))
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
 
     async def wait(self, timeout):
-        """The next (channel, data), or None after ``timeout`` seconds."""
-        try:
-            return await asyncio.wait_for(self._queue.get(), timeout)
-        except asyncio.TimeoutError:
-            return None
+        """The next (channel, data), or None after ``timeout`` seconds (None: no limit)."""
+        if not self._messages:
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._waiter
+            except TimeoutError:
+                return None
+            finally:
+                self._waiter = None
+        return self._messages.popleft()
 
     async def open(self) -> "asyncio.Future":
         """Send the SUBSCRIBE and return without waiting for Redis to confirm it. The future

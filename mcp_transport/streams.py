@@ -22,7 +22,7 @@ from .context import ClientCapabilityError, ClientRequestError, ToolCancelled
 from .dispatch import dispatch
 from .protocol import sse
 from .protocol.errors import ErrorCode, ProtocolError
-from .protocol.jsonrpc import error_message, notification_message, request_message, result_message
+from .protocol.jsonrpc import dumps, error_message, notification_message, request_message, result_message
 from .storage import get_event_store
 
 logger = logging.getLogger(__name__)
@@ -33,8 +33,13 @@ _tasks = set()
 
 
 def event_frame(event_id, message) -> bytes:
-    data = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
-    return sse.encode(sse.SseEvent(id=str(event_id), event="message", data=data))
+    return message_frame(event_id, dumps(message))
+
+
+def message_frame(event_id, data: bytes) -> bytes:
+    """An event carrying one JSON-RPC message already encoded by ``jsonrpc.dumps``, which never
+    holds a line break: one ``data`` line is the whole payload (what ``sse.encode`` would build)."""
+    return b"id: %s\nevent: message\ndata: %s\n\n" % (str(event_id).encode(), data)
 
 
 def priming_frame(event_id) -> bytes:
@@ -54,20 +59,34 @@ class SseWriter:
     """Sends queued frames on one HTTP response, with keep-alive comments when idle.
 
     It ends the response after a frame pushed with ``last=True``, when ``finish()`` is called
-    (takeover, session closed), or, in polling mode, POLL_AFTER_SECONDS after it started."""
+    (takeover, session closed), or, in polling mode, POLL_AFTER_SECONDS after it started.
+
+    One task per response, sleeping on a plain future between sends: thousands of streams are
+    open at once, so a wake-up costs no extra task (``asyncio.wait_for`` makes one per wait on
+    Python 3.11) and an idle stream holds one timer, re-armed once per keep-alive interval."""
+
+    __slots__ = ("_send", "_frames", "_wakeup", "_timer", "_last_sent", "session_id", "stream_key", "token",
+                 "closed")
 
     def __init__(self, send, session_id: str, stream_key: str):
         self._send = send
-        self._queue = asyncio.Queue()
+        self._frames = []
+        self._wakeup = None
+        self._timer = None
+        self._last_sent = 0.0
         self.session_id, self.stream_key = session_id, stream_key
         #: Identifies this connection in takeover messages.
         self.token = secrets.token_hex(8)
+        #: True once the last frame is queued: nothing more is accepted.
         self.closed = False
 
     def push(self, frame: bytes, last: bool = False) -> None:
         if not self.closed:
-            self._queue.put_nowait((frame, last))
+            self._frames.append(frame)
             self.closed = last
+            wakeup = self._wakeup
+            if wakeup is not None and not wakeup.done():
+                wakeup.set_result(None)
 
     def finish(self, frame: bytes = b"") -> None:
         self.push(frame, last=True)
@@ -82,37 +101,53 @@ class SseWriter:
             await self._write_until_last()
         finally:
             self.closed = True
+            if self._timer is not None:
+                self._timer.cancel()
             control.detach(self)
 
     async def _write_until_last(self):
-        keepalive, poll_after = get_config()["KEEPALIVE_SECONDS"], get_config()["POLL_AFTER_SECONDS"]
-        deadline = asyncio.get_running_loop().time() + poll_after if poll_after else None
+        loop = asyncio.get_running_loop()
+        config = get_config()
+        poll_after = config["POLL_AFTER_SECONDS"]
+        self._last_sent = loop.time()
+        self._arm_keepalive(loop, config["KEEPALIVE_SECONDS"])
+        deadline = loop.call_later(poll_after, self.finish_with_retry) if poll_after else None
+        try:
+            await self._send_until_last(loop, poll_after)
+        finally:
+            if deadline is not None:
+                deadline.cancel()
+
+    async def _send_until_last(self, loop, poll_after):
         while True:
-            frame, last = await self._next_frame(keepalive, deadline)
-            frame, last = self._coalesce(frame, last)
-            await self._send({"type": "http.response.body", "body": frame, "more_body": not last})
+            if not self._frames:
+                self._wakeup = loop.create_future()
+                try:
+                    await self._wakeup
+                finally:
+                    self._wakeup = None
+            # Everything queued goes in one send: fewer writes when events come fast.
+            frames, self._frames = self._frames, []
+            last = self.closed
+            await self._send({"type": "http.response.body", "body": b"".join(frames), "more_body": not last})
+            self._last_sent = loop.time()
             if last:
                 return
-            if poll_after == 0 and not self._queue.qsize():
+            if poll_after == 0 and not self._frames:
                 self.finish_with_retry()  # polling mode: the priming event was all this connection carries
 
-    async def _next_frame(self, keepalive, deadline):
-        timeout = keepalive if deadline is None else max(0.0, min(keepalive, deadline - asyncio.get_running_loop().time()))
-        try:
-            return await asyncio.wait_for(self._queue.get(), timeout)
-        except asyncio.TimeoutError:
-            if deadline is not None and asyncio.get_running_loop().time() >= deadline:
-                self.closed = True
-                return closing_frame(), True
-            return PING, False
+    def _arm_keepalive(self, loop, keepalive):
+        at = self._last_sent + keepalive
+        if at <= loop.time():  # frames are waiting for a send still under way: look again later
+            at = loop.time() + keepalive
+        self._timer = loop.call_at(at, self._on_keepalive_timer, loop, keepalive)
 
-    def _coalesce(self, frame, last):
-        """Join the frames already queued into one write: fewer sends when events come fast."""
-        frames = [frame]
-        while not last and not self._queue.empty():
-            frame, last = self._queue.get_nowait()
-            frames.append(frame)
-        return b"".join(frames), last
+    def _on_keepalive_timer(self, loop, keepalive):
+        if self.closed:
+            return
+        if loop.time() - self._last_sent >= keepalive * 0.99 and not self._frames:
+            self.push(PING)
+        self._arm_keepalive(loop, keepalive)
 
 
 class RequestStream:
@@ -133,10 +168,11 @@ class RequestStream:
         self._writer = writer
 
     async def emit(self, message, final: bool = False):
-        event_id = await get_event_store().append(self.session_id, self.stream_key, message, final=final)
+        data = dumps(message) if message is not None else b""  # once, for the store and the frame
+        event_id = await get_event_store().append(self.session_id, self.stream_key, message, final=final, data=data)
         writer = self._writer
         if writer is not None and not writer.closed:
-            writer.push(event_frame(event_id, message) if message else b"", last=final)
+            writer.push(message_frame(event_id, data) if data else b"", last=final)
         return event_id
 
     async def notify(self, method: str, params: dict) -> None:

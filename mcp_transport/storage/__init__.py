@@ -24,6 +24,8 @@ from .redis import RedisEventStore
 
 #: Stores by (backend, options), so that each configuration is built once per process.
 _stores = {}
+#: The EVENT_STORE setting last looked up and its store: every event appended asks for the store.
+_last = (None, None)
 
 
 def _freeze(value):
@@ -38,21 +40,27 @@ def get_event_store() -> EventStore:
     """The store ``MCP_TRANSPORT["EVENT_STORE"]`` names, built once per configuration."""
     from ..conf import DEFAULTS, get_config
 
+    global _last
     config = get_config()["EVENT_STORE"]
+    if _last[0] is config:
+        return _last[1]
     backend = config.get("BACKEND", DEFAULTS["EVENT_STORE"]["BACKEND"])
     options = config.get("OPTIONS", {})
     key = (backend, _freeze(options))
     store = _stores.get(key)
     if store is None:
         store = _stores[key] = import_string(backend)(**options)
+    _last = (config, store)
     return store
 
 
 @receiver(setting_changed)
 def _reset(*, setting, **kwargs):
     # Options default to other MCP_TRANSPORT keys (STREAM_MAXLEN, ...): rebuild on any change.
+    global _last
     if setting in ("MCP_TRANSPORT", "CACHES", "DATABASES"):
         _stores.clear()
+        _last = (None, None)
 
 
 __all__ = ["DatabaseEventStore", "EventStore", "InMemoryEventStore", "RedisEventStore", "Replay", "StoredEvent",

@@ -141,8 +141,11 @@ class EventStore:
         self.session_max_events = _limit(cap, "session_max_events")
 
     async def append(self, session_id: str, stream_key: str, message: Optional[dict], *,
-                     final: bool = False) -> EventId:
-        """Store one event and ring the stream's doorbell; returns the new event's id."""
+                     final: bool = False, data: Optional[bytes] = None) -> EventId:
+        """Store one event and ring the stream's doorbell; returns the new event's id.
+
+        ``data``, when given, is ``jsonrpc.dumps(message)`` (b"" for None), already encoded by
+        the caller for the wire: a store that keeps JSON text may use it instead of encoding again."""
         raise NotImplementedError("EventStore.append() must be implemented")
 
     async def read_after(self, session_id: str, stream_key: str, position: str) -> list:

@@ -37,7 +37,7 @@ class DatabaseEventStore(EventStore):
         self.table = EventTable()
         self.counters = RedisCounters()
 
-    async def append(self, session_id, stream_key, message, *, final=False):
+    async def append(self, session_id, stream_key, message, *, final=False, data=None):
         position, evicted = await self.table.run(self._append, session_id, stream_key, message, final)
         await ring(session_id, stream_key, {"events_appended": 1, **evictions(evicted)})
         return EventId(stream_key, position)

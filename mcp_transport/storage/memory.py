@@ -33,7 +33,7 @@ class InMemoryEventStore(EventStore):
         self._sessions = {}
         self.counters = LocalCounters()
 
-    async def append(self, session_id, stream_key, message, *, final=False):
+    async def append(self, session_id, stream_key, message, *, final=False, data=None):
         evicted = Counter()
         streams = self._live(session_id, evicted)
         stream = streams.setdefault(stream_key, _Ring())

@@ -106,7 +106,7 @@ class Flusher:
 # -- ORM functions: they run on an EventTable's thread ------------------------------------------
 
 def insert_rows(rows: list) -> None:
-    """Insert (session, stream, position, message JSON text or None, final) rows in one
+    """Insert (session, stream, position, message as UTF-8 JSON or b"", final) rows in one
     transaction; rows already there are skipped.
 
     Plain ``executemany`` with the JSON the Redis store already encoded, not ``bulk_create``:
@@ -117,7 +117,8 @@ def insert_rows(rows: list) -> None:
     model = all_rows().model
     connection = connections[router.db_for_write(model)]
     created = connection.ops.adapt_datetimefield_value(timezone.now())
-    params = [(session_id, stream_key, position, *position_key(position), message or None, final, created)
+    params = [(session_id, stream_key, position, *position_key(position), message.decode() if message else None,
+               final, created)
               for session_id, stream_key, position, message, final in rows]
     with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         cursor.executemany(_insert_sql(connection, model), params)

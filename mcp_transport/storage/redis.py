@@ -48,6 +48,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from ..connections import async_redis, keys
 from ..protocol.ids import EventId
+from ..protocol.jsonrpc import dumps
 from . import persist
 from .base import (EventStore, Replay, StoredEvent, UnknownEvent, merge, missing_reason, position_key,
                    stats_from_counts)
@@ -216,12 +217,8 @@ class _Append(NamedTuple):
     session_id: str
     stream_key: str
     final: bool
-    #: The message as JSON ("" for None), encoded once for Redis and the database.
-    data: str
-
-
-def _encode(message) -> str:
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")) if message is not None else ""
+    #: The message as UTF-8 JSON (b"" for None), encoded once for Redis, the database and the wire.
+    data: bytes
 
 
 def _event(stream_key, entry_id, fields) -> StoredEvent:
@@ -294,9 +291,11 @@ class RedisEventStore(EventStore):
 
     # -- append ------------------------------------------------------------------------------
 
-    async def append(self, session_id, stream_key, message, *, final=False):
+    async def append(self, session_id, stream_key, message, *, final=False, data=None):
         # Encoded here, so that a message that cannot be encoded fails its own append only.
-        item = _Append(session_id, stream_key, final, _encode(message))
+        if data is None:
+            data = dumps(message) if message is not None else b""
+        item = _Append(session_id, stream_key, final, data)
         return EventId(stream_key, await self._state().batcher.submit(item))
 
     async def _send(self, items) -> list:

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Any mcpbench scenario (or bench/hold.py) against ours and the SDK anchor, side by side.
+
+    .venv/bin/python bench/side.py --repeat 3 resume --tool slow_progress \
+        --args '{"steps":30,"interval_ms":100}' --trials 20 --drop-after 10
+    .venv/bin/python bench/side.py --repeat 2 streams --tool slow_progress \
+        --args '{"steps":100,"interval_ms":100}' --streams 1000
+    .venv/bin/python bench/side.py --targets daphne --repeat 1 hold --streams 5000
+
+Everything after the options is the scenario and its arguments; ``--url`` and ``--server-pid``
+are added per target. Before every repeat each server is restarted (as bench/run.py does); the
+targets run one after another, in reversed order on every other repeat. Prints each run's JSON
+line (tagged with target, repeat and ``uptime``'s load) and, at the end, the medians of
+``--keys``. Raw lines go to bench/out/<stamp>/side.jsonl. Servers, Redis and the throwaway
+database come from bench/run.py.
+"""
+import argparse
+import datetime
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run  # noqa: E402 -- bench/run.py: Redis, Child, servers
+
+DEFAULT_KEYS = {
+    "resume": ["trials_exactly_once_in_order", "lost", "duplicated", "foreign_messages",
+               "reconnect_headers_ms_p50", "reconnect_first_event_ms_p50", "reconnect_first_event_ms_p99"],
+    "streams": ["results_ok", "events_received", "completion_ms_max", "first_event_ms_p50",
+                "server_cpu_pct", "server_rss_mb_peak"],
+    "hold": ["streams_held", "kib_per_stream", "kib_per_idle_session", "rss_mb_streams_open"],
+}
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--targets", default="daphne,sdk", help="comma list of daphne, uvicorn, sdk")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--keys", help="comma list of summary keys to tabulate")
+    ap.add_argument("--env", action="append", default=[], help="NAME=VALUE for our servers (repeatable)")
+    ap.add_argument("scenario", help="an mcpbench subcommand, or hold")
+    ap.add_argument("rest", nargs=argparse.REMAINDER)
+    return ap.parse_args()
+
+
+def load():
+    return os.getloadavg()
+
+
+def scenario_command(args, url, pid, shared):
+    if args.scenario == "hold":
+        return [sys.executable, str(run.BENCH / "hold.py"), "--url", url, "--server-pid", str(pid), *args.rest]
+    return [sys.executable, str(shared / "mcpbench.py"), args.scenario, "--url", url,
+            "--server-pid", str(pid), *args.rest]
+
+
+def main():
+    args = parse_args()
+    shared = run.SHARED_DEFAULT
+    targets = run._targets(args.targets)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out_dir = run.OUT_ROOT / f"{stamp}-side"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="mcp-side-"))
+    redis, lines = None, []
+    try:
+        redis = run.Redis(out_dir).start()
+        env = dict(os.environ, REDIS_URL=redis.url, DATABASE_URL=f"sqlite:///{tmp / 'bench.sqlite3'}",
+                   DJANGO_SETTINGS_MODULE="mcpserver.settings", DJANGO_DEBUG="0", PYTHONUNBUFFERED="1")
+        env.update(item.split("=", 1) for item in args.env)
+        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=run.ROOT, env=env,
+                       check=True)
+        sdk_env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+        sdk_env.update(run.SDK_ENV, PYTHONUNBUFFERED="1")
+        for repeat in range(args.repeat):
+            order = targets if repeat % 2 == 0 else list(reversed(targets))
+            for name in order:
+                port = run.free_port()
+                child = run.Child(name, run.server_commands(name, port, shared, {}),
+                                  env=sdk_env if name == "sdk" else env, cwd=str(run.ROOT),
+                                  log_path=out_dir / f"{name}.{repeat}.log")
+                child.start()
+                try:
+                    url = f"http://{run.HOST}:{port}/mcp"
+                    run.wait_ready(child, url)
+                    before = load()
+                    cmd = scenario_command(args, url, child.pid, shared)
+                    run.log(shlex.join(cmd))
+                    done = subprocess.run(cmd, cwd=run.ROOT, stdout=subprocess.PIPE, text=True, check=False)
+                    summary = json.loads(done.stdout.strip().splitlines()[-1])
+                    summary = {**summary.pop("result", {}), **summary}
+                finally:
+                    child.stop()
+                summary.update(target=name, repeat=repeat, load_before=before[0], load_after=load()[0])
+                lines.append(summary)
+                print(json.dumps(summary), flush=True)
+                with open(out_dir / "side.jsonl", "a") as f:
+                    f.write(json.dumps(summary) + "\n")
+    finally:
+        if redis is not None:
+            redis.stop()
+    keys = args.keys.split(",") if args.keys else DEFAULT_KEYS.get(args.scenario, [])
+    print(f"\nside.py {shlex.join(sys.argv[1:])}  (raw: {run.rel(out_dir)}/side.jsonl)")
+    print("| target | " + " | ".join(keys) + " | load 1m |")
+    print("| --- " * (len(keys) + 2) + "|")
+    for name in targets:
+        mine = [line for line in lines if line["target"] == name]
+        cells = []
+        for key in keys:
+            values = [line.get(key) for line in mine if isinstance(line.get(key), (int, float))]
+            cells.append(f"{statistics.median(values):g} [{min(values):g}–{max(values):g}]" if values else "–")
+        loads = [line["load_before"] for line in mine]
+        print(f"| {name} | " + " | ".join(cells) + f" | {min(loads):.2f}–{max(loads):.2f} |")
+
+
+if __name__ == "__main__":
+    main()
