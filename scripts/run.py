@@ -98,7 +98,9 @@ def main():
             # its schedule file goes to a temporary folder, not the checkout.
             ("celery", [py, "-m", "celery", "-A", "mcpserver", "worker", "--loglevel=INFO",
                         "--concurrency=2", "-B", "--schedule", str(Path(scratch) / "celerybeat-schedule")], False),
-            ("daphne", [py, "-m", "daphne", "-b", HOST, "-p", str(port),
+            # A listen backlog of 4096, not Twisted's 50: clients connecting at once by the
+            # thousand otherwise wait for the kernel's SYN retries (bench/RESULTS.md).
+            ("daphne", [py, "-m", "daphne", "-e", f"tcp:port={port}:interface={HOST}:backlog=4096",
                         "mcpserver.asgi:application"], False),
         ]
         announced = False
