@@ -11,6 +11,8 @@ class McpTransportConfig(AppConfig):
         from . import checks  # noqa: F401  (registers the system checks)
         from . import operations  # noqa: F401  (registers the Celery task mcp_transport.cleanup)
         from .conf import get_config
+        from .serving import flush_events_at_shutdown
 
         # Import every installed app's tools module, as the admin does with admin.py.
         autodiscover_modules(get_config()["TOOLS_MODULE"])
+        flush_events_at_shutdown()

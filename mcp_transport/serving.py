@@ -1,9 +1,14 @@
-"""Opt-in tuning for the ASGI server in front of the app. Call from the project's asgi.py.
+"""What the app needs from the ASGI server in front of it.
+
+``flush_events_at_shutdown()`` runs by itself (``AppConfig.ready``). ``tune_daphne()`` is
+opt-in tuning; call it from the project's asgi.py::
 
     from mcp_transport.serving import tune_daphne
     tune_daphne()
 """
+import asyncio
 import functools
+import sys
 
 
 def tune_daphne() -> bool:
@@ -24,3 +29,28 @@ def tune_daphne() -> bool:
         return parse is not None
     twisted_http._parseContentType = functools.lru_cache(maxsize=64)(parse)
     return True
+
+
+def flush_events_at_shutdown() -> bool:
+    """Under daphne, write the events still waiting for the database before the process exits.
+
+    The Redis store batches its database writes (``persist="batched"``). Under uvicorn the loop
+    cancels the batching task at shutdown, which then writes what waits; daphne sends no ASGI
+    lifespan events and stops its loop without cancelling anything, so a SIGTERM would drop
+    up to ``flush_interval`` seconds of rows that Redis still holds. Twisted runs "before
+    shutdown" triggers, and waits for the Deferred they return, while the loop still runs.
+    Returns False (and does nothing) when no Twisted reactor is installed: Celery, manage.py,
+    uvicorn."""
+    reactor = sys.modules.get("twisted.internet.reactor")
+    if reactor is None or not hasattr(reactor, "addSystemEventTrigger"):
+        return False
+    reactor.addSystemEventTrigger("before", "shutdown", _flush_for_twisted)
+    return True
+
+
+def _flush_for_twisted():
+    from twisted.internet.defer import Deferred
+
+    from .storage import flush_all
+
+    return Deferred.fromFuture(asyncio.ensure_future(flush_all()))

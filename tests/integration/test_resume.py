@@ -168,3 +168,24 @@ def test_redis_flushed_mid_call_resume_is_served_from_the_database(start_server,
     resumed = client.stream("GET", headers={**GET, "Last-Event-ID": last_id})
     seen += resumed.messages()
     _check_exactly_once(seen, call, steps=12)
+
+
+def test_events_waiting_for_the_database_are_written_at_a_clean_shutdown(start_server, server_env):
+    import os
+    import subprocess
+    import sys
+
+    # Nothing reaches the database on its own during the test: only the shutdown flush can write it.
+    options = {"EVENT_STORE": {"OPTIONS": {"flush_interval": 3600, "flush_max": 100000}}}
+    server = start_server(MCP_TRANSPORT_JSON=json.dumps(options))
+    client = HttpClient(server.url)
+    client.initialize()
+    call = _progress_call(client, steps=3, interval_ms=1)
+    _check_exactly_once(client.stream("POST", call).messages(), call, steps=3)
+    server.stop()  # SIGTERM: daphne's clean shutdown
+    assert server.process.returncode == 0, server.log()
+    code = ("from mcp_transport.models import StoredEvent; "
+            f"print(StoredEvent.objects.filter(session_id={client.session_id!r}).count())")
+    out = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], capture_output=True, text=True,
+                         env={**os.environ, **server_env}, cwd=server_env["PYTHONPATH"], check=True).stdout
+    assert int(out.strip().splitlines()[-1]) == 5  # the priming event, 3 progress notifications, the result
