@@ -344,7 +344,7 @@ class RedisEventStore(EventStore):
         stream = StoreKeys().stream(session_id, event_id.stream)
         entries = await async_redis().xrange(stream, min=event_id.position, max="+")
         if entries and entries[0][0] == event_id.position:
-            await self.counters.add({"replay_hits:redis": 1})
+            self.counters.add_soon({"replay_hits:redis": 1})
             return Replay(_events(event_id.stream, entries[1:]), "redis")
         return await self._replay_from_database(session_id, event_id, _events(event_id.stream, entries))
 
@@ -357,7 +357,7 @@ class RedisEventStore(EventStore):
             reason = await self._why_missing(session_id, event_id)
             await self.counters.add({f"replay_failures:{reason}": 1})
             raise UnknownEvent(event_id, reason)
-        await self.counters.add({"replay_hits:database": 1})
+        self.counters.add_soon({"replay_hits:database": 1})
         return Replay(merge(rows, newer), "database")
 
     async def _why_missing(self, session_id, event_id) -> str:

@@ -47,13 +47,27 @@ def _queue_counts(pipe, counts):
 class RedisCounters:
     """Counters in Redis, so that every process adds to and reads the same totals."""
 
+    def __init__(self):
+        self._pending = set()
+
     async def add(self, counts: dict) -> None:
         if any(counts.values()):
             async with async_redis().pipeline(transaction=False) as pipe:
                 _queue_counts(pipe, counts)
                 await pipe.execute()
 
+    def add_soon(self, counts: dict) -> None:
+        """Add without waiting for Redis: a replay's first event must not wait for its counter.
+        ``read()`` in this process waits for such adds first."""
+        task = asyncio.get_running_loop().create_task(self.add(counts))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
     async def read(self) -> dict:
+        loop = asyncio.get_running_loop()
+        pending = [task for task in self._pending if task.get_loop() is loop]
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
         return {name: int(value) for name, value in (await async_redis().hgetall(metrics_key())).items()}
 
 
