@@ -72,8 +72,9 @@ class McpHttpConsumer(AsyncConsumer):
         self.body.append(message.get("body", b""))
         if message.get("more_body") and self.size <= get_config()["MAX_REQUEST_BYTES"]:
             return
+        body, self.body = b"".join(self.body), None  # a held stream keeps no copy of its request
         try:
-            await self.handle(b"".join(self.body))
+            await self.handle(body)
         except ProtocolError as exc:
             await self.send_error(exc)
         except redis.RedisError:
@@ -385,6 +386,8 @@ class StreamTail:
     anyway (a lost doorbell delays an event, never loses it) and checks that the request behind
     a POST stream still has a live process (else it answers it with an error)."""
 
+    __slots__ = ("writer", "session_id", "stream_key", "position", "subscription", "claim", "take_over")
+
     def __init__(self, writer, session_id, position, subscription, claim, take_over=False):
         self.writer, self.session_id, self.stream_key = writer, session_id, writer.stream_key
         self.position, self.subscription, self.claim = position, subscription, claim
@@ -393,6 +396,7 @@ class StreamTail:
     async def run(self, backlog, confirmed):
         try:
             finished = self.write(backlog)
+            backlog = None  # queued: a long-lived stream does not keep the replayed events
             if self.take_over:  # the backlog is on its way; now stop whoever else reads this stream
                 metrics.incr("get_resumes")
                 await self.claim.take_over()

@@ -212,6 +212,8 @@ class ReaderClaim:
     A plain GET of the standalone stream needs it free (else 409); a resume with Last-Event-ID
     takes it by force and tells the holder to stop (``takeover``)."""
 
+    __slots__ = ("session_id", "stream_key", "key", "token", "ttl_ms")
+
     def __init__(self, session_id: str, stream_key: str):
         self.session_id, self.stream_key = session_id, stream_key
         self.key = keys().reader(session_id, stream_key)
