@@ -61,10 +61,11 @@ async def append_stream(store, append, session_id, stream_key, events, latencies
 def appender(store, mode):
     if mode == "coalesced":
         return store.append
-    from mcp_transport.storage.redis import _Append, _encode
+    from mcp_transport.protocol.jsonrpc import dumps
+    from mcp_transport.storage.redis import _Append
 
     async def one_call(session_id, stream_key, message):  # one script call per append
-        return (await store._send([_Append(session_id, stream_key, False, _encode(message))]))[0]
+        return (await store._send([_Append(session_id, stream_key, False, dumps(message))]))[0]
 
     return one_call
 
