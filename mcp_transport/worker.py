@@ -36,7 +36,7 @@ from .connections import async_redis
 from .content import error_result
 from .context import ClientCapabilityError, ClientRequestError, Context, ToolCancelled, make_sync_method
 from .registry import ArgumentError, ToolError, registry
-from .storage import get_event_store
+from .storage import RedisEventStore, get_event_store
 from .streams import RequestStream
 
 logger = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ class JobChannel(RequestStream):
         if message and "method" in message and "id" in message and self.job.is_task:
             await async_redis().set(jobs.pending_request_key(self.job), jobs.dumps(message),
                                     ex=get_config()["CLIENT_REQUEST_TIMEOUT"] + 60)
-        return await super().emit(message, final)
+        return await job_store().append(self.session_id, self.stream_key, message, final=final)
 
     async def notify(self, method, params):
         # Appended first: the store queues appends in call order before its first await, so
@@ -155,6 +155,28 @@ class JobChannel(RequestStream):
         return fields
 
 
+_job_stores = {}
+
+
+def job_store():
+    """The store a worker appends its jobs' events with: the configured one, except that the
+    default Redis store writes through to the database instead of batching.
+
+    A worker can report faster than the web process following the stream forwards (a sync tool
+    does not wait for its reports). When the follower falls more than ``maxlen`` events behind,
+    Redis has trimmed what it has not read yet, and it reads those from the database
+    (``read_after``): written through, they are there. It costs the tool nothing, since its
+    reports are stored by the loop thread."""
+    store = get_event_store()
+    if not isinstance(store, RedisEventStore) or store.persist != "batched":
+        return store
+    through = _job_stores.get(id(store))
+    if through is None:
+        options = get_config()["EVENT_STORE"].get("OPTIONS", {})
+        through = _job_stores[id(store)] = RedisEventStore(**{**options, "persist": "write_through"})
+    return through
+
+
 @database_sync_to_async
 def _update_row(job_id, **fields):
     from .models import McpJob
@@ -163,7 +185,7 @@ def _update_row(job_id, **fields):
 
 
 #: Notifications a sync tool may have on their way before its next report waits for them.
-MAX_UNSENT_NOTIFICATIONS = 1000
+MAX_UNSENT_NOTIFICATIONS = 100
 
 
 def _send_notification(method_name):
