@@ -12,3 +12,43 @@ def test_tune_daphne_memoises_content_type_parsing_without_changing_it():
     assert [twisted_http._parseContentType(h) for h in headers] == expected
     assert tune_daphne() is True  # idempotent: not wrapped twice
     assert twisted_http._parseContentType.__wrapped__ is original
+
+
+class _FakeSocket:
+    """A socket that takes at most ``room`` bytes per send."""
+
+    def __init__(self, room):
+        self.room, self.sent = room, b""
+
+    def send(self, data):
+        taken = bytes(data[: self.room])
+        self.sent += taken
+        return len(taken)
+
+
+def _connection(room):
+    from twisted.internet import tcp
+
+    connection = tcp.Connection.__new__(tcp.Connection)
+    connection.socket, connection.connected, connection.disconnecting = _FakeSocket(room), 1, 0
+    connection._writeDisconnected, connection.dataBuffer, connection.offset = False, b"", 0
+    connection._tempDataBuffer, connection._tempDataLen = [], 0
+    connection.producer, connection.streamingProducer, connection.producerPaused = None, False, False
+    connection.started_writing = 0
+    connection.startWriting = lambda: setattr(connection, "started_writing", connection.started_writing + 1)
+    return connection
+
+
+def test_tuned_tcp_writes_send_at_once_and_queue_only_what_the_socket_does_not_take():
+    assert tune_daphne() is True
+    idle = _connection(room=1000)
+    idle.write(b"id: 1\n\n")
+    idle.writeSequence([b"HTTP/1.1 200 OK\r\n", b"\r\n"])
+    assert idle.socket.sent == b"id: 1\n\nHTTP/1.1 200 OK\r\n\r\n"
+    assert idle._tempDataBuffer == [] and idle.started_writing == 0  # no writability registration
+
+    full = _connection(room=3)
+    full.write(b"abcdef")
+    assert full.socket.sent == b"abc" and full._tempDataBuffer == [b"def"] and full.started_writing == 1
+    full.write(b"gh")  # something is queued: behind it, never ahead
+    assert full.socket.sent == b"abc" and full._tempDataBuffer == [b"def", b"gh"]
