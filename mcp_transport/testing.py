@@ -35,16 +35,50 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-class LiveServer:
+class _ChildProcess:
+    """A child process in its own process group, logging to a temporary file."""
+
+    #: Seconds a SIGTERM gets before the group is killed.
+    stop_timeout = 10
+
+    def __init__(self, env=None, cwd=None):
+        self.env = {**os.environ, **(env or {})}
+        self.cwd = cwd
+        self.process = None
+        self.log_file = None
+
+    def _spawn(self, argv, log_prefix):
+        self.log_file = tempfile.NamedTemporaryFile(prefix=log_prefix, suffix=".log", delete=False)
+        self.process = subprocess.Popen(argv, env=self.env, cwd=self.cwd, stdout=self.log_file,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+
+    def log(self) -> str:
+        return Path(self.log_file.name).read_text(errors="replace") if self.log_file else ""
+
+    def kill(self) -> None:
+        """SIGKILL the whole group: it gets no chance to clean up (a crash)."""
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)  # a warm shutdown for Celery
+            try:
+                self.process.wait(self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        if self.log_file:
+            self.log_file.close()
+
+
+class LiveServer(_ChildProcess):
     """``daphne -b 127.0.0.1 -p PORT <application>`` as a child process."""
 
     def __init__(self, application="mcpserver.asgi:application", env=None, cwd=None, path="/mcp"):
+        super().__init__(env, cwd)
         self.application, self.path = application, path
-        self.env = {**os.environ, **(env or {})}
-        self.cwd = cwd
         self.port = None
-        self.process = None
-        self.log_file = None
 
     @property
     def url(self) -> str:
@@ -53,10 +87,7 @@ class LiveServer:
     def start(self, timeout=30.0) -> "LiveServer":
         self.port = free_port()
         daphne = Path(sys.executable).with_name("daphne")
-        self.log_file = tempfile.NamedTemporaryFile(prefix="daphne-", suffix=".log", delete=False)
-        self.process = subprocess.Popen(
-            [str(daphne), "-v", "1", "-b", "127.0.0.1", "-p", str(self.port), self.application],
-            env=self.env, cwd=self.cwd, stdout=self.log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        self._spawn([str(daphne), "-v", "1", "-b", "127.0.0.1", "-p", str(self.port), self.application], "daphne-")
         self._wait_until_listening(timeout)
         return self
 
@@ -72,47 +103,24 @@ class LiveServer:
                 time.sleep(0.05)
         raise RuntimeError(f"daphne did not listen within {timeout}s:\n{self.log()}")
 
-    def log(self) -> str:
-        return Path(self.log_file.name).read_text(errors="replace") if self.log_file else ""
 
-    def kill(self) -> None:
-        """SIGKILL: the process gets no chance to clean up (a crash)."""
-        if self.process and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-
-    def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        if self.log_file:
-            self.log_file.close()
-
-
-class LiveWorker:
+class LiveWorker(_ChildProcess):
     """``celery -A <app> worker`` as a child process, consuming one queue: a test run's own
     queue, so that no other worker on the same broker can take its jobs.
 
     Its log must show INFO lines (``LOG_LEVEL=INFO`` in the example project): ``start()``
     waits for Celery's "ready." line."""
 
+    stop_timeout = 15
+
     def __init__(self, app="mcpserver", queue="celery", env=None, cwd=None, concurrency=1):
+        super().__init__(env, cwd)
         self.app, self.queue, self.concurrency = app, queue, concurrency
-        self.env = {**os.environ, **(env or {})}
-        self.cwd = cwd
-        self.process = None
-        self.log_file = None
 
     def start(self, timeout=60.0) -> "LiveWorker":
-        self.log_file = tempfile.NamedTemporaryFile(prefix="celery-", suffix=".log", delete=False)
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", self.app, "worker", "-Q", self.queue, "-c", str(self.concurrency),
-             "-P", "prefork", "-n", f"{self.queue}-{free_port()}@%h", "--without-gossip", "--without-mingle",
-             "--without-heartbeat", "-l", "INFO"],
-            env=self.env, cwd=self.cwd, stdout=self.log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        self._spawn([sys.executable, "-m", "celery", "-A", self.app, "worker", "-Q", self.queue,
+                     "-c", str(self.concurrency), "-P", "prefork", "-n", f"{self.queue}-{free_port()}@%h",
+                     "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO"], "celery-")
         deadline = time.monotonic() + timeout
         while " ready." not in self.log():
             if self.process.poll() is not None or time.monotonic() > deadline:
@@ -120,9 +128,6 @@ class LiveWorker:
                 raise RuntimeError(f"the Celery worker did not start:\n{self.log()}")
             time.sleep(0.1)
         return self
-
-    def log(self) -> str:
-        return Path(self.log_file.name).read_text(errors="replace") if self.log_file else ""
 
     def pool_pids(self) -> list:
         """The pool processes (children of the main process) that run the tasks."""
@@ -133,22 +138,6 @@ class LiveWorker:
         """SIGKILL the pool processes: the main process sees them die (WorkerLostError)."""
         for pid in self.pool_pids():
             os.kill(pid, signal.SIGKILL)
-
-    def kill(self) -> None:
-        """SIGKILL the whole worker: nobody is left to report anything."""
-        if self.process and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-
-    def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)  # warm shutdown
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        if self.log_file:
-            self.log_file.close()
 
 
 @dataclass
@@ -229,6 +218,12 @@ class HttpClient:
         self.protocol_version = protocol_version
         self.session_id = None
         self._ids = itertools.count(1)
+
+    def on(self, url) -> "HttpClient":
+        """A client of the same session that talks to another server (a second instance)."""
+        other = HttpClient(url, self.protocol_version)
+        other.session_id = self.session_id
+        return other
 
     def headers(self, extra=None, session=True):
         headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}

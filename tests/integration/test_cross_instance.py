@@ -4,17 +4,10 @@ import json
 from mcp_transport.testing import HttpClient
 
 
-def _on(server, session_client):
-    """A client on another server, carrying the same session."""
-    other = HttpClient(server.url)
-    other.session_id, other.protocol_version = session_client.session_id, session_client.protocol_version
-    return other
-
-
 def test_session_initialized_on_one_process_is_used_on_another(mcp_server, second_server):
     first = HttpClient(mcp_server.url)
     first.initialize()
-    second = _on(second_server, first)
+    second = first.on(second_server.url)
     reply = second.call("tools/call", {"name": "echo", "arguments": {"text": "across"}})
     assert reply["result"]["structuredContent"] == {"result": "across"}
 
@@ -22,7 +15,7 @@ def test_session_initialized_on_one_process_is_used_on_another(mcp_server, secon
 def test_delete_on_one_process_ends_the_session_on_the_other(mcp_server, second_server):
     first = HttpClient(mcp_server.url)
     first.initialize()
-    assert _on(second_server, first).delete().status == 200
+    assert first.on(second_server.url).delete().status == 200
     assert first.request("POST", first.message("ping")).status == 404
 
 
@@ -30,7 +23,7 @@ def test_log_level_set_on_one_process_applies_on_the_other(mcp_server, second_se
     first = HttpClient(mcp_server.url)
     first.initialize()
     assert first.call("logging/setLevel", {"level": "error"})["result"] == {}
-    stream = _on(second_server, first).stream("POST", first.message("tools/call", {"name": "test_tool_with_logging"}))
+    stream = first.on(second_server.url).stream("POST", first.message("tools/call", {"name": "test_tool_with_logging"}))
     methods = [m.get("method") for m in stream.messages()]
     assert "notifications/message" not in methods
 
@@ -44,7 +37,7 @@ def test_sampling_answer_posted_to_another_process_reaches_the_tool(mcp_server, 
     assert request["method"] == "sampling/createMessage"
     answer = {"jsonrpc": "2.0", "id": request["id"],
               "result": {"role": "assistant", "model": "m", "content": {"type": "text", "text": "from B"}}}
-    assert _on(second_server, first).request("POST", answer).status == 202
+    assert first.on(second_server.url).request("POST", answer).status == 202
     response = _next_message(stream)
     assert response["id"] == 7 and "from B" in response["result"]["content"][0]["text"]
     assert stream.next_event() is None  # the stream ends after the response
@@ -61,7 +54,7 @@ def test_dropped_stream_resumes_on_the_other_process_exactly_once(mcp_server, se
     seen = [json.loads(stream.next_event().data) for _ in range(2)]
     last_id = stream.decoder.last_event_id
     stream.close()  # the network drops; the tool keeps running
-    resumed = _on(second_server, first).stream("GET", headers={"Accept": "text/event-stream",
+    resumed = first.on(second_server.url).stream("GET", headers={"Accept": "text/event-stream",
                                                                "Last-Event-ID": last_id})
     assert resumed.status == 200
     seen += resumed.messages(timeout=10)
@@ -80,7 +73,7 @@ def test_cancel_sent_to_another_process_stops_the_tool(mcp_server, second_server
     stream.next_event()  # priming
     stream.next_event()  # first progress: the tool is running
     cancel = first.message("notifications/cancelled", {"requestId": call["id"]}, request_id=False)
-    assert _on(second_server, first).request("POST", cancel).status == 202
+    assert first.on(second_server.url).request("POST", cancel).status == 202
     rest = stream.messages(timeout=5)
     assert all("result" not in m and "error" not in m for m in rest)  # no response after a cancel
     assert len(rest) < 20  # it stopped well before its 100 steps
@@ -100,5 +93,5 @@ def test_concurrent_get_streams_across_processes_conflict(mcp_server, second_ser
     headers = {"Accept": "text/event-stream"}
     held = first.stream("GET", headers=headers)
     assert held.status == 200
-    assert _on(second_server, first).stream("GET", headers=headers).status == 409
+    assert first.on(second_server.url).stream("GET", headers=headers).status == 409
     held.close()

@@ -13,12 +13,6 @@ def _worker(celery_worker):
     return celery_worker
 
 
-def _on(server, session_client):
-    other = HttpClient(server.url)
-    other.session_id, other.protocol_version = session_client.session_id, session_client.protocol_version
-    return other
-
-
 def _job_call(client, name="slow_job", token="p", **arguments):
     params = {"name": name, "arguments": arguments}
     if token is not None:
@@ -68,7 +62,7 @@ def test_dropped_stream_resumes_on_the_other_web_process(mcp_server, second_serv
     seen = [json.loads(stream.next_event().data) for _ in range(2)]
     seen += [json.loads(e.data) for e in stream._pending if e.data]  # read, not yet taken
     stream.close()  # the network drops; the job keeps running in the worker
-    resumed = _on(second_server, first).stream("GET", headers={"Accept": "text/event-stream",
+    resumed = first.on(second_server.url).stream("GET", headers={"Accept": "text/event-stream",
                                                                "Last-Event-ID": stream.decoder.last_event_id})
     seen += resumed.messages(timeout=10)
     assert _progress(seen) == list(range(1, 9))
@@ -87,7 +81,7 @@ def test_killing_the_web_process_that_accepted_the_call_loses_nothing(start_serv
     doomed.kill()  # SIGKILL: the web process goes; the job lives in the worker
     # Everything the client has read: the decoder may hold more events than were taken.
     messages = [json.loads(e.data) for e in (first, *stream._pending) if e.data]
-    resumed = _on(second_server, client).stream("GET", headers={"Accept": "text/event-stream",
+    resumed = client.on(second_server.url).stream("GET", headers={"Accept": "text/event-stream",
                                                                 "Last-Event-ID": stream.decoder.last_event_id})
     messages += resumed.messages(timeout=10)
     assert _progress(messages) == list(range(1, 11))
@@ -106,7 +100,7 @@ def test_cancel_on_the_other_web_process_stops_the_worker(mcp_server, second_ser
     stream.next_event()
     stream.next_event()  # the first tick: the tool runs in the worker
     cancel = first.message("notifications/cancelled", {"requestId": call["id"]}, request_id=False)
-    assert _on(second_server, first).request("POST", cancel).status == 202
+    assert first.on(second_server.url).request("POST", cancel).status == 202
     rest = stream.messages(timeout=5)
     assert _answers(rest, call) == []  # no response after a cancel: the stream just ends
     assert stream.closed_by_server

@@ -49,12 +49,6 @@ def samples(server) -> dict:
     return found
 
 
-def on(server, client):
-    other = HttpClient(server.url)
-    other.session_id, other.protocol_version = client.session_id, client.protocol_version
-    return other
-
-
 def test_token_is_required(pair):
     first, _ = pair
     assert scrape(first, token=None)[0] == 401
@@ -69,7 +63,7 @@ def test_both_processes_report_the_traffic_of_both(pair):
                                       "_meta": {"progressToken": "p"}})
     events = one.stream("POST", call).events()  # priming, 3 progress, the response: on the first process
     assert len(events) == 5
-    resumed = on(second, one).stream("GET", headers={**SSE, "Last-Event-ID": events[1].id})
+    resumed = one.on(second.url).stream("GET", headers={**SSE, "Last-Event-ID": events[1].id})
     assert [json.loads(e.data)["params"]["progress"] for e in resumed.events()[:2]] == [2, 3]  # replayed on B
 
     two = HttpClient(second.url)
@@ -78,7 +72,7 @@ def test_both_processes_report_the_traffic_of_both(pair):
     assert two.request("GET", headers={**SSE, "Last-Event-ID": unknown}).status == 400
     held = two.stream("GET", headers=SSE)  # stays open on the second process
     assert held.status == 200 and held.next_event().id
-    assert on(second, one).delete().status == 200
+    assert one.on(second.url).delete().status == 200
 
     expected = {
         "mcp_sessions_created_total": 2, "mcp_sessions_closed_total|reason=deleted": 1,

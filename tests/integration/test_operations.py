@@ -19,12 +19,6 @@ def manage(server_env, *args):
     return done.stdout
 
 
-def on(server, client):
-    other = HttpClient(server.url)
-    other.session_id, other.protocol_version = client.session_id, client.protocol_version
-    return other
-
-
 def progress_call(client, steps=3):
     """A tool call answered over SSE; returns the id of its last event."""
     message = client.message("tools/call", {"name": "slow_progress", "arguments": {"steps": steps, "interval_ms": 1},
@@ -60,7 +54,7 @@ def test_terminate_closes_open_streams_on_every_process_and_then_404(mcp_server,
     client.initialize()
     held_here = client.stream("GET", headers=SSE)
     assert held_here.status == 200 and held_here.next_event().id  # the priming event
-    running = on(second_server, client).stream("POST", client.message(
+    running = client.on(second_server.url).stream("POST", client.message(
         "tools/call", {"name": "slow_progress", "arguments": {"steps": 2000, "interval_ms": 50},
                        "_meta": {"progressToken": 1}}))
     assert running.next_event().id  # priming: the tool runs on the second process
@@ -72,7 +66,7 @@ def test_terminate_closes_open_streams_on_every_process_and_then_404(mcp_server,
     # The tool stopped: no response, and the stream ended long before its 2,000 steps (100 s).
     assert all("result" not in m and "error" not in m for m in rest) and len(rest) < 2000
     assert client.request("POST", client.message("ping")).status == 404
-    assert on(second_server, client).request("POST", client.message("ping")).status == 404
+    assert client.on(second_server.url).request("POST", client.message("ping")).status == 404
     shown = json.loads(manage(server_env, "show", "--json", "--", client.session_id))
     assert (shown["state"], shown["closed_reason"], shown["live_ttl_seconds"]) == ("closed", "terminated", None)
     assert manage(server_env, "terminate", "--", client.session_id).strip() == f"{client.session_id}: already closed"

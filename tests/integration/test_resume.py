@@ -11,12 +11,6 @@ GET = {"Accept": "text/event-stream"}
 STEPS = 6
 
 
-def _twin(server, client):
-    other = HttpClient(server.url)
-    other.session_id, other.protocol_version = client.session_id, client.protocol_version
-    return other
-
-
 def _progress_call(client, steps=STEPS, interval_ms=60):
     return client.message("tools/call", {"name": "slow_progress", "_meta": {"progressToken": "p"},
                                          "arguments": {"steps": steps, "interval_ms": interval_ms}})
@@ -40,7 +34,7 @@ def test_drop_at_any_point_and_resume_on_the_other_process(mcp_server, second_se
     while len(seen) < drop_after:
         seen.append(json.loads(stream.next_event().data))
     stream.close()
-    resumed = _twin(second_server, client).stream("GET", headers={**GET, "Last-Event-ID": stream.decoder.last_event_id})
+    resumed = client.on(second_server.url).stream("GET", headers={**GET, "Last-Event-ID": stream.decoder.last_event_id})
     seen += resumed.messages()
     _check_exactly_once(seen, call)
     assert resumed.closed_by_server  # "After the JSON-RPC response has been sent, the server SHOULD terminate the SSE stream"
@@ -65,7 +59,7 @@ def test_second_resume_of_a_stream_takes_it_over(mcp_server, second_server):
     stream.close()
     first = client.stream("GET", headers={**GET, "Last-Event-ID": priming.id})
     first_events = [first.next_event(timeout=5)]
-    second = _twin(second_server, client).stream("GET", headers={**GET, "Last-Event-ID": priming.id})
+    second = client.on(second_server.url).stream("GET", headers={**GET, "Last-Event-ID": priming.id})
     assert second.status == 200
     first_events += first.events(timeout=5)  # the older connection ends, with a retry field
     assert first.closed_by_server and b"retry:" in first.raw
@@ -82,7 +76,7 @@ def test_resume_on_another_process_after_kill_9_gets_an_error_response(start_ser
     stream.next_event()
     stream.next_event()
     doomed.kill()  # SIGKILL: no cleanup, the request dies with its process
-    resumed = _twin(survivor, client).stream("GET", headers={**GET, "Last-Event-ID": stream.decoder.last_event_id})
+    resumed = client.on(survivor.url).stream("GET", headers={**GET, "Last-Event-ID": stream.decoder.last_event_id})
     messages = resumed.messages(timeout=15)
     answers = [m for m in messages if m.get("id") == call["id"]]
     assert len(answers) == 1 and answers[0]["error"]["code"] == -32603
@@ -117,7 +111,7 @@ def test_polling_mode_loses_nothing_across_processes(polling_servers):
         polls += 1
         assert polls < 200
         server = (second, first)[polls % 2]
-        resumed = _twin(server, client).stream("GET", headers={**GET, "Last-Event-ID": last_id})
+        resumed = client.on(server.url).stream("GET", headers={**GET, "Last-Event-ID": last_id})
         seen += resumed.messages()
         last_id = resumed.decoder.last_event_id or last_id
         time.sleep(0.05)

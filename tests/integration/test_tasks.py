@@ -16,12 +16,6 @@ def _worker(celery_worker):
     return celery_worker
 
 
-def _on(server, session_client):
-    other = HttpClient(server.url)
-    other.session_id, other.protocol_version = session_client.session_id, session_client.protocol_version
-    return other
-
-
 def _create(client, name, arguments, ttl=None, **params):
     task = {} if ttl is None else {"ttl": ttl}
     reply = client.call("tools/call", {"name": name, "arguments": arguments, "task": task, **params})
@@ -54,7 +48,7 @@ def test_task_augmented_call_end_to_end_across_processes(mcp_server, second_serv
     task = _create(client, "slow_job", {"steps": 3, "interval_ms": 20}, ttl=60000)
     assert task["status"] == "working" and task["ttl"] == 60000
     assert {"taskId", "createdAt", "lastUpdatedAt", "pollInterval"} <= set(task)
-    other = _on(second_server, client)
+    other = client.on(second_server.url)
     done = _poll(other, task["taskId"])
     assert done["status"] == "completed"
     listed = other.call("tasks/list")["result"]["tasks"]
@@ -83,7 +77,7 @@ def test_cancel_a_working_task_then_cancelling_again_is_invalid(mcp_server, seco
     client = HttpClient(mcp_server.url)
     client.initialize()
     task = _create(client, "slow_job", {"steps": 100, "interval_ms": 50})
-    other = _on(second_server, client)
+    other = client.on(second_server.url)
     cancelled = other.call("tasks/cancel", {"taskId": task["taskId"]})["result"]
     assert cancelled["status"] == "cancelled"
     assert client.call("tasks/get", {"taskId": task["taskId"]})["result"]["status"] == "cancelled"
