@@ -117,9 +117,13 @@ def heartbeat_seconds() -> float:
     return get_config()["HEARTBEAT_SECONDS"]
 
 
+#: However short the heartbeat, a stall this long (a GC pause, a saturated machine) is not a death.
+MIN_ORPHAN_AFTER_MS = 2000
+
+
 def orphan_after_ms() -> int:
-    """A request whose heart has not beaten for this long is taken for dead."""
-    return int(heartbeat_seconds() * 3 * 1000)
+    """A request whose heart has not beaten for this long is taken for dead: three beats."""
+    return max(int(heartbeat_seconds() * 3 * 1000), MIN_ORPHAN_AFTER_MS)
 
 
 async def register_call(stream, **extra) -> None:
