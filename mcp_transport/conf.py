@@ -49,7 +49,8 @@ DEFAULTS = {
     "SESSION_MAX_EVENTS": 10000,
     #: The event store: a dotted path and its keyword arguments (storage/: ``maxlen``, ``ttl``
     #: and ``session_max_events`` default to the three keys above; the Redis store also takes
-    #: ``persist`` "batched" | "write_through" | "off", ``flush_interval``, ``flush_max``).
+    #: ``persist`` "batched" | "write_through" | "off", ``flush_interval``, ``flush_max``,
+    #: ``max_unwritten``).
     "EVENT_STORE": {"BACKEND": "mcp_transport.storage.redis.RedisEventStore", "OPTIONS": {}},
     #: Seconds between heartbeats of running requests; one silent for 3 beats is an orphan
     #: (its process died) and a resuming client gets an error response for it.

@@ -160,21 +160,25 @@ _job_stores = {}
 
 def job_store():
     """The store a worker appends its jobs' events with: the configured one, except that the
-    default Redis store writes through to the database instead of batching.
+    default Redis store writes to the database at once and keeps Redis at most one ring ahead.
 
     A worker can report faster than the web process following the stream forwards (a sync tool
     does not wait for its reports). When the follower falls more than ``maxlen`` events behind,
     Redis has trimmed what it has not read yet, and it reads those from the database
-    (``read_after``): written through, they are there. It costs the tool nothing, since its
-    reports are stored by the loop thread."""
+    (``read_after``). So no event may leave Redis before it is in the database: appends wait
+    while a ring's worth of events is unwritten (``max_unwritten``), an event the Redis scripts
+    can trim has been written. Appends do not wait for the database otherwise, which would add a
+    database commit to every report's way to the client (bench/RESULTS.md, "Background tools")."""
     store = get_event_store()
     if not isinstance(store, RedisEventStore) or store.persist != "batched":
         return store
-    through = _job_stores.get(id(store))
-    if through is None:
+    ahead = _job_stores.get(id(store))
+    if ahead is None:
         options = get_config()["EVENT_STORE"].get("OPTIONS", {})
-        through = _job_stores[id(store)] = RedisEventStore(**{**options, "persist": "write_through"})
-    return through
+        limits = [limit for limit in (store.maxlen, store.session_max_events) if limit]
+        ahead = _job_stores[id(store)] = RedisEventStore(**{**options, "flush_interval": 0,
+                                                            "max_unwritten": min(limits, default=None)})
+    return ahead
 
 
 @database_sync_to_async
@@ -351,6 +355,8 @@ class JobRun:
             await jobs.finish(self.job, Status.CANCELLED, error=jobs.CANCELLED_BY_CLIENT, **progress)
         else:
             await jobs.finish(self.job, jobs.outcome_status(result), result, error=jobs.error_text(result), **progress)
+        for store in {job_store(), get_event_store()}:  # an ended job's events are in the database
+            await store.flush()
 
     async def _progress_heartbeat(self):
         """Progress every PROGRESS_HEARTBEAT_SECONDS while the tool reports none, so clients with

@@ -57,13 +57,31 @@ def _call(function, args):
 
 
 class Flusher:
-    """Rows waiting for the database, written in bulk off the loop. One per event loop."""
+    """Rows waiting for the database, written in bulk off the loop. One per event loop.
 
-    def __init__(self, table: EventTable, interval: float, max_rows: int):
+    With ``max_unwritten``, ``make_room`` holds appends back while that many rows are not in the
+    database yet (waiting or being written)."""
+
+    def __init__(self, table: EventTable, interval: float, max_rows: int, max_unwritten=None):
         self.table, self.interval, self.max_rows = table, interval, max_rows
+        self.max_unwritten = max_unwritten
         self._rows = []
+        self._writing = 0
         self._full = asyncio.Event()
         self._task = None
+        self._written = None
+
+    def unwritten(self) -> int:
+        return len(self._rows) + self._writing
+
+    async def make_room(self, count: int) -> None:
+        """Wait until ``count`` more rows keep at most ``max_unwritten`` rows unwritten (a batch
+        bigger than that alone waits only for the rows before it)."""
+        while self.max_unwritten is not None and self.unwritten() and self.unwritten() + count > self.max_unwritten:
+            self._full.set()
+            if self._written is None:
+                self._written = asyncio.get_running_loop().create_future()
+            await asyncio.shield(self._written)
 
     def add(self, rows: list) -> None:
         self._rows.extend(rows)
@@ -94,10 +112,16 @@ class Flusher:
         """Write every waiting row now; returns once they (and any earlier batch) are written."""
         self._full.clear()
         rows, self._rows = self._rows, []
+        self._writing += len(rows)
         try:
             await self.table.run(insert_rows, rows)
         except Exception:
             logger.exception("%d events could not be written to the database; Redis still has them", len(rows))
+        finally:
+            self._writing -= len(rows)
+            written, self._written = self._written, None
+            if written is not None and not written.done():
+                written.set_result(None)
 
     def drop_session(self, session_id: str) -> None:
         self._rows = [row for row in self._rows if row[0] != session_id]

@@ -27,7 +27,8 @@ fits: with one new event at a time this evicts exactly the session's oldest even
 *Durability* (``persist``). ``"batched"`` (default): an event is in Redis when ``append``
 returns, and reaches the database within ``flush_interval`` seconds (or as soon as
 ``flush_max`` events wait); losing Redis's copy *and* the appending process within that window
-loses it. ``"write_through"``: ``append`` returns once the event is in Redis and in the
+loses it. With ``max_unwritten`` at most that many events are in that window: appends wait
+for the database beyond it. ``"write_through"``: ``append`` returns once the event is in Redis and in the
 database (slower appends, no window). ``"off"``: Redis only; a flush or restart of Redis loses
 every buffered event.
 
@@ -256,24 +257,26 @@ class _LoopState:
         self.append_script = client.register_script(APPEND_LUA)
         self.delete_script = client.register_script(DELETE_LUA)
         self.batcher = Coalescer(store._send)
-        self.flusher = Flusher(store.table, store.flush_interval, store.flush_max) if store.table else None
+        self.flusher = (Flusher(store.table, store.flush_interval, store.flush_max, store.max_unwritten)
+                        if store.table else None)
 
 
 class RedisEventStore(EventStore):
     """The default store. Options: the ring limits (``maxlen``, ``ttl``,
     ``session_max_events``), ``persist`` ("batched", "write_through", "off"),
-    ``flush_interval`` (seconds, 0.2) and ``flush_max`` (events, 500) for "batched", and
-    ``approximate_trim`` (XADD MAXLEN ~: cheaper, keeps up to ~100 more events than maxlen)."""
+    ``flush_interval`` (seconds, 0.2), ``flush_max`` (events, 500) and ``max_unwritten``
+    (events, None: no limit; appends wait while this many are not in the database yet) for
+    "batched", and ``approximate_trim`` (XADD MAXLEN ~: cheaper, keeps up to ~100 more events than maxlen)."""
 
     source = "redis"
 
     def __init__(self, *, persist: str = "batched", flush_interval: float = 0.2, flush_max: int = 500,
-                 approximate_trim: bool = False, **ring):
+                 max_unwritten=None, approximate_trim: bool = False, **ring):
         super().__init__(**ring)
         if persist not in PERSIST_MODES:
             raise ImproperlyConfigured(f"EVENT_STORE option persist must be one of {PERSIST_MODES}, not {persist!r}.")
         self.persist, self.approximate_trim = persist, approximate_trim
-        self.flush_interval, self.flush_max = flush_interval, flush_max
+        self.flush_interval, self.flush_max, self.max_unwritten = flush_interval, flush_max, max_unwritten
         self.table = EventTable() if persist != "off" else None
         self.counters = RedisCounters()
         self._loops = weakref.WeakKeyDictionary()
@@ -300,9 +303,15 @@ class RedisEventStore(EventStore):
 
     async def _send(self, items) -> list:
         """One script call for a batch of appends; returns their positions in order."""
+        limit = self.max_unwritten
+        if limit and len(items) > limit:  # else the script could trim unwritten events of the batch
+            return [position for start in range(0, len(items), limit)
+                    for position in await self._send(items[start:start + limit])]
         names = StoreKeys()
         args, order = _script_args(self, names, items)
         state = self._state()
+        if state.flusher is not None:
+            await state.flusher.make_room(len(items))
         positions = [None] * len(items)
         for index, position in zip(order, await state.append_script(keys=names.shared, args=args)):
             positions[index] = position

@@ -134,3 +134,18 @@ def test_hard_time_limit_gives_an_error_result(server, worker):
     assert "hard time limit of 2 s" in answers[0]["result"]["content"][0]["text"]
     follow_up = _call(client, "slow_job", steps=1, interval_ms=1)  # the new pool process works
     assert _answers(client.stream("POST", follow_up).messages(timeout=10), follow_up)[0]["result"]["structuredContent"]
+
+
+def test_a_burst_far_beyond_the_ring_reaches_the_client_whole(server, start_worker, queue):
+    """A sync tool's 2,000 reports in a burst against a ring of 20 events: the worker outruns the
+    web process following the stream, Redis trims what it has not read, and it reads that from
+    the database, which has it (worker.job_store), so every report arrives, once, in order."""
+    burst_worker = start_worker(CELERY_QUEUE=queue, MCP_TRANSPORT_JSON=json.dumps({**FAST, "STREAM_MAXLEN": 20}))
+    try:
+        client = _client(server)
+        call = _call(client, "stamp_job", steps=2000, interval_ms=0)
+        messages = client.stream("POST", call).messages()
+    finally:
+        burst_worker.stop()
+    assert _progress(messages) == list(range(1, 2001))
+    assert [answer["result"]["content"][0]["text"] for answer in _answers(messages, call)] == ["done 2000"]

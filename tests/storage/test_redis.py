@@ -118,6 +118,37 @@ async def test_batched_rows_reach_the_database_within_the_interval(stores, sessi
     assert positions == [event_id.position for event_id in ids]
 
 
+def slow_database(store, seconds):
+    """Every write of the store's database thread takes ``seconds`` longer."""
+    run = store.table.run
+
+    async def slower(function, *args):
+        await asyncio.sleep(seconds)
+        return await run(function, *args)
+
+    store.table.run = slower
+
+
+@pytest.mark.parametrize("max_unwritten", [5, 1])
+async def test_max_unwritten_keeps_every_trimmed_event_in_the_database(stores, session_id, stream_key,
+                                                                      max_unwritten):
+    """A worker's burst against a slow database: Redis keeps the last 5 events, and a follower in
+    another process that fell behind reads the rest from the database, so none may leave Redis
+    unwritten. Appends do not wait for the database below the limit."""
+    writer, follower = stores(maxlen=5, flush_interval=0, max_unwritten=max_unwritten), stores(maxlen=5)
+    slow_database(writer, 0.02)
+    ids = await asyncio.gather(*(writer.append(session_id, stream_key, notification(i)) for i in range(40)))
+    assert writer._state().flusher.unwritten() <= max_unwritten
+    assert await ids_of(await follower.read_after(session_id, stream_key, ids[0].position)) == list(ids[1:])
+
+
+async def test_below_max_unwritten_an_append_does_not_wait_for_the_database(stores, session_id, stream_key):
+    store = stores(flush_interval=0, max_unwritten=100)
+    slow_database(store, 5)
+    event_id = await asyncio.wait_for(store.append(session_id, stream_key, notification(1)), 2)
+    assert await ids_of(await stores().read_after(session_id, stream_key, "0-0")) == [event_id]
+
+
 async def test_capacity_evictions_are_counted_exactly(stores, session_id):
     store = stores(maxlen=10)
     streams = ["a" * 16, "b" * 16, "c" * 16]
