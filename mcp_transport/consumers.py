@@ -120,11 +120,12 @@ class McpHttpConsumer(AsyncConsumer):
         else:
             await self.delete()
 
-    async def open_session(self) -> sessions.SessionRecord:
+    async def open_session(self, resume=False) -> sessions.SessionRecord:
         session_id = self.headers.get("mcp-session-id")
         if session_id is None:
             raise TransportError("Missing Mcp-Session-Id header: send initialize first.")
-        session = await sessions.load(session_id) if ids.is_session_id(session_id) else None
+        load = sessions.load_for_resume if resume else sessions.load
+        session = await load(session_id) if ids.is_session_id(session_id) else None
         if session is None or session.user_id != self.user_id:
             # "respond to requests containing that session ID with HTTP 404 Not Found"
             raise TransportError("Session not found: it expired or was terminated; initialize a new one.",
@@ -220,6 +221,7 @@ class McpHttpConsumer(AsyncConsumer):
             return await self.respond_job(session, request)
         stream = streams.RequestStream(session.id, request.id, ids.new_stream_key())
         call.channel = stream
+        sessions.remember_for_resume(session)
         writer = await self.start_sse(session.id, stream.stream_key)
         await asyncio.gather(self.prime(writer, session, stream.stream_key), control.register_call(stream))
         stream.attach(writer)
@@ -231,6 +233,7 @@ class McpHttpConsumer(AsyncConsumer):
         drops it resumes on any process."""
         stream_key = ids.new_stream_key()
         claim = control.ReaderClaim(session.id, stream_key)
+        sessions.remember_for_resume(session)
         subscription = doorbell().listen(keys().stream_bell(session.id, stream_key))
         confirmed, _ = await asyncio.gather(subscription.open(), claim.acquire())
         writer = await self.start_sse(session.id, stream_key, claim.token)
@@ -241,7 +244,7 @@ class McpHttpConsumer(AsyncConsumer):
                           request_id=request.id, stream_key=stream_key, user_id=self.user_id,
                           progress_token=meta.get("progressToken"))
         self.tail = StreamTail(writer, session.id, position, subscription, claim)
-        self.run_task(self.tail.run([], confirmed))
+        self.run_task(self.tail.run(confirmed))
 
     async def post_notification(self, session, notification):
         method = notification.method
@@ -277,10 +280,17 @@ class McpHttpConsumer(AsyncConsumer):
         if event_id is None and not await claim.acquire():
             await _release(subscription, None)
             raise TransportError("This session already has an open GET stream.", http_status=409)
-        writer = await self.start_sse(session.id, stream_key, claim.token)
+        writer = await self.start_sse(session.id, stream_key, claim.token, run=False)
         position = event_id.position if event_id else await self.prime(writer, session, stream_key)
         self.tail = StreamTail(writer, session.id, position, subscription, claim, take_over=event_id is not None)
-        self.run_task(self.tail.run(backlog, confirmed))
+        finished = self.tail.write(backlog)
+        if event_id is not None and not finished and not backlog:
+            writer.push(b": resumed\n\n")  # the first body chunk is what flushes the headers
+        # The replay goes out with the headers from this task: its first event does not wait
+        # for the writer's task to be scheduled.
+        await writer.send_queued()
+        self.run_task(writer.run())
+        self.run_task(self.tail.run(confirmed, finished))
 
     async def open_listen_and_replay(self, stream_key, event_id):
         """Load the session, subscribe to the stream's doorbell and replay, all at once (one
@@ -290,7 +300,7 @@ class McpHttpConsumer(AsyncConsumer):
         session_id = self.headers.get("mcp-session-id") or ""
         subscription = doorbell().listen(keys().stream_bell(session_id, stream_key))
         opened, confirmed, _, backlog = await asyncio.gather(
-            self.open_session(), subscription.open(), control.ensure_listening(),
+            self.open_session(resume=event_id is not None), subscription.open(), control.ensure_listening(),
             self.replay(session_id, event_id), return_exceptions=True)
         for outcome in (opened, confirmed, backlog):  # in this order: 400/404 for the session first
             if isinstance(outcome, BaseException):
@@ -338,13 +348,16 @@ class McpHttpConsumer(AsyncConsumer):
             writer.push(b": open\n\n")  # the first body chunk is what flushes the headers
         return event_id.position
 
-    async def start_sse(self, session_id, stream_key, token=None):
+    async def start_sse(self, session_id, stream_key, token=None, run=True):
+        """Send the SSE response's headers; its writer runs in a task of its own (the caller
+        starts it when ``run`` is False)."""
         headers = [*SSE_HEADERS, (b"mcp-session-id", session_id.encode())]
         await self.send({"type": "http.response.start", "status": 200, "headers": headers})
         writer = streams.SseWriter(self.send, session_id, stream_key)
         writer.token = token or writer.token
         metrics.incr("sse_streams_opened")
-        self.run_task(writer.run())
+        if run:
+            self.run_task(writer.run())
         return writer
 
     async def send_json(self, status, message, extra_headers=()):
@@ -393,10 +406,9 @@ class StreamTail:
         self.position, self.subscription, self.claim = position, subscription, claim
         self.take_over = take_over
 
-    async def run(self, backlog, confirmed):
+    async def run(self, confirmed, finished=False):
+        """Follow the stream once the caller has queued its replay (``finished``: it ended it)."""
         try:
-            finished = self.write(backlog)
-            backlog = None  # queued: a long-lived stream does not keep the replayed events
             if self.take_over:  # the backlog is on its way; now stop whoever else reads this stream
                 metrics.incr("get_resumes")
                 await self.claim.take_over()

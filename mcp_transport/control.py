@@ -21,7 +21,7 @@ import secrets
 import time
 import weakref
 
-from . import metrics, samples
+from . import metrics, samples, sessions
 from .bell import doorbell
 from .conf import get_config
 from .connections import async_redis, keys
@@ -98,6 +98,7 @@ def handle(payload: dict) -> None:
             if writer.token != payload["t"]:
                 writer.finish_with_retry()
     elif kind == "closed":
+        sessions.forget(session_id)
         cancel_local(session_id, None)
         for (owner, _stream), held in list(writers.items()):
             for writer in list(held) if owner == session_id else ():

@@ -85,6 +85,43 @@ def _insert_row(record, now):
         last_seen_at=now)
 
 
+#: Seconds a process takes the word of its own recent load of a session whose stream a client
+#: resumes, and how many such sessions it keeps (the oldest go first).
+RESUMABLE_FOR_SECONDS = 5
+RESUMABLE_MAX = 20_000
+_resumable = {}  # session id -> (SessionRecord, monotonic time it was loaded)
+
+
+def remember_for_resume(record: SessionRecord) -> None:
+    """Keep the session of a stream this process just opened: a client that drops it usually
+    resumes within a few seconds, and its GET should not wait for a session round trip."""
+    _resumable.pop(record.id, None)
+    now = time.monotonic()
+    _resumable[record.id] = (record, now)
+    excess, stale = len(_resumable) - RESUMABLE_MAX, []
+    for session_id, (_, loaded_at) in _resumable.items():  # oldest first
+        if len(stale) >= excess and now - loaded_at <= RESUMABLE_FOR_SECONDS:
+            break
+        stale.append(session_id)
+    for session_id in stale:
+        del _resumable[session_id]
+
+
+def forget(session_id: str) -> None:
+    """The session closed (the ``closed`` control message reaches every process)."""
+    _resumable.pop(session_id, None)
+
+
+async def load_for_resume(session_id: str) -> Optional[SessionRecord]:
+    """``load()``, or, within RESUMABLE_FOR_SECONDS of this process opening a stream of the
+    session, the record it loaded then: a closed session is forgotten on the ``closed`` control
+    message. The idle timer is not refreshed then; it was less than those seconds ago."""
+    remembered = _resumable.get(session_id)
+    if remembered is not None and time.monotonic() - remembered[1] <= RESUMABLE_FOR_SECONDS:
+        return remembered[0]
+    return await load(session_id)
+
+
 async def load(session_id: str) -> Optional[SessionRecord]:
     """The open session with this id, refreshing its idle timer; None if unknown or closed."""
     raw = await async_redis().getex(keys().session(session_id), ex=_idle_timeout())
@@ -154,6 +191,8 @@ async def close_many(session_ids: list, reason: str) -> None:
     from .storage import get_event_store
 
     names = keys()
+    for session_id in session_ids:
+        forget(session_id)
     await _close_rows(session_ids, reason)
     metrics.incr(f"sessions_closed:{reason}", len(session_ids))
     async with async_redis().pipeline(transaction=False) as pipe:

@@ -95,6 +95,12 @@ class SseWriter:
         """End the connection but not the stream: the client resumes after ``retry``."""
         self.finish(closing_frame(retry_ms))
 
+    async def send_queued(self) -> None:
+        """Send what is queued now, from the caller's task, before ``run`` starts."""
+        if self._frames:
+            frames, self._frames = self._frames, []
+            await self._send({"type": "http.response.body", "body": b"".join(frames), "more_body": not self.closed})
+
     async def run(self) -> None:
         control.attach(self)
         try:
@@ -120,6 +126,8 @@ class SseWriter:
 
     async def _send_until_last(self, loop, poll_after):
         while True:
+            if self.closed and not self._frames:
+                return  # send_queued sent the last frame
             if not self._frames:
                 self._wakeup = loop.create_future()
                 try:

@@ -47,7 +47,12 @@ def _queue_counts(pipe, counts):
 class RedisCounters:
     """Counters in Redis, so that every process adds to and reads the same totals."""
 
+    #: Seconds ``add_soon`` counts wait, so that a replay's counter is not written while its
+    #: events are (one loop thread does both) and a burst of resumes shares one round trip.
+    DELAY = 0.05
+
     def __init__(self):
+        self._soon = weakref.WeakKeyDictionary()  # loop -> Counter waiting for its flush
         self._pending = set()
 
     async def add(self, counts: dict) -> None:
@@ -57,14 +62,25 @@ class RedisCounters:
                 await pipe.execute()
 
     def add_soon(self, counts: dict) -> None:
-        """Add without waiting for Redis: a replay's first event must not wait for its counter.
-        ``read()`` in this process waits for such adds first."""
-        task = asyncio.get_running_loop().create_task(self.add(counts))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        """Add a little later without waiting: a replay's first event must not wait for its
+        counter. ``read()`` in this process writes such adds first."""
+        loop = asyncio.get_running_loop()
+        waiting = self._soon.get(loop)
+        if waiting is None:
+            waiting = self._soon[loop] = Counter()
+            loop.call_later(self.DELAY, self._flush_soon, loop)
+        waiting.update(counts)
+
+    def _flush_soon(self, loop):
+        counts = self._soon.pop(loop, None)
+        if counts:
+            task = loop.create_task(self.add(counts))
+            self._pending.add(task)
+            task.add_done_callback(self._pending.discard)
 
     async def read(self) -> dict:
         loop = asyncio.get_running_loop()
+        self._flush_soon(loop)
         pending = [task for task in self._pending if task.get_loop() is loop]
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)

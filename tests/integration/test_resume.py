@@ -66,6 +66,20 @@ def test_second_resume_of_a_stream_takes_it_over(mcp_server, second_server):
     _check_exactly_once(second.messages(), call, steps=10)  # the newer one gets all from the id on
 
 
+def test_a_session_deleted_on_the_other_process_cannot_be_resumed_here(mcp_server, second_server):
+    """The process that opened the stream remembers its session for a fast resume; a DELETE on
+    the other process still makes the resume a 404 there (the ``closed`` control message)."""
+    client = HttpClient(mcp_server.url)
+    client.initialize()
+    stream = client.stream("POST", _progress_call(client, steps=20, interval_ms=100))
+    priming = stream.next_event()
+    stream.close()
+    assert client.on(second_server.url).request("DELETE").status == 200
+    time.sleep(0.2)  # the control message crosses Redis pub/sub
+    resumed = client.request("GET", headers={**GET, "Last-Event-ID": priming.id})
+    assert resumed.status == 404
+
+
 def test_resume_on_another_process_after_kill_9_gets_an_error_response(start_server):
     fast = {"MCP_TRANSPORT_JSON": json.dumps({"HEARTBEAT_SECONDS": 0.3, "KEEPALIVE_SECONDS": 1})}
     doomed, survivor = start_server(**fast), start_server(**fast)
