@@ -223,7 +223,8 @@ class McpHttpConsumer(AsyncConsumer):
         call.channel = stream
         sessions.remember_for_resume(session)
         writer = await self.start_sse(session.id, stream.stream_key)
-        await asyncio.gather(self.prime(writer, session, stream.stream_key), control.register_call(stream))
+        stream.origin, _ = await asyncio.gather(self.prime(writer, session, stream.stream_key),
+                                                control.register_call(stream))
         stream.attach(writer)
         await streams.start(stream, request, call)
 
@@ -271,6 +272,8 @@ class McpHttpConsumer(AsyncConsumer):
         event_id = ids.EventId.parse(last_event_id) if last_event_id else None
         stream_key = event_id.stream if event_id else ids.GET_STREAM
         metrics.incr("get_requests")
+        if event_id is not None and await self.resume_local(event_id):
+            return
         subscription, confirmed, backlog = await self.open_listen_and_replay(stream_key, event_id)
         session = self.session
         claim = control.ReaderClaim(session.id, stream_key)
@@ -291,6 +294,39 @@ class McpHttpConsumer(AsyncConsumer):
         await writer.send_queued()
         self.run_task(writer.run())
         self.run_task(self.tail.run(confirmed, finished))
+
+    async def resume_local(self, event_id) -> bool:
+        """Resume a stream that a request running in this process still writes: its recent
+        frames go out with the headers and its next ones straight to this connection, with no
+        Redis round trip before the first event. False when this process cannot (another one
+        runs the request, or the client is further behind than the frames it keeps)."""
+        stream = streams.local_streams.get((self.headers.get("mcp-session-id"), event_id.stream))
+        if stream is None:
+            return False
+        session = await self.open_session(resume=True)
+        claim = control.ReaderClaim(session.id, event_id.stream)
+        writer = streams.SseWriter(self.send, session.id, event_id.stream)
+        writer.token = claim.token
+        replayed = stream.resume(event_id.position, writer)
+        if replayed is None:
+            return False
+        await self.start_sse(session.id, event_id.stream, claim.token, run=False, writer=writer)
+        await writer.send_queued()
+        metrics.incr_session(session.id, "resumes")
+        metrics.incr_session(session.id, "replays")
+        metrics.incr_session(session.id, "replayed_events", replayed)
+        metrics.incr("replay_hits:memory")
+        self.run_task(self.hold_local(writer, claim))
+        return True
+
+    async def hold_local(self, writer, claim):
+        """Run a locally resumed stream's writer; other processes' readers of it stop first."""
+        metrics.incr("get_resumes")
+        await claim.take_over()
+        try:
+            await writer.run()
+        finally:
+            await claim.release()
 
     async def open_listen_and_replay(self, stream_key, event_id):
         """Load the session, subscribe to the stream's doorbell and replay, all at once (one
@@ -348,12 +384,12 @@ class McpHttpConsumer(AsyncConsumer):
             writer.push(b": open\n\n")  # the first body chunk is what flushes the headers
         return event_id.position
 
-    async def start_sse(self, session_id, stream_key, token=None, run=True):
-        """Send the SSE response's headers; its writer runs in a task of its own (the caller
-        starts it when ``run`` is False)."""
+    async def start_sse(self, session_id, stream_key, token=None, run=True, writer=None):
+        """Send the SSE response's headers; its writer (a new one, or ``writer``) runs in a task
+        of its own (the caller starts it when ``run`` is False)."""
         headers = [*SSE_HEADERS, (b"mcp-session-id", session_id.encode())]
         await self.send({"type": "http.response.start", "status": 200, "headers": headers})
-        writer = streams.SseWriter(self.send, session_id, stream_key)
+        writer = writer or streams.SseWriter(self.send, session_id, stream_key)
         writer.token = token or writer.token
         metrics.incr("sse_streams_opened")
         if run:

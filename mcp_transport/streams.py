@@ -10,6 +10,7 @@ the connection resumes with GET + Last-Event-ID on any process, which replays fr
 and follows the stream's doorbell until the response.
 """
 import asyncio
+import collections
 import json
 import logging
 import secrets
@@ -158,10 +159,19 @@ class SseWriter:
         self._arm_keepalive(loop, keepalive)
 
 
+#: Streams of the requests this process runs, by (session id, stream key): a resume that reaches
+#: this process is served from their recent frames (``RequestStream.resume``).
+local_streams = {}
+
+
 class RequestStream:
     """One request answered over SSE: its stream in the store and, while attached, its connection.
 
-    It is also the ``channel`` a tool's Context talks to."""
+    It is also the ``channel`` a tool's Context talks to. It keeps its last ``RECENT_FRAMES``
+    frames, so that a client that dropped its connection and comes back to this process gets
+    them with no round trip to Redis."""
+
+    RECENT_FRAMES = 32
 
     def __init__(self, session_id: str, request_id, stream_key: str):
         self.session_id = session_id
@@ -171,6 +181,10 @@ class RequestStream:
         #: monotonic time of the last heartbeat written for this request (control.py).
         self.last_beat = 0.0
         self._writer = None
+        #: Position of the stream's priming event; (position, frame, final) of its last events.
+        self.origin = None
+        self._recent = collections.deque(maxlen=self.RECENT_FRAMES)
+        self._emitted = 0
 
     def attach(self, writer: SseWriter) -> None:
         self._writer = writer
@@ -178,10 +192,34 @@ class RequestStream:
     async def emit(self, message, final: bool = False):
         data = dumps(message) if message is not None else b""  # once, for the store and the frame
         event_id = await get_event_store().append(self.session_id, self.stream_key, message, final=final, data=data)
+        frame = message_frame(event_id, data) if data else b""
+        self._recent.append((event_id.position, frame, final))
+        self._emitted += 1
         writer = self._writer
         if writer is not None and not writer.closed:
-            writer.push(message_frame(event_id, data) if data else b"", last=final)
+            writer.push(frame, last=final)
         return event_id
+
+    def resume(self, position: str, writer: SseWriter):
+        """Queue the frames after ``position`` on ``writer`` and attach it, in one step (no event
+        can fall between them); how many it queued, or None, attaching nothing, when the recent
+        frames do not reach back to ``position``."""
+        recent = list(self._recent)
+        if position == self.origin and self._emitted <= len(recent):
+            after = recent
+        else:
+            index = next((i for i, (known, _, _) in enumerate(recent) if known == position), None)
+            if index is None:
+                return None
+            after = recent[index + 1:]
+        for _, frame, final in after:
+            writer.push(frame, last=final)
+        if not after:
+            writer.push(b": resumed\n\n")  # the first body chunk is what flushes the headers
+        previous, self._writer = self._writer, writer
+        if previous is not None and previous is not writer:
+            previous.finish_with_retry()  # "the newest resume wins" (README: one reader per stream)
+        return len(after)
 
     async def notify(self, method: str, params: dict) -> None:
         await self.emit(notification_message(method, params))
@@ -264,9 +302,12 @@ async def deliver_reply(session_id: str, reply: dict) -> None:
 async def start(stream: RequestStream, request, call) -> None:
     """Run the request in its own task; it outlives the connection (a disconnect is not a cancel)."""
     await control.ensure_listening()
+    key = (stream.session_id, stream.stream_key)
+    local_streams[key] = stream
     task = asyncio.create_task(_run(stream, request, call))
     _tasks.add(task)
     task.add_done_callback(_tasks.discard)
+    task.add_done_callback(lambda _task: local_streams.pop(key, None))
 
 
 async def _run(stream, request, call):

@@ -40,6 +40,48 @@ def test_drop_at_any_point_and_resume_on_the_other_process(mcp_server, second_se
     assert resumed.closed_by_server  # "After the JSON-RPC response has been sent, the server SHOULD terminate the SSE stream"
 
 
+@pytest.mark.parametrize("drop_after", [0, 1, 3, STEPS])
+def test_drop_at_any_point_and_resume_on_the_same_process(session, drop_after):
+    """The process still runs the request: the resume is served from its recent frames."""
+    call = _progress_call(session)
+    stream = session.stream("POST", call)
+    seen = []
+    assert stream.next_event().data == ""  # priming
+    while len(seen) < drop_after:
+        seen.append(json.loads(stream.next_event().data))
+    stream.close()
+    resumed = session.stream("GET", headers={**GET, "Last-Event-ID": stream.decoder.last_event_id})
+    seen += resumed.messages()
+    _check_exactly_once(seen, call)
+    assert resumed.closed_by_server
+
+
+def test_a_client_further_behind_than_the_recent_frames_gets_the_rest_from_the_store(session):
+    """50 events while the client was away, more than a request keeps (RECENT_FRAMES = 32)."""
+    call = _progress_call(session, steps=60, interval_ms=20)
+    stream = session.stream("POST", call)
+    priming = stream.next_event()
+    first = json.loads(stream.next_event().data)
+    stream.close()
+    time.sleep(1.1)
+    resumed = session.stream("GET", headers={**GET, "Last-Event-ID": stream.decoder.last_event_id})
+    _check_exactly_once([first, *resumed.messages()], call, steps=60)
+    assert priming.id != stream.decoder.last_event_id
+
+
+def test_a_second_resume_on_the_same_process_takes_the_stream_over(session):
+    call = _progress_call(session, steps=10, interval_ms=100)
+    stream = session.stream("POST", call)
+    priming = stream.next_event()
+    stream.close()
+    first = session.stream("GET", headers={**GET, "Last-Event-ID": priming.id})
+    first.next_event(timeout=5)
+    second = session.stream("GET", headers={**GET, "Last-Event-ID": priming.id})
+    first.events(timeout=5)
+    assert first.closed_by_server and b"retry:" in first.raw
+    _check_exactly_once(second.messages(), call, steps=10)
+
+
 def test_resume_after_the_result_replays_it_then_ends(session):
     call = _progress_call(session, steps=2, interval_ms=1)
     stream = session.stream("POST", call)
