@@ -24,7 +24,8 @@ def _check_exactly_once(messages, call, steps=STEPS):
 
 
 @pytest.mark.parametrize("drop_after", [0, 1, 3, STEPS])  # events read before the drop; 0: after priming only
-def test_drop_at_any_point_and_resume_on_the_other_process(mcp_server, second_server, drop_after):
+@pytest.mark.parametrize("where", ["other", "same"])  # same: served from the running request's recent frames
+def test_drop_at_any_point_and_resume(mcp_server, second_server, drop_after, where):
     client = HttpClient(mcp_server.url)
     client.initialize()
     call = _progress_call(client)
@@ -34,26 +35,11 @@ def test_drop_at_any_point_and_resume_on_the_other_process(mcp_server, second_se
     while len(seen) < drop_after:
         seen.append(json.loads(stream.next_event().data))
     stream.close()
-    resumed = client.on(second_server.url).stream("GET", headers={**GET, "Last-Event-ID": stream.decoder.last_event_id})
+    resumer = client.on(second_server.url) if where == "other" else client
+    resumed = resumer.stream("GET", headers={**GET, "Last-Event-ID": stream.decoder.last_event_id})
     seen += resumed.messages()
     _check_exactly_once(seen, call)
     assert resumed.closed_by_server  # "After the JSON-RPC response has been sent, the server SHOULD terminate the SSE stream"
-
-
-@pytest.mark.parametrize("drop_after", [0, 1, 3, STEPS])
-def test_drop_at_any_point_and_resume_on_the_same_process(session, drop_after):
-    """The process still runs the request: the resume is served from its recent frames."""
-    call = _progress_call(session)
-    stream = session.stream("POST", call)
-    seen = []
-    assert stream.next_event().data == ""  # priming
-    while len(seen) < drop_after:
-        seen.append(json.loads(stream.next_event().data))
-    stream.close()
-    resumed = session.stream("GET", headers={**GET, "Last-Event-ID": stream.decoder.last_event_id})
-    seen += resumed.messages()
-    _check_exactly_once(seen, call)
-    assert resumed.closed_by_server
 
 
 def test_a_client_further_behind_than_the_recent_frames_gets_the_rest_from_the_store(session):
