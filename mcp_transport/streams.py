@@ -66,8 +66,8 @@ class SseWriter:
     open at once, so a wake-up costs no extra task (``asyncio.wait_for`` makes one per wait on
     Python 3.11) and an idle stream holds one timer, re-armed once per keep-alive interval."""
 
-    __slots__ = ("_send", "_frames", "_wakeup", "_timer", "_last_sent", "session_id", "stream_key", "token",
-                 "closed")
+    __slots__ = ("_send", "_frames", "_wakeup", "_timer", "_last_sent", "_sent_before_run", "session_id",
+                 "stream_key", "token", "closed")
 
     def __init__(self, send, session_id: str, stream_key: str):
         self._send = send
@@ -75,6 +75,7 @@ class SseWriter:
         self._wakeup = None
         self._timer = None
         self._last_sent = 0.0
+        self._sent_before_run = False
         self.session_id, self.stream_key = session_id, stream_key
         #: Identifies this connection in takeover messages.
         self.token = secrets.token_hex(8)
@@ -100,6 +101,7 @@ class SseWriter:
         """Send what is queued now, from the caller's task, before ``run`` starts."""
         if self._frames:
             frames, self._frames = self._frames, []
+            self._sent_before_run = True
             await self._send({"type": "http.response.body", "body": b"".join(frames), "more_body": not self.closed})
 
     async def run(self) -> None:
@@ -126,6 +128,8 @@ class SseWriter:
                 deadline.cancel()
 
     async def _send_until_last(self, loop, poll_after):
+        if poll_after == 0 and self._sent_before_run:
+            self.finish_with_retry()  # polling mode: what send_queued sent was all this connection carries
         while True:
             if self.closed and not self._frames:
                 return  # send_queued sent the last frame

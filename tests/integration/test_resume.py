@@ -161,6 +161,26 @@ def test_polling_mode_loses_nothing_across_processes(polling_servers):
     assert polls >= 2
 
 
+@pytest.mark.parametrize("where", ["first", "second"])  # first: the process running the request
+def test_in_polling_mode_every_get_ends_after_what_it_has(polling_servers, where):
+    """"close the SSE stream after the priming event" (POLL_AFTER_SECONDS = 0) holds for GETs
+    too: a resume ends with its replay, without waiting for the tool's next event."""
+    first, second = polling_servers
+    client = HttpClient(first.url)
+    client.initialize()
+    started = time.monotonic()
+    assert client.stream("GET", headers=GET).events(timeout=2)[0].data == ""  # priming, then the end
+    call = _progress_call(client, steps=3, interval_ms=1500)
+    stream = client.stream("POST", call)
+    stream.events()
+    time.sleep(1.7)  # one progress event is in the store; the next comes 1.5 s later
+    server = first if where == "first" else second
+    resumed = client.on(server.url).stream("GET", headers={**GET, "Last-Event-ID": stream.decoder.last_event_id})
+    messages = resumed.messages()
+    assert [m["params"]["progress"] for m in messages] == [1] and resumed.closed_by_server
+    assert time.monotonic() - started < 2.8  # not held until the second event (at 3 s)
+
+
 def test_counters_record_resumes_and_replays(mcp_server, server_env):
     import subprocess
     import sys
