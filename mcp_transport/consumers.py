@@ -288,7 +288,7 @@ class McpHttpConsumer(AsyncConsumer):
         self.tail = StreamTail(writer, session.id, position, subscription, claim, take_over=event_id is not None)
         finished = self.tail.write(backlog)
         if event_id is not None and not finished and not backlog:
-            writer.push(b": resumed\n\n")  # the first body chunk is what flushes the headers
+            writer.push(streams.RESUMED)
         # The replay goes out with the headers from this task: its first event does not wait
         # for the writer's task to be scheduled.
         await writer.send_queued()

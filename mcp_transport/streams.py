@@ -29,6 +29,9 @@ from .storage import get_event_store
 logger = logging.getLogger(__name__)
 
 PING = sse.comment("ping")
+#: A resume's first chunk when it has nothing to replay yet: the first body chunk is what makes
+#: daphne send the response headers.
+RESUMED = sse.comment("resumed")
 #: Strong references to request tasks, so a dropped connection cannot let them be collected.
 _tasks = set()
 
@@ -219,7 +222,7 @@ class RequestStream:
         for _, frame, final in after:
             writer.push(frame, last=final)
         if not after:
-            writer.push(b": resumed\n\n")  # the first body chunk is what flushes the headers
+            writer.push(RESUMED)
         previous, self._writer = self._writer, writer
         if previous is not None and previous is not writer:
             previous.finish_with_retry()  # "the newest resume wins" (README: one reader per stream)
