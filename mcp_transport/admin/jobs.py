@@ -12,6 +12,7 @@ import json
 from datetime import timedelta
 
 from django.contrib import admin, messages
+from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import Avg, Case, Count, DurationField, ExpressionWrapper, F, IntegerField, Value, When
 from django.http import HttpResponseNotAllowed, HttpResponseRedirect, JsonResponse
@@ -121,7 +122,8 @@ class McpJobAdmin(FastListMixin, admin.ModelAdmin):
 
     @admin.display(description="session", ordering="session_id")
     def session_link(self, obj):
-        url = reverse("admin:mcp_transport_mcpsession_change", args=[obj.session_id])
+        # Quoted as the admin quotes primary keys: a session id may hold "_" (token_urlsafe).
+        url = reverse("admin:mcp_transport_mcpsession_change", args=[quote(obj.session_id)])
         return format_html('<a href="{}"><code>{}…</code></a>', url, obj.session_id[:8])
 
     @admin.display(description="created", ordering="created_at")
@@ -176,13 +178,13 @@ class McpJobAdmin(FastListMixin, admin.ModelAdmin):
     def cancel_view(self, request, object_id):
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
-        job = get_object_or_404(McpJob, pk=object_id)
+        job = get_object_or_404(McpJob, pk=unquote(object_id))
         if not self.has_change_permission(request, job):
             raise PermissionDenied
         done = jobs.cancel(job.pk)
         self.message_user(request, "Job cancelled." if done else "The job had already ended.",
                           messages.SUCCESS if done else messages.WARNING)
-        return HttpResponseRedirect(reverse("admin:mcp_transport_mcpjob_change", args=[job.pk]))
+        return HttpResponseRedirect(reverse("admin:mcp_transport_mcpjob_change", args=[quote(job.pk)]))
 
 
 # -- the dashboard's job signals ------------------------------------------------------------

@@ -6,6 +6,7 @@ from datetime import timezone as dt_timezone
 
 from asgiref.sync import async_to_sync
 from django.contrib import admin, messages
+from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Max, Min, Q
@@ -226,7 +227,9 @@ class McpSessionAdmin(FastListMixin, admin.ModelAdmin):
         return found if found is not None and found.pk == object_id else super().get_object(request, object_id, from_field)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        session = request._mcp_session = get_object_or_404(McpSession.objects.select_related("user"), pk=object_id)
+        # object_id comes quoted, as the admin quotes primary keys in URLs ("_" in session ids).
+        session = request._mcp_session = get_object_or_404(McpSession.objects.select_related("user"),
+                                                            pk=unquote(object_id))
         context = {**(extra_context or {}), **self.session_context(request, session),
                    "show_save": False, "show_save_and_continue": False, "show_save_and_add_another": False}
         return super().change_view(request, object_id, form_url, context)
@@ -301,12 +304,12 @@ class McpSessionAdmin(FastListMixin, admin.ModelAdmin):
     def _act_on_one(self, request, object_id, act, message):
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
-        session = get_object_or_404(McpSession, pk=object_id)
+        session = get_object_or_404(McpSession, pk=unquote(object_id))
         if not self.has_change_permission(request, session):
             raise PermissionDenied
         act([session.pk])
         self.message_user(request, message, messages.SUCCESS)
-        return HttpResponseRedirect(reverse("admin:mcp_transport_mcpsession_change", args=[session.pk]))
+        return HttpResponseRedirect(reverse("admin:mcp_transport_mcpsession_change", args=[quote(session.pk)]))
 
     def terminate_view(self, request, object_id):
         return self._act_on_one(request, object_id, terminate, "Session terminated.")

@@ -15,6 +15,7 @@ import urllib.parse
 import urllib.request
 
 import pytest
+from django.contrib.admin.utils import quote
 
 from mcp_transport.testing import HttpClient
 
@@ -96,6 +97,11 @@ def _session_with_history(server, steps=60):
     return client
 
 
+def session_url(session_id) -> str:
+    """A session's admin URL, its id quoted as the admin quotes primary keys ("_" is special)."""
+    return f"/admin/mcp_transport/mcpsession/{quote(session_id)}"
+
+
 def _row(html, session_id) -> str:
     """The changelist row of a session."""
     match = re.search(r'<tr>(?:(?!</tr>).)*?title="%s"(?:(?!</tr>).)*</tr>' % re.escape(session_id), html, re.S)
@@ -140,10 +146,27 @@ def test_session_list_filters_and_search(server, admin):
     held.close()
 
 
+def test_the_lists_link_opens_the_page_of_a_session_whose_id_holds_an_underscore(server, admin):
+    """The admin quotes "_" in primary keys (token_urlsafe ids hold one 4 times in 10): the
+    session page, its actions and the jobs list's links must read them back."""
+    for _ in range(40):
+        client = HttpClient(server.url)
+        client.initialize()
+        if "_" in client.session_id:
+            break
+    assert "_" in client.session_id
+    row = _row(admin.page("/admin/mcp_transport/mcpsession/", q=client.session_id[:12]), client.session_id)
+    link = re.search(r'href="(/admin/mcp_transport/mcpsession/[^"?]+/change/)', row).group(1)
+    assert link == f"{session_url(client.session_id)}/change/"
+    assert client.session_id in admin.page(link)
+    after_purge = admin.post(f"{session_url(client.session_id)}/purge/", {})  # redirected to the session page
+    assert "Buffered events purged." in after_purge and client.session_id in after_purge
+
+
 def test_session_page_lists_streams_and_events_newest_first_paginated(server, admin):
     client = _session_with_history(server, steps=60)
     time.sleep(SETTLE)
-    url = f"/admin/mcp_transport/mcpsession/{client.session_id}/change/"
+    url = f"{session_url(client.session_id)}/change/"
     html = admin.page(url)
     assert "POST request" in html and "answered" in html
     first = re.findall(r"<code>([0-9a-f]{16}\.[0-9]+-[0-9]+)</code>", html)
@@ -184,10 +207,10 @@ def test_terminate_action_ends_open_streams_and_later_requests_get_404(server, a
 def test_purge_action_drops_buffers_and_rows(server, admin):
     client = _session_with_history(server, steps=5)
     time.sleep(SETTLE)
-    assert "No stored events" not in admin.page(f"/admin/mcp_transport/mcpsession/{client.session_id}/change/")
+    assert "No stored events" not in admin.page(f"{session_url(client.session_id)}/change/")
     html = admin.action("purge_buffers", [client.session_id])
     assert "Purged the buffers of 1 session(s)" in html
-    page = admin.page(f"/admin/mcp_transport/mcpsession/{client.session_id}/change/")
+    page = admin.page(f"{session_url(client.session_id)}/change/")
     assert "No stored events" in page and "No stream keeps events" in page
     assert _cells(_row(admin.page("/admin/mcp_transport/mcpsession/", q=client.session_id[:12]),
                        client.session_id))[9] == "0"
@@ -198,7 +221,7 @@ def test_purge_action_drops_buffers_and_rows(server, admin):
 def test_session_page_buttons_terminate_and_purge(server, admin):
     client = _session_with_history(server, steps=3)
     time.sleep(SETTLE)
-    base = f"/admin/mcp_transport/mcpsession/{client.session_id}"
+    base = session_url(client.session_id)
     assert "Buffered events purged" in admin.post(f"{base}/purge/", {})
     assert "No stored events" in admin.page(f"{base}/change/")
     assert "Session terminated" in admin.post(f"{base}/terminate/", {})

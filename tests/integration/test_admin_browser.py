@@ -15,7 +15,7 @@ import pytest
 
 from mcp_transport.testing import HttpClient
 
-from .test_admin import FAST, GET, _progress_call, _session_with_history
+from .test_admin import FAST, GET, _progress_call, _session_with_history, session_url
 
 CHROMEDRIVER = shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(
@@ -95,7 +95,7 @@ def test_admin_pages_in_a_browser(server, admin_login, browser, shots, celery_wo
     assert browser.find_element(By.CSS_SELECTOR, ".mcp-badge").is_displayed()
     _shoot(browser, shots / "admin-sessions.png", 1000)
 
-    browser.get(f"{base}/admin/mcp_transport/mcpsession/{clients[-1].session_id}/change/")
+    browser.get(f"{base}{session_url(clients[-1].session_id)}/change/")
     blocks = browser.find_elements(By.CSS_SELECTOR, "#events pre.mcp-json")
     assert blocks and '"jsonrpc": "2.0"' in blocks[0].text
     assert "POST request" in browser.find_element(By.ID, "streams").text

@@ -6,11 +6,12 @@ import re
 import time
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.core.cache import cache
 
 from mcp_transport.testing import HttpClient
 
-from .test_admin import FAST, SETTLE, Admin, _cells, _row
+from .test_admin import FAST, SETTLE, Admin, _cells, _row, session_url
 
 JOBS = "/admin/mcp_transport/mcpjob/"
 
@@ -69,7 +70,7 @@ def test_jobs_list_shows_running_jobs_with_live_progress(server, admin):
     cells = _cells(_row(html, job_id))
     assert cells[2] == "slow_job" and cells[3] == "Working"
     assert 'data-active="1"' in html and "mcp_transport/jobs.js" in html
-    session_page = admin.page(f"/admin/mcp_transport/mcpsession/{client.session_id}/change/")
+    session_page = admin.page(f"{session_url(client.session_id)}/change/")
     assert "Background jobs" in session_page and f'data-job="{job_id}" data-active="1"' in session_page
     first = _progress(admin, job_id)
     time.sleep(1.5)  # the worker writes progress to the row about every half second
@@ -92,7 +93,7 @@ def test_cancel_action_stops_the_worker_and_the_stream_ends_without_a_result(ser
     assert cache.get(key) == stopped_at and stopped_at < 200
     state = _progress(admin, job_id)
     assert state["status"] == "cancelled" and not state["active"]
-    page = admin.page(f"{JOBS}{job_id}/change/")
+    page = admin.page(f"{JOBS}{quote(job_id)}/change/")
     assert "Cancelled by an administrator." in page
 
 
@@ -104,10 +105,10 @@ def test_finished_job_page_and_the_dashboard(server, admin):
     job_id = _job_id(admin, client.session_id)
     state = _progress(admin, job_id)
     assert state["status"] == "completed" and state["percent"] == 100 and state["duration"].endswith(" s")
-    page = admin.page(f"{JOBS}{job_id}/change/")
+    page = admin.page(f"{JOBS}{quote(job_id)}/change/")
     assert "&quot;steps&quot;: 3" in page and "&quot;result&quot;: &quot;done 3&quot;" in page
     assert "Cancel job" not in page
-    assert admin.post(f"{JOBS}{job_id}/cancel/", {}).count("The job had already ended") == 1
+    assert admin.post(f"{JOBS}{quote(job_id)}/cancel/", {}).count("The job had already ended") == 1
     time.sleep(SETTLE)
     html = admin.page("/admin/mcp_transport/mcpsession/dashboard/")
     assert "<h3>Jobs finished per minute</h3>" in html and "<h3>Job latency (mean per bucket)</h3>" in html

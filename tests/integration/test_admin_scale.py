@@ -11,6 +11,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.db import connection
 from redis import Redis
 from django.test.utils import CaptureQueriesContext
@@ -90,7 +91,7 @@ def big_tables(django_db_setup, django_db_blocker):
 
 
 def pages(ids):
-    heavy = f"/admin/mcp_transport/mcpsession/{ids[0]}/change/"
+    heavy = f"/admin/mcp_transport/mcpsession/{quote(ids[0])}/change/"
     listing = "/admin/mcp_transport/mcpsession/"
     return {
         "session list": listing,
