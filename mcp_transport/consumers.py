@@ -223,8 +223,9 @@ class McpHttpConsumer(AsyncConsumer):
         call.channel = stream
         sessions.remember_for_resume(session)
         writer = await self.start_sse(session.id, stream.stream_key)
-        stream.origin, _ = await asyncio.gather(self.prime(writer, session, stream.stream_key),
-                                                control.register_call(stream))
+        position, _ = await asyncio.gather(self.prime(writer, session, stream.stream_key),
+                                           control.register_call(stream))
+        stream.primed(position)
         stream.attach(writer)
         await streams.start(stream, request, call)
 

@@ -188,20 +188,21 @@ class RequestStream:
         #: monotonic time of the last heartbeat written for this request (control.py).
         self.last_beat = 0.0
         self._writer = None
-        #: Position of the stream's priming event; (position, frame, final) of its last events.
-        self.origin = None
+        #: (position, frame, final) of the stream's last events; the priming event's frame is None.
         self._recent = collections.deque(maxlen=self.RECENT_FRAMES)
-        self._emitted = 0
 
     def attach(self, writer: SseWriter) -> None:
         self._writer = writer
+
+    def primed(self, position: str) -> None:
+        """The stream's first event (sent by whoever opened it): a resume may start from it."""
+        self._recent.append((position, None, False))
 
     async def emit(self, message, final: bool = False):
         data = dumps(message) if message is not None else b""  # once, for the store and the frame
         event_id = await get_event_store().append(self.session_id, self.stream_key, message, final=final, data=data)
         frame = message_frame(event_id, data) if data else b""
         self._recent.append((event_id.position, frame, final))
-        self._emitted += 1
         writer = self._writer
         if writer is not None and not writer.closed:
             writer.push(frame, last=final)
@@ -212,13 +213,10 @@ class RequestStream:
         can fall between them); how many it queued, or None, attaching nothing, when the recent
         frames do not reach back to ``position``."""
         recent = list(self._recent)
-        if position == self.origin and self._emitted <= len(recent):
-            after = recent
-        else:
-            index = next((i for i, (known, _, _) in enumerate(recent) if known == position), None)
-            if index is None:
-                return None
-            after = recent[index + 1:]
+        index = next((i for i, (known, _, _) in enumerate(recent) if known == position), None)
+        if index is None:
+            return None
+        after = recent[index + 1:]
         for _, frame, final in after:
             writer.push(frame, last=final)
         if not after:

@@ -35,7 +35,7 @@ def stream(monkeypatch):
     store = Store()
     monkeypatch.setattr(streams, "get_event_store", lambda: store)
     stream = streams.RequestStream("s", 1, "abcdef0123456789")
-    stream.origin = "0-0"
+    stream.primed("0-0")
     return stream
 
 
