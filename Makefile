@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # scripts/run.py reads PORT from the environment, so `make run PORT=9000` works too.
 export PORT
 
-.PHONY: install run test conformance bench clean browser screenshots
+.PHONY: install run test conformance bench clean browser screenshots docs
 
 install: $(VENV)/.installed
 
@@ -48,6 +48,11 @@ browser:
 screenshots: install browser
 	MCP_SCREENSHOT_DIR=docs $(PY) -m pytest tests/integration/test_admin_browser.py
 
+# The documentation site (mkdocs.yml), strictly: a broken link or anchor, or a page missing from
+# the navigation, fails the build. Output in site/ (not committed).
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
 conformance: install node_modules/.stamp
 	PYTHON=$(PY) bash scripts/conformance.sh
 
@@ -56,5 +61,5 @@ bench: install
 
 # Leaves db.sqlite3 alone: it holds local data (admin users), not build output.
 clean:
-	rm -rf $(VENV) node_modules .pytest_cache .hypothesis conformance-results bench/out build dist *.egg-info
+	rm -rf $(VENV) node_modules .pytest_cache .hypothesis conformance-results bench/out build dist *.egg-info site
 	find . -name __pycache__ -type d -prune -not -path './.git/*' -exec rm -rf {} +
