@@ -10,6 +10,10 @@ class McpTransportConfig(AppConfig):
     def ready(self):
         from . import checks  # noqa: F401  (registers the system checks)
         from . import operations  # noqa: F401  (registers the Celery task mcp_transport.cleanup)
+        # Registers mcp_transport.run_job, so that every Celery worker of the project (Celery's
+        # Django recipe sets Django up before the worker consumes) runs background tools,
+        # whether or not any module of the project imports the worker side.
+        from . import worker  # noqa: F401
         from .conf import get_config
         from .serving import flush_events_at_shutdown
 

@@ -8,6 +8,9 @@
 - mcp_transport.E006: background tools with a process-local event store (workers are other
   processes: their events would never reach the web processes).
 - mcp_transport.E007: background tools without a Celery broker.
+- mcp_transport.E008: a Celery worker answers but does not know the task mcp_transport.run_job
+  (it discards background calls). Asked of the workers, so only on request:
+  ``manage.py check --deploy --tag mcp_transport_workers``.
 - mcp_transport.W001: ALLOWED_ORIGINS is empty with DEBUG off (only loopback browsers can call).
 - mcp_transport.W002: a process-local event store or channel layer with DEBUG off (a deployment
   runs several web processes, and a client's next request may land on any of them).
@@ -16,6 +19,8 @@
 - mcp_transport.W004: polling mode without SSE_RETRY_MS (clients get no pace for their polls).
 - mcp_transport.W005: JOB_RETENTION shorter than the longest task ttl (TASK_MAX_TTL_MS): the
   cleanup would delete tasks that clients may still ask for.
+- mcp_transport.W006: no Celery worker answered a ping, or none consumes the queue of a
+  background tool (with E008, only on request).
 """
 from numbers import Real
 
@@ -31,7 +36,8 @@ POSITIVE = ("SESSION_IDLE_TIMEOUT", "MAX_REQUEST_BYTES", "KEEPALIVE_SECONDS", "H
             "DASHBOARD_SAMPLES", "TASK_DEFAULT_TTL_MS", "TASK_POLL_INTERVAL_MS")
 #: Keys that may be None, else numbers >= 0.
 OPTIONAL_NON_NEGATIVE = ("SSE_RETRY_MS", "POLL_AFTER_SECONDS", "CLOSED_SESSION_RETENTION", "EVENT_RETENTION",
-                         "JOB_RETENTION", "PROGRESS_HEARTBEAT_SECONDS", "TASK_MAX_TTL_MS")
+                         "JOB_RETENTION", "PROGRESS_HEARTBEAT_SECONDS", "TASK_MAX_TTL_MS",
+                         "JOB_QUEUE_TIMEOUT")
 METRICS_ACCESS = ("off", "staff", "token")
 PROCESS_LOCAL_STORES = ("mcp_transport.storage.memory.InMemoryEventStore",)
 PROCESS_LOCAL_LAYERS = ("channels.layers.InMemoryChannelLayer",)
@@ -202,3 +208,50 @@ def _celery_broker():
     from celery import current_app
 
     return current_app.conf.broker_url or getattr(settings, "CELERY_BROKER_URL", None)
+
+
+#: The tag of the checks that ask the running workers (a broadcast and a wait): they run only
+#: with ``check --deploy``, never on migrate or runserver, which must not wait for a broker.
+WORKERS_TAG = "mcp_transport_workers"
+#: Seconds the workers get to answer each broadcast.
+WORKER_PING_SECONDS = 2.0
+RUN_JOB = "mcp_transport.run_job"
+
+
+@register(WORKERS_TAG, deploy=True)
+def workers_check(app_configs, **kwargs):
+    """The running workers know the app's task and consume every background tool's queue."""
+    if _config() is None or not _background_tools() or not _celery_broker():
+        return []
+    try:
+        registered, queues = _ask_workers()
+    except Exception as exc:
+        return [Warning(f"The Celery broker did not answer: {exc}", id="mcp_transport.W006")]
+    if not registered:
+        return [Warning(f"No Celery worker answered a ping within {WORKER_PING_SECONDS:g} s: background calls will "
+                        "wait for one, then fail (JOB_QUEUE_TIMEOUT).",
+                        hint="Start one with: celery -A <project> worker", id="mcp_transport.W006")]
+    messages = [Error(f"Celery worker {name} does not know the task {RUN_JOB}: it discards background calls.",
+                      hint="Restart it with this project's code (mcp_transport in INSTALLED_APPS, Celery's Django "
+                           "recipe), or give it a broker of its own.", id="mcp_transport.E008")
+                for name, tasks in sorted(registered.items()) if RUN_JOB not in {t.split()[0] for t in tasks}]
+    missing = sorted(_tool_queues() - {queue["name"] for answer in queues.values() for queue in answer})
+    if missing:
+        messages.append(Warning(f"No Celery worker consumes the queue(s) {', '.join(missing)} of background tools.",
+                                hint="Start a worker with -Q naming them.", id="mcp_transport.W006"))
+    return messages
+
+
+def _ask_workers():
+    """{worker: [task names]} and {worker: [queues]} of the workers that answer in time."""
+    from celery import current_app
+
+    inspect = current_app.control.inspect(timeout=WORKER_PING_SECONDS)
+    return inspect.registered() or {}, inspect.active_queues() or {}
+
+
+def _tool_queues():
+    from .jobs import queue_of
+    from .registry import registry
+
+    return {queue_of(spec) for spec in registry.tools.values() if spec.background}

@@ -92,6 +92,9 @@ DEFAULTS = {
     #: Background tools (jobs.py): seconds between progress notifications the server sends for a
     #: background call with a progressToken while the tool itself reports nothing (None: never).
     "PROGRESS_HEARTBEAT_SECONDS": 10,
+    #: Background tools: seconds a call may wait in the broker for a worker before it fails with
+    #: an error result saying that no worker took it (None: wait for ever).
+    "JOB_QUEUE_TIMEOUT": 60,
     #: MCP tasks: the ttl (ms) of a task whose request names none, the largest ttl granted
     #: (None: unlimited), and the pollInterval (ms) suggested to clients.
     "TASK_DEFAULT_TTL_MS": 3600 * 1000,

@@ -145,10 +145,11 @@ async def enqueue(job, spec) -> None:
 
 # -- answering -------------------------------------------------------------------------------
 
-async def finish(job, status: str, result=None, error: str = "", **fields) -> bool:
-    """End the job with ``status`` (and its CallToolResult) unless it already ended; True if
-    this call ended it, and then its answer is written."""
-    if not await transition(job.id, status, McpJob.ACTIVE, result=result, error=error,
+async def finish(job, status: str, result=None, error: str = "", allowed=McpJob.ACTIVE, where=None,
+                 **fields) -> bool:
+    """End the job with ``status`` (and its CallToolResult) unless it already ended (or is no
+    longer in one of ``allowed``); True if this call ended it, and then its answer is written."""
+    if not await transition(job.id, status, allowed, where=where, result=result, error=error,
                             finished_at=timezone.now(), **fields):
         return False
     job.status, job.result, job.error = status, result, error
@@ -268,8 +269,10 @@ async def watch(session_id: str, stream_key: str, call: dict) -> bool:
     if "done" in call or control.beat_age_ms(call) < control.orphan_after_ms():
         return False
     job = await load(call.get("job"))
-    if job is None or job.status == Status.QUEUED:
-        return False  # a queued job has no worker yet: the broker keeps it
+    if job is None:
+        return False
+    if job.status == Status.QUEUED:
+        return await expire_unclaimed(job)  # no worker yet: the broker keeps it, for a while
     if job.is_terminal:
         await answer(job)  # ended, but whoever ended it died before writing the answer
         return True
@@ -281,6 +284,35 @@ async def watch_job(job) -> None:
     call = await async_redis().hgetall(keys().call(job.session_id, job.stream_key))
     if call:
         await watch(job.session_id, job.stream_key, call)
+
+
+async def expire_unclaimed(job) -> bool:
+    """Fail a job that no worker took within JOB_QUEUE_TIMEOUT (no worker runs, none consumes
+    its queue, or they do not know the task and discard it), so that its client gets an error
+    result instead of waiting in silence; revoke it, so that a worker starting later skips it."""
+    timeout = get_config()["JOB_QUEUE_TIMEOUT"]
+    if timeout is None or (timezone.now() - job.updated_at).total_seconds() < timeout:
+        return False
+    text = no_worker_text(job.tool, queue_of(registry.tools.get(job.tool)), timeout)
+    if not await finish(job, Status.FAILED, error_result(text), error=text, allowed=(Status.QUEUED,),
+                        where={"celery_task_id": job.celery_task_id}):
+        return False  # a worker took it meanwhile
+    logger.warning("job %s (%s): %s", job.id, job.tool, text)
+    await _revoke(job)
+    return True
+
+
+def queue_of(spec) -> str:
+    """The queue a tool's jobs are sent to: its own, or Celery's default queue."""
+    from celery import current_app
+
+    queue = spec.job_options.get("queue") if spec is not None else None
+    return queue or current_app.conf.task_default_queue
+
+
+def no_worker_text(tool: str, queue: str, timeout) -> str:
+    return (f"No worker took tool {tool} within {timeout:g} s: start a Celery worker of this project "
+            f"(celery -A <project> worker) that consumes the queue {queue!r}.")
 
 
 async def worker_lost(job, hard_limit=False) -> None:

@@ -230,3 +230,45 @@ def test_job_retention_shorter_than_the_longest_task_ttl_is_w005():
     for fine in ({"JOB_RETENTION": 86400, "TASK_MAX_TTL_MS": 86400 * 1000}, {"JOB_RETENTION": None}):
         with configured(**fine):
             assert mcp_checks.deployment_check(None) == []
+
+
+def answers(monkeypatch, registered, queues):
+    monkeypatch.setattr(mcp_checks, "_ask_workers", lambda: (registered, queues))
+
+
+def test_workers_check_runs_only_when_asked(monkeypatch, background_tool):
+    asked = []
+    monkeypatch.setattr(mcp_checks, "_ask_workers", lambda: asked.append(1) or ({}, {}))
+    checks.run_checks()  # what migrate and runserver run: no broadcast, no wait
+    assert asked == []
+    messages = ours(checks.run_checks(tags=[mcp_checks.WORKERS_TAG], include_deployment_checks=True))
+    assert asked == [1] and ids(messages) == ["mcp_transport.W006"]
+    assert "No Celery worker answered" in messages[0].msg
+
+
+def test_worker_without_the_task_is_e008(monkeypatch, background_tool):
+    answers(monkeypatch, {"good@h": ["mcp_transport.run_job [acks_late=True]", "mcp_transport.cleanup"],
+                          "old@h": ["mcp_transport.cleanup"]},
+            {"good@h": [{"name": "celery"}], "old@h": [{"name": "celery"}]})
+    messages = mcp_checks.workers_check(None)
+    assert ids(messages) == ["mcp_transport.E008"]
+    assert "old@h" in messages[0].msg and "good@h" not in messages[0].msg
+
+
+def test_unconsumed_queue_of_a_background_tool_is_w006(monkeypatch, background_tool):
+    @tool(name="check_queue_probe", background={"queue": "reports"})
+    def probe() -> str:
+        """A background tool on a queue of its own."""
+        return "ok"
+
+    try:
+        answers(monkeypatch, {"w@h": [mcp_checks.RUN_JOB]}, {"w@h": [{"name": "celery"}]})
+        messages = mcp_checks.workers_check(None)
+    finally:
+        del registry.tools["check_queue_probe"]
+    assert ids(messages) == ["mcp_transport.W006"] and "reports" in messages[0].msg
+
+
+def test_workers_check_passes_when_the_workers_fit(monkeypatch, background_tool):
+    answers(monkeypatch, {"w@h": [mcp_checks.RUN_JOB]}, {"w@h": [{"name": "celery"}]})
+    assert mcp_checks.workers_check(None) == []
