@@ -5,12 +5,20 @@ ORM calls one at a time, so the event loop never waits on the database, Django's
 thread (sessions, the admin) never waits on event writes, and SQLite never sees two writers of
 ours at once. ``Flusher`` batches rows per event loop: appends hand it rows and return at once;
 it bulk-inserts them every ``interval`` seconds or ``max_rows`` rows, whichever comes first.
+
+*One row never costs another* (``write_rows``). A batch carries rows of many sessions, so a row
+the database refuses must not fail the rest: a batch that fails for a reason tied to its data
+(``DataError``, ``IntegrityError``, a value the driver cannot encode) is split in halves until
+the refused rows are alone; those are dropped from the durable record, counted
+(``events_write_dropped``) and logged in one line per batch. A failure of the database itself
+(``OperationalError``, ``InterfaceError``: down, restarting, locked) is retryable: the rows stay
+queued and are written again after a back-off, while Redis keeps serving them.
 """
 import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
 
-from django.db import close_old_connections, connections, router, transaction
+from django.db import InterfaceError, OperationalError, close_old_connections, connections, router, transaction
 from django.db.models import Count, Q
 from django.db.models.constants import OnConflict
 from django.utils import timezone
@@ -22,6 +30,10 @@ logger = logging.getLogger(__name__)
 
 #: ``persist`` option values of the Redis store.
 PERSIST_MODES = ("batched", "write_through", "off")
+#: Failures of the database rather than of the rows: written again later.
+RETRYABLE = (OperationalError, InterfaceError)
+#: Seconds between attempts at rows whose write failed retryably (doubling up to the last).
+RETRY_DELAYS = (0.5, 1.0, 2.0, 5.0)
 
 
 def all_rows():
@@ -60,13 +72,15 @@ class Flusher:
     """Rows waiting for the database, written in bulk off the loop. One per event loop.
 
     With ``max_unwritten``, ``make_room`` holds appends back while that many rows are not in the
-    database yet (waiting or being written)."""
+    database yet (waiting, being written, or waiting for a retry). ``counters`` (a
+    ``signals.RedisCounters``) counts the rows the database refused."""
 
-    def __init__(self, table: EventTable, interval: float, max_rows: int, max_unwritten=None):
+    def __init__(self, table: EventTable, interval: float, max_rows: int, max_unwritten=None, counters=None):
         self.table, self.interval, self.max_rows = table, interval, max_rows
-        self.max_unwritten = max_unwritten
+        self.max_unwritten, self.counters = max_unwritten, counters
         self._rows = []
         self._writing = 0
+        self._failures = 0  # consecutive retryable failures: the back-off's index
         self._full = asyncio.Event()
         self._task = None
         self._written = None
@@ -103,31 +117,82 @@ class Flusher:
             raise
 
     async def _wait(self):
+        if self._failures:  # the database is failing: a full batch must not hurry the retry
+            await asyncio.sleep(RETRY_DELAYS[min(self._failures, len(RETRY_DELAYS)) - 1])
+            return
         try:
             await asyncio.wait_for(self._full.wait(), self.interval)
         except asyncio.TimeoutError:
             pass
 
     async def flush(self) -> None:
-        """Write every waiting row now; returns once they (and any earlier batch) are written."""
+        """Write every waiting row now; returns once they (and any earlier batch) are written,
+        refused, or queued again for a retry."""
         self._full.clear()
         rows, self._rows = self._rows, []
         self._writing += len(rows)
+        retry = []
         try:
-            await self.table.run(insert_rows, rows)
-        except Exception:
+            retry, refused = await self.table.run(write_rows, rows)
+            self._failures = self._failures + 1 if retry else 0
+            if retry:
+                logger.warning("the database is failing; %d events wait for a retry (Redis has them)", len(retry))
+            self.count_refused(refused)
+        except Exception:  # the table's thread itself failed (shut down): nothing was written
             logger.exception("%d events could not be written to the database; Redis still has them", len(rows))
         finally:
             self._writing -= len(rows)
+            self._rows[:0] = retry  # before anything added meanwhile: positions stay in order
             written, self._written = self._written, None
             if written is not None and not written.done():
                 written.set_result(None)
+
+    def count_refused(self, refused) -> None:
+        """Log and count rows the database refused (``write_rows``), in one line."""
+        if not refused:
+            return
+        (session_id, stream_key, position, _, _), error = refused[0]
+        logger.error("%d events were refused by the database and are not in its record (Redis keeps its copy "
+                     "until it expires); the first: session %s… stream %s position %s: %s", len(refused),
+                     session_id[:8], stream_key, position, _one_line(error))
+        if self.counters is not None:
+            self.counters.add_soon({"events_write_dropped": len(refused)})
 
     def drop_session(self, session_id: str) -> None:
         self._rows = [row for row in self._rows if row[0] != session_id]
 
 
+def _one_line(error) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"
+
+
 # -- ORM functions: they run on an EventTable's thread ------------------------------------------
+
+def write_rows(rows: list) -> tuple:
+    """Insert rows so that none costs another: ``(rows to retry, [(row, error) refused])``.
+
+    A batch refused for its data is split in halves until each refused row is alone (a few
+    transactions for one bad row among hundreds); once the database itself fails, the rows not
+    written yet are all returned for a retry."""
+    retry, refused, pending = [], [], [rows]
+    while pending:
+        batch = pending.pop()
+        if retry:
+            retry.extend(batch)
+            continue
+        try:
+            insert_rows(batch)
+        except RETRYABLE:
+            retry = list(batch)
+        except Exception as exc:  # DataError, IntegrityError, ValueError from the driver, ...
+            if len(batch) == 1:
+                refused.append((batch[0], exc))
+            else:
+                middle = len(batch) // 2
+                pending += [batch[middle:], batch[:middle]]  # the first half is written first
+    return retry, refused
+
 
 def insert_rows(rows: list) -> None:
     """Insert (session, stream, position, message as UTF-8 JSON or b"", final) rows in one

@@ -257,8 +257,8 @@ class _LoopState:
         self.append_script = client.register_script(APPEND_LUA)
         self.delete_script = client.register_script(DELETE_LUA)
         self.batcher = Coalescer(store._send)
-        self.flusher = (Flusher(store.table, store.flush_interval, store.flush_max, store.max_unwritten)
-                        if store.table else None)
+        self.flusher = (Flusher(store.table, store.flush_interval, store.flush_max, store.max_unwritten,
+                                store.counters) if store.table else None)
 
 
 class RedisEventStore(EventStore):
@@ -322,7 +322,12 @@ class RedisEventStore(EventStore):
 
     async def _persist(self, rows, state):
         if self.persist == "write_through":
-            await self.table.run(persist.insert_rows, rows)
+            # A refused row costs only itself; rows the failing database did not take are
+            # retried by the flusher, as batched ones (Redis has them meanwhile).
+            retry, refused = await self.table.run(persist.write_rows, rows)
+            state.flusher.count_refused(refused)
+            if retry:
+                state.flusher.add(retry)
         else:
             state.flusher.add(rows)
 

@@ -3,11 +3,13 @@ import asyncio
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.db import connection
 
 from mcp_transport.connections import async_redis
 from mcp_transport.storage import UnknownEvent
 from mcp_transport.storage.persist import all_rows, stream_rows
 from mcp_transport.storage.redis import StoreKeys
+from mcp_transport.storage.signals import RedisCounters
 
 from .helpers import append_many, notification, orm
 
@@ -213,3 +215,71 @@ def test_a_sync_caller_s_events_reach_the_database(stores, session_id, stream_ke
     ids = [async_to_sync(store.append)(session_id, stream_key, notification(i)) for i in range(3)]
     rows = async_to_sync(orm)(store, lambda: list(stream_rows(session_id, stream_key).values_list("position", flat=True)))
     assert sorted(rows) == sorted(event_id.position for event_id in ids)
+
+
+# -- one row never costs another (issue 10) ------------------------------------------------------
+
+POISON = b'{"jsonrpc":"2.0","method":"x","params":{"bad":not json}}'
+
+
+async def row_count(store, session_id):
+    return await orm(store, lambda: all_rows().filter(session_id=session_id).count())
+
+
+@pytest.mark.parametrize("persist_mode", ["batched", "write_through"])
+async def test_a_row_the_database_refuses_costs_no_other_row(stores, stream_key, persist_mode):
+    """One client's unwritable event shares a batch with other sessions' events: theirs are
+    written, the refused one is counted, and a replay after Redis lost both comes from the
+    database whole."""
+    from mcp_transport.protocol.ids import new_session_id
+
+    store = stores(persist=persist_mode, flush_interval=60)
+    victims = [new_session_id() for _ in range(3)]
+    attacker = new_session_id()
+    appends = [store.append(victim, stream_key, notification(i)) for i in range(4) for victim in victims]
+    appends.insert(5, store.append(attacker, stream_key, {"jsonrpc": "2.0"}, data=POISON))
+    ids = await asyncio.gather(*appends)
+    await store.flush()
+    assert await row_count(store, attacker) == 0
+    for index, victim in enumerate(victims):
+        assert await row_count(store, victim) == 4
+        await lose_redis_copy(victim)
+        own = [event_id for event_id, (_, owner) in zip(ids, _owners(victims, attacker)) if owner == victim]
+        replay = await store.replay_after(victim, own[0])
+        assert replay.source == "database" and await ids_of(replay) == own[1:]
+    if connection.vendor != "sqlite":  # SQLite's INSERT OR IGNORE skips a failed CHECK silently
+        await asyncio.sleep(RedisCounters.DELAY * 4)
+        assert int(await async_redis().hget(StoreKeys().shared[0], "events_write_dropped") or 0) == 1
+
+
+def _owners(victims, attacker):
+    """The (index, session) of each append, in the order the test made them."""
+    owners = [victim for _ in range(4) for victim in victims]
+    owners.insert(5, attacker)
+    return list(enumerate(owners))
+
+
+async def test_rows_are_written_again_after_the_database_failed(stores, session_id, stream_key, monkeypatch):
+    """A failure of the database itself (OperationalError) keeps the rows for a retry."""
+    from django.db import OperationalError
+
+    from mcp_transport.storage import persist
+
+    store = stores(flush_interval=60)
+    insert, failures = persist.insert_rows, []
+
+    def failing_once(rows):
+        if not failures:
+            failures.append(len(rows))
+            raise OperationalError("the database is restarting")
+        return insert(rows)
+
+    monkeypatch.setattr(persist, "insert_rows", failing_once)
+    ids = await append_many(store, session_id, stream_key, 3)
+    await store.flush()
+    assert failures == [3] and await row_count(store, session_id) == 0
+    assert store._state().flusher.unwritten() == 3
+    await store.flush()
+    assert await row_count(store, session_id) == 3
+    await lose_redis_copy(session_id)
+    assert await ids_of(await store.replay_after(session_id, ids[0])) == ids[1:]

@@ -1,0 +1,62 @@
+"""Hostile clients cost nobody else anything (issue 10): what one client sends never loses,
+stalls or breaks another client's work."""
+import json
+import threading
+
+import redis
+
+from mcp_transport.testing import HttpClient
+
+GET = {"Accept": "text/event-stream"}
+
+
+def _progress_call(client, steps, interval_ms, token="p"):
+    return client.message("tools/call", {"name": "slow_progress", "_meta": {"progressToken": token},
+                                         "arguments": {"steps": steps, "interval_ms": interval_ms}})
+
+
+def _lose_streams(server_env, *clients):
+    """What a Redis flush does to these sessions' streams."""
+    connection = redis.Redis.from_url(server_env["REDIS_URL"])
+    for client in clients:
+        lost = list(connection.scan_iter(match=f"{server_env['MCP_KEY_PREFIX']}:stream:{client.session_id}:*"))
+        if lost:
+            connection.delete(*lost)
+
+
+def _poison(url, stop):
+    """An attacker streaming events the database cannot take as they are: NUL in a progress
+    token (PostgreSQL's jsonb refuses it), and a number JSON cannot carry."""
+    attacker = HttpClient(url)
+    attacker.initialize()
+    while not stop.is_set():
+        for token in ("\u0000", "a\u0000b"):
+            attacker.stream("POST", _progress_call(attacker, 20, 2, token)).events()
+        raw = b'{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"slow_progress",' \
+              b'"arguments":{"steps":3,"interval_ms":1},"_meta":{"progressToken":1e999}}}'
+        attacker.request("POST", raw)
+
+
+def test_another_sessions_events_survive_a_poisoned_batch_and_a_redis_flush(start_server, server_env):
+    server = start_server(MCP_TRANSPORT_JSON=json.dumps({"EVENT_STORE": {"OPTIONS": {"flush_interval": 0.05}}}))
+    victim = HttpClient(server.url)
+    victim.initialize()
+    stop = threading.Event()
+    attacker = threading.Thread(target=_poison, args=(server.url, stop))
+    attacker.start()
+    try:
+        call = _progress_call(victim, 30, 10)
+        stream = victim.stream("POST", call)
+        first = stream.events()
+    finally:
+        stop.set()
+        attacker.join()
+    _lose_streams(server_env, victim)
+    # The same process: its replay writes what its batch still holds first, so every event of the
+    # victim's is in the database by now, or was refused with the attacker's.
+    resumed = victim.stream("GET", headers={**GET, "Last-Event-ID": first[0].id})
+    assert resumed.status == 200, resumed.response.read()
+    replayed = resumed.messages()
+    assert replayed == [json.loads(event.data) for event in first[1:]]
+    assert [m["params"]["progress"] for m in replayed if m.get("method")] == list(range(1, 31))
+    assert replayed[-1]["id"] == call["id"] and replayed[-1]["result"]["content"][0]["text"] == "done 30"
