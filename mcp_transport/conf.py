@@ -85,6 +85,13 @@ DEFAULTS = {
     "EVENT_RETENTION": 86400,
     #: Seconds an ended background job's row (McpJob) is kept after it ended; None: forever.
     "JOB_RETENTION": 7 * 86400,
+    #: Protocol 2026-07-28: the caching hints of cacheable results, per method, e.g.
+    #: {"tools/list": {"ttlMs": 300000, "cacheScope": "public"}}; methods left out keep their
+    #: defaults (modern.CACHE_DEFAULTS: 60 s "private" for discover and the lists, 0 for reads).
+    "CACHE_HINTS": {},
+    #: Protocol 2026-07-28: seconds after which a subscriptions/listen stream ends gracefully
+    #: (with its final result; clients listen again); None: only when the client leaves.
+    "LISTEN_MAX_SECONDS": 3600,
     "SERVER_NAME": "django-mcp-transport",
     "SERVER_TITLE": None,
     "SERVER_VERSION": None,

@@ -58,6 +58,10 @@ class Keys:
     def reply(self, session_id, request_id):
         return f"{self.prefix}:reply:{session_id}:{request_id}"
 
+    def listen_bell(self):
+        """Every list_changed / resources/updated, for the 2026-07-28 subscriptions/listen streams."""
+        return f"{self.prefix}:listen"
+
     def control_channel(self):
         return f"{self.prefix}:control"
 

@@ -6,7 +6,8 @@ so the consumer's dispatch loop stays free to see the client go away.
 
 Order of checks on every request (status codes are part of the contract):
 Origin (403) -> Host (400) -> method (405) -> headers (415, 406, 413) -> body (400 -32700 /
--32600) -> session (400 missing, 404 unknown) -> version header (400) -> dispatch.
+-32600) -> era (spec-checklist §3.2 step 4: a 2026-07-28 request goes to modern.py, which runs
+the rest of its ladder) -> session (400 missing, 404 unknown) -> version header (400) -> dispatch.
 """
 import asyncio
 import logging
@@ -18,12 +19,13 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.http.request import split_domain_port, validate_host
 
-from . import control, jobs, logs, metrics, sessions, streams
+from . import control, jobs, logs, metrics, modern, sessions, streams
 from .bell import doorbell
 from .conf import get_config
 from .connections import keys
 from .dispatch import Call, dispatch, initialize_result, may_send, runs_in_background
 from .protocol import http, ids, jsonrpc, versions
+from .protocol.modern import is_modern
 from .protocol.errors import ErrorCode, InvalidRequest, ProtocolError, TransportError
 from .protocol.jsonrpc import Notification, Request, Response
 from .protocol.session import SessionState, next_state
@@ -151,12 +153,10 @@ class McpHttpConsumer(AsyncConsumer):
         self.accept = http.negotiate_post(self.headers.get("accept"))
         http.check_body_size(self.size, get_config()["MAX_REQUEST_BYTES"])
         message = jsonrpc.parse(body)
-        if "mcp-session-id" not in self.headers and isinstance(message, Request):
-            if message.method == "initialize":
-                return await self.initialize(message)
-            if versions.is_modern_request(message.params):
-                # Not -32020/-32021/-32022, so that a 2026-07-28 client falls back to initialize.
-                raise InvalidRequest("This server needs a session: send initialize (protocol 2025-11-25).")
+        if is_modern(message, self.headers):  # spec-checklist §3.2, step 4
+            return await modern.post(self, message)
+        if "mcp-session-id" not in self.headers and isinstance(message, Request) and message.method == "initialize":
+            return await self.initialize(message)
         session = await self.open_session()
         if isinstance(message, Request):
             await self.post_request(session, message)

@@ -22,7 +22,7 @@ from . import __version__, sessions, tasks
 from .conf import get_config
 from .content import error_result
 from .context import LOG_LEVELS, ClientCapabilityError, ClientRequestError, Context, SyncContext, ToolCancelled
-from .protocol.errors import InvalidParams, MethodNotFound, ResourceNotFound
+from .protocol.errors import InvalidParams, MethodNotFound, ProtocolError, ResourceNotFound
 from .protocol.jsonrpc import Request
 from .registry import ArgumentError, ToolError, registry
 
@@ -248,8 +248,8 @@ async def _run_tool(spec, kwargs):
         value = await run_sync_or_async(spec.func, calls_back=spec.may_send, **kwargs)
     except (ToolError, ClientCapabilityError, ClientRequestError) as exc:
         return error_result(str(exc))
-    except ToolCancelled:
-        raise
+    except (ToolCancelled, ProtocolError):
+        raise  # a ProtocolError is a tool asking for a JSON-RPC error (e.g. -32021)
     except Exception as exc:
         logger.exception("tool %s raised", spec.name)
         return error_result(f"Tool {spec.name} failed: {type(exc).__name__}.")

@@ -19,7 +19,7 @@ from .conf import get_config
 from .connections import async_redis, keys
 from .models import McpSession
 from .protocol.ids import GET_STREAM
-from .protocol.jsonrpc import notification_message
+from .protocol.jsonrpc import dumps, notification_message
 from .protocol.session import SessionState
 from .sessions import side_key_ttl
 from .storage import get_event_store
@@ -51,6 +51,7 @@ async def resource_updated(uri: str) -> int:
     names = keys()
     client = async_redis()
     message = notification_message("notifications/resources/updated", {"uri": uri})
+    await _ring_listeners(message)
     sent = 0
     for session_id in await client.smembers(names.uri_subscribers(uri)):
         if await client.exists(names.session(session_id)):
@@ -73,10 +74,17 @@ async def list_changed(kind: str) -> int:
     if kind not in LIST_KINDS:
         raise ValueError(f"kind must be one of {', '.join(LIST_KINDS)}")
     message = notification_message(f"notifications/{kind}/list_changed")
+    await _ring_listeners(message)
     session_ids = await _open_session_ids()
     for session_id in session_ids:
         await get_event_store().append(session_id, GET_STREAM, message)
     return len(session_ids)
+
+
+async def _ring_listeners(message: dict) -> None:
+    """The 2026-07-28 era has no sessions: its subscriptions/listen streams, on any process,
+    hear every change on one channel and keep what their filter asks for (modern.py)."""
+    await async_redis().publish(keys().listen_bell(), dumps(message))
 
 
 resource_updated_sync = async_to_sync(resource_updated)

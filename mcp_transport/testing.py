@@ -286,3 +286,46 @@ class HttpClient:
 
     def delete(self) -> Reply:
         return self.request("DELETE")
+
+
+class ModernClient(HttpClient):
+    """A raw HTTP client of the stateless 2026-07-28 era: every request carries ``params._meta``
+    and the standard headers (MCP-Protocol-Version, Mcp-Method, Mcp-Name); no session."""
+
+    VERSION = "2026-07-28"
+    NAME_KEYS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+    def __init__(self, url, capabilities=None, log_level=None):
+        super().__init__(url, self.VERSION)
+        self.capabilities = capabilities if capabilities is not None else {}
+        self.log_level = log_level
+
+    def meta(self, **extra):
+        meta = {"io.modelcontextprotocol/protocolVersion": self.VERSION,
+                "io.modelcontextprotocol/clientCapabilities": self.capabilities,
+                "io.modelcontextprotocol/clientInfo": {"name": "mcp-transport-tests", "version": "0"}}
+        if self.log_level is not None:
+            meta["io.modelcontextprotocol/logLevel"] = self.log_level
+        meta.update(extra)
+        return meta
+
+    def modern_message(self, method, params=None, request_id=None):
+        params = dict(params or {})
+        params["_meta"] = {**self.meta(), **params.get("_meta", {})}
+        return self.message(method, params, request_id)
+
+    def modern_headers(self, message, extra=None):
+        headers = {"MCP-Protocol-Version": self.VERSION, "Mcp-Method": message["method"]}
+        key = self.NAME_KEYS.get(message["method"])
+        if key and key in message.get("params", {}):
+            headers["Mcp-Name"] = message["params"][key]
+        headers.update(extra or {})
+        return headers
+
+    def post(self, method, params=None, headers=None, request_id=None, timeout=30.0) -> Reply:
+        message = self.modern_message(method, params, request_id)
+        return self.request("POST", message, self.modern_headers(message, headers), session=False, timeout=timeout)
+
+    def open(self, method, params=None, headers=None, request_id=None, timeout=30.0) -> SseStream:
+        message = self.modern_message(method, params, request_id)
+        return self.stream("POST", message, self.modern_headers(message, headers), session=False, timeout=timeout)

@@ -28,12 +28,18 @@ import time
 import wave
 import zlib
 
+from typing import Annotated
+
 import jsonschema
 from celery.exceptions import SoftTimeLimitExceeded
 from django.core.cache import cache
+from pydantic import Field
 
 from mcp_transport import (ClientCapabilityError, Context, ToolError, completion, content, prompt, resource, task_tool,
                            tool)
+
+from mcp_transport.notify import list_changed
+from mcp_transport.protocol.modern import MissingClientCapability
 
 from .tasks import word_count
 
@@ -293,13 +299,26 @@ async def test_elicitation_sep1330_enums(ctx: Context) -> str:
 
 # "Serve inputSchema verbatim (no stripping of $schema, $defs, additionalProperties, $ref …)".
 # Arguments are validated against it with jsonschema's Draft 2020-12 validator.
+# It has the keywords the 0.2.0 suite looks for in tools/list (json-schema-2020-12: an $anchor in
+# $defs, allOf/anyOf composition, if/then/else), as the reference servers' schema does.
 JSON_SCHEMA_2020_12 = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
     "$defs": {
-        "address": {"type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}},
+        "address": {"$anchor": "addressDef", "type": "object",
+                    "properties": {"street": {"type": "string"}, "city": {"type": "string"}}},
     },
-    "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
     "additionalProperties": False,
 }
 
@@ -356,6 +375,54 @@ def server_log(text: str) -> str:
     """
     logging.getLogger("tools").warning("%s", text)
     return "logged"
+
+
+# --- Tools: the 2026-07-28 fixtures of the 0.2.0 suite (server-stateless, http-custom-header-...) --
+
+@tool(structured_output=False)
+def test_x_mcp_header(
+    region: Annotated[str, Field(description="Mirrored into the Mcp-Param-Region header",
+                                 json_schema_extra={"x-mcp-header": "Region"})] = "<none>",
+) -> str:
+    """Tests SEP-2243 Mcp-Param-* server-side validation (a parameter marked x-mcp-header)"""
+    # A 2026-07-28 request must repeat arguments.region in Mcp-Param-Region (protocol/modern.py).
+    return f"region={region}"
+
+
+@tool(structured_output=False)
+async def test_missing_capability(ctx: Context) -> str:
+    """Tests the MissingRequiredClientCapabilityError of a client that did not declare sampling"""
+    # "If processing a request requires a capability the client did not include in
+    # io.modelcontextprotocol/clientCapabilities, the server MUST return" -32021 (HTTP 400).
+    if "sampling" not in ctx.client_capabilities:
+        raise MissingClientCapability("This tool needs the client's sampling capability.", {"sampling": {}})
+    return "The client declared sampling."
+
+
+@tool(structured_output=False)
+async def test_trigger_tool_change() -> str:
+    """Announces a change of the tool list to subscriptions/listen streams (and legacy GET streams)"""
+    await list_changed("tools")
+    return "tool list changed"
+
+
+@tool(structured_output=False)
+async def test_trigger_prompt_change() -> str:
+    """Announces a change of the prompt list to subscriptions/listen streams (and legacy GET streams)"""
+    await list_changed("prompts")
+    return "prompt list changed"
+
+
+# server-stateless calls these names: without a logLevel in _meta the logs must not be sent, and
+# an elicitation must never go out as a request on the response stream.
+tool(name="test_logging_tool", structured_output=False)(test_tool_with_logging)
+
+
+@tool(structured_output=False)
+async def test_streaming_elicitation(ctx: Context) -> str:
+    """Tests an elicitation during a call (never a server-to-client request in 2026-07-28)"""
+    action, answered = await _elicit(ctx, "Please provide your information", CONTACT_SCHEMA)
+    return f"User response: action={action}, content={_json(answered)}"
 
 
 # --- Resources -------------------------------------------------------------------------------

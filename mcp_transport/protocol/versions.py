@@ -8,7 +8,7 @@ LATEST = "2025-11-25"
 SUPPORTED = ("2025-11-25", "2025-06-18", "2025-03-26")
 #: Revisions from which streams start with a priming event (SEP-1699, spec 2025-11-25).
 PRIMING_SINCE = "2025-11-25"
-#: The stateless era; served by a later release, rejected so that its clients fall back.
+#: The stateless era, served per request without a session (protocol/modern.py, modern.py).
 MODERN = ("2026-07-28",)
 #: Key of the per-request version in a modern request's ``params._meta``.
 MODERN_META_VERSION = "io.modelcontextprotocol/protocolVersion"

@@ -193,17 +193,15 @@ def test_initialize_reply_follows_accept_and_carries_session_id(client, accept, 
     assert reply["result"]["protocolVersion"] == "2025-11-25"
 
 
-# --- §3.2: a 2026-07-28 probe without a session must make the client fall back ------------------------
+# --- §3.2: legacy rejections must not look like modern errors ------------------------------------------
+# (2026-07-28 requests, with params._meta, are served statelessly: tests/integration/test_modern_http.py.)
 
-# §3.2: a modern (2026-07-28) request -> 400 whose code is NOT -32020/-32021/-32022, so the client
-# falls back to initialize.
-@pytest.mark.parametrize("header", [None, "2026-07-28"], ids=["no-header", "header"])
-@pytest.mark.parametrize("method", ["tools/list", "server/discover", "ping"])
-def test_modern_request_without_session_is_400_with_a_legacy_error_code(client, header, method):
-    params = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                        "io.modelcontextprotocol/clientCapabilities": {},
-                        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"}}}
-    reply = client.request("POST", client.message(method, params), {"MCP-Protocol-Version": header},
+# §3.2: "legacy rejections must not look like modern errors": a sessionless request of the old era
+# (no _meta, no modern header) -> 400 whose code is NOT -32020/-32021/-32022.
+@pytest.mark.parametrize("header", [None, "2025-11-25", "2025-06-18"], ids=["no-header", "2025-11-25", "2025-06-18"])
+@pytest.mark.parametrize("method", ["tools/list", "ping"])
+def test_legacy_request_without_session_is_400_with_a_legacy_error_code(client, header, method):
+    reply = client.request("POST", client.message(method), {"MCP-Protocol-Version": header},
                            session=False, timeout=TIMEOUT)
     assert reply.status == 400, reply.body
     assert reply.content_type == JSON

@@ -7,11 +7,12 @@ pytestmark = [pytest.mark.asyncio,
               pytest.mark.filterwarnings("ignore:The logging capability is deprecated")]
 
 
-@pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_sdk_client_connects_and_calls_echo(mcp_server, mode):
-    # "auto" first probes with a 2026-07-28 request; our 400 must make it fall back to initialize.
+@pytest.mark.parametrize("mode, version", [("auto", "2026-07-28"), ("legacy", "2025-11-25")])
+async def test_sdk_client_connects_and_calls_echo(mcp_server, mode, version):
+    # "auto" (the default) probes server/discover at 2026-07-28 and stays modern with us; "legacy"
+    # sends initialize and gets a 2025-11-25 session on the same endpoint.
     async with Client(mcp_server.url, mode=mode) as client:
-        assert client.protocol_version == "2025-11-25"
+        assert client.protocol_version == version
         names = {tool.name for tool in (await client.list_tools()).tools}
         assert {"echo", "slow_progress", "test_sampling"} <= names
         result = await client.call_tool("echo", {"text": "Hello, 世界"})
@@ -19,13 +20,14 @@ async def test_sdk_client_connects_and_calls_echo(mcp_server, mode):
     assert result.structured_content == {"result": "Hello, 世界"}
 
 
-async def test_progress_arrives_before_the_result_and_increases(mcp_server):
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_progress_arrives_before_the_result_and_increases(mcp_server, mode):
     seen = []
 
     async def on_progress(progress, total, message):
         seen.append((progress, total, message))
 
-    async with Client(mcp_server.url, mode="legacy") as client:
+    async with Client(mcp_server.url, mode=mode) as client:
         result = await client.call_tool("slow_progress", {"steps": 5, "interval_ms": 10},
                                          progress_callback=on_progress)
     assert result.content[0].text == "done 5"
@@ -98,3 +100,18 @@ async def test_roots_request_from_a_sync_tool_reaches_the_client(mcp_server):
     async with Client(mcp_server.url, mode="legacy", list_roots_callback=roots) as client:
         result = await client.call_tool("client_roots", {})
     assert result.structured_content == {"result": ["file:///work/project"]}
+
+
+async def test_default_client_is_modern_and_runs_a_background_tool(mcp_server, celery_worker):
+    seen = []
+
+    async def on_progress(progress, total, message):
+        seen.append(progress)
+
+    async with Client(mcp_server.url) as client:
+        assert client.protocol_version == "2026-07-28"
+        result = await client.call_tool("slow_job", {"steps": 3, "interval_ms": 10}, progress_callback=on_progress)
+        resource = await client.read_resource("test://static-text")
+    assert result.content[0].text == "done 3"
+    assert seen[:3] == [1, 2, 3]
+    assert resource.contents[0].text

@@ -1,0 +1,311 @@
+"""The 2026-07-28 era over HTTP: stateless requests on /mcp, answered by the era-independent
+methods of dispatch.py. The wire rules are in protocol/modern.py; this is the thin I/O around
+them (which the consumer calls for every modern POST).
+
+No session, no event ids, no replay: "A request carrying modern per-request _meta is served
+statelessly according to this revision" (spec 2026-07-28 versioning). A reply is plain JSON
+unless the method sends something before its result: then it is an SSE stream (started by the
+first notification), and the result ends it. ``subscriptions/listen`` replaces the GET stream:
+the list-changed and resource-updated notifications reach it through a Redis doorbell from any
+process (notify.py rings it).
+"""
+import asyncio
+import json
+import logging
+import secrets
+
+from . import dispatch, jobs, sessions, streams
+from .bell import doorbell
+from .conf import get_config
+from .connections import keys
+from .context import LOG_LEVELS, ClientCapabilityError
+from .protocol import ids, modern
+from .protocol.errors import ErrorCode, ProtocolError
+from .protocol.jsonrpc import Notification, dumps, error_message, notification_message, result_message
+from .registry import registry
+from .storage import get_event_store
+
+logger = logging.getLogger(__name__)
+
+SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
+               (b"x-accel-buffering", b"no")]
+
+#: Defaults of the CACHE_HINTS setting: (ttlMs, cacheScope) per cacheable method. "private"
+#: because lists "MAY vary by the authorization presented" (spec 2026-07-28 server/tools).
+CACHE_DEFAULTS = {
+    "server/discover": (60_000, "private"),
+    "tools/list": (60_000, "private"),
+    "prompts/list": (60_000, "private"),
+    "resources/list": (60_000, "private"),
+    "resources/templates/list": (60_000, "private"),
+    "resources/read": (0, "private"),
+}
+
+
+def cache_hint(method):
+    if method not in CACHE_DEFAULTS:
+        return None
+    configured = (get_config()["CACHE_HINTS"] or {}).get(method) or {}
+    ttl, scope = CACHE_DEFAULTS[method]
+    return configured.get("ttlMs", ttl), configured.get("cacheScope", scope)
+
+
+def capabilities() -> dict:
+    """What server/discover declares: the legacy capabilities minus what 2026-07-28 moved out
+    (tasks is the io.modelcontextprotocol/tasks extension now)."""
+    caps = dispatch.capabilities()
+    caps.pop("tasks", None)
+    return caps
+
+
+async def discover(params, call):
+    result = {"supportedVersions": list(modern.MODERN_VERSIONS), "capabilities": capabilities()}
+    if get_config()["INSTRUCTIONS"]:
+        result["instructions"] = get_config()["INSTRUCTIONS"]
+    return result
+
+
+async def tools_list(params, call):
+    page = await dispatch.tools_list(params, call)
+    # execution.taskSupport left the core schema with the tasks utility (spec 2026-07-28 changelog).
+    page["tools"] = [{k: v for k, v in tool.items() if k != "execution"} for tool in page["tools"]]
+    return page
+
+
+#: The methods of this era: everything era-independent in dispatch, less what 2026-07-28
+#: removed, plus its own. Other modules (the tasks extension) may add theirs here.
+HANDLERS = {
+    **{method: handler for method, handler in dispatch.HANDLERS.items()
+       if method not in modern.REMOVED_METHODS and not method.startswith("tasks/")},
+    "tools/list": tools_list,
+    "server/discover": discover,
+}
+
+#: The capability each method needs the server to declare (else -32601).
+_FEATURES = {"tools/": "tools", "resources/": "resources", "prompts/": "prompts", "completion/": "completions"}
+
+
+def handler_for(method):
+    handler = HANDLERS.get(method)
+    feature = next((name for prefix, name in _FEATURES.items() if method.startswith(prefix)), None)
+    if handler is None or (feature is not None and feature not in capabilities()):
+        raise modern.UnknownMethod(f"Method not found: {method}.")
+    return handler
+
+
+# -- the request ------------------------------------------------------------------------------
+
+async def post(consumer, message):
+    """Serve one modern POST (the consumer has checked Origin, Host, method, headers and body)."""
+    if isinstance(message, Notification):
+        # Notifications carry no reply; on HTTP "notifications/cancelled" is neither required nor
+        # expected (a closed stream is the cancel).
+        return await consumer.send_accepted()
+    request = message
+    try:
+        meta = modern.check_envelope(request, consumer.headers)
+        if request.method == "subscriptions/listen":
+            return await listen(consumer, request, meta)
+        handler = handler_for(request.method)
+        check_tool_headers(request, consumer.headers)
+    except ProtocolError as exc:
+        return await consumer.send_json(exc.http_status, error_reply(request.id, exc))
+    call = dispatch.Call(session=stateless_session(meta, consumer.user_id), user=consumer.user)
+    reply = ModernReply(consumer, request.id)
+    call.channel = ModernChannel(reply, request.id, meta.get(modern.META_LOG_LEVEL))
+    if dispatch.runs_in_background(request):
+        return consumer.run_task(follow_job(reply, request, call))
+    if not dispatch.may_send(request):
+        return await reply.finish(*await answer(request, handler, call))
+    consumer.run_task(run_inline(reply, request, handler, call))
+
+
+def check_tool_headers(request, headers):
+    if request.method != "tools/call" or not isinstance(request.params.get("name"), str):
+        return
+    spec = registry.tools.get(request.params["name"])
+    arguments = request.params.get("arguments")
+    if spec is not None and isinstance(arguments, dict):
+        modern.check_param_headers(arguments, spec.input_schema, headers)
+
+
+def stateless_session(meta, user_id) -> sessions.SessionRecord:
+    """What the era-independent handlers read from a session, taken from this request alone:
+    "Servers MUST NOT rely on prior requests over the same connection to establish context"."""
+    info = meta.get(modern.META_CLIENT_INFO)
+    return sessions.SessionRecord(
+        id="", protocol_version=meta[modern.META_PROTOCOL_VERSION], state="ready", user_id=user_id,
+        client_info=info if isinstance(info, dict) else {},
+        client_capabilities=meta[modern.META_CLIENT_CAPABILITIES],
+        log_level=meta.get(modern.META_LOG_LEVEL) or "debug")
+
+
+async def answer(request, handler, call):
+    """(HTTP status, JSON-RPC reply) of one request."""
+    try:
+        result = await handler(request.params, call)
+    except ProtocolError as exc:
+        return error_status(exc), error_reply(request.id, exc)
+    except Exception:
+        logger.exception("%s failed", request.method)
+        return 200, error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error.")
+    return 200, result_message(request.id, modern.stamp(result, dispatch.server_info(), cache_hint(request.method)))
+
+
+async def run_inline(reply, request, handler, call):
+    """A method that may send before its result. Closing the response stream "MUST be treated
+    by the server as cancellation of that request" (spec 2026-07-28 transports): the consumer
+    cancels this task on http.disconnect, and sync tools see ``ctx.cancelled``."""
+    try:
+        await reply.finish(*await answer(request, handler, call))
+    except asyncio.CancelledError:
+        call.channel.cancelled = True
+        raise
+
+
+def error_status(exc: ProtocolError) -> int:
+    """Handler errors go in-band (200), except the ones 2026-07-28 gives a status of their own."""
+    if exc.code == ErrorCode.METHOD_NOT_FOUND:
+        return 404
+    if exc.code in (modern.HEADER_MISMATCH, modern.MISSING_CLIENT_CAPABILITY, modern.UNSUPPORTED_VERSION):
+        return 400
+    return 200 if exc.http_status == 200 else exc.http_status
+
+
+def error_reply(request_id, exc: ProtocolError) -> dict:
+    """"Every error on a well-formed request carries the request id"; resource-not-found is
+    -32602 now: 2026 responses "MUST NOT emit -32002"."""
+    code = ErrorCode.INVALID_PARAMS if exc.code == ErrorCode.RESOURCE_NOT_FOUND else exc.code
+    return error_message(request_id, code, exc.message, exc.data)
+
+
+class ModernReply:
+    """The HTTP response of one modern request: JSON, or SSE from the first message sent before
+    the result (so an error raised before anything was sent keeps its own status)."""
+
+    __slots__ = ("consumer", "request_id", "streaming", "done")
+
+    def __init__(self, consumer, request_id):
+        self.consumer, self.request_id = consumer, request_id
+        self.streaming = self.done = False
+
+    async def send(self, message):
+        if self.done:
+            return
+        if not self.streaming:
+            self.streaming = True
+            await self.consumer.send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        await self.consumer.send({"type": "http.response.body", "body": sse_frame(message), "more_body": True})
+
+    async def finish(self, status, message):
+        if self.done:
+            return
+        if not self.streaming and (self.consumer.accept.json or status != 200):
+            self.done = True
+            return await self.consumer.send_json(status, message)
+        await self.send(message)
+        self.done = True
+        await self.consumer.send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def sse_frame(message) -> bytes:
+    # No id: "CL26 #9 removes the Last-Event-ID header and SSE event IDs".
+    return b"event: message\ndata: %s\n\n" % dumps(message)
+
+
+class ModernChannel:
+    """What a tool's Context talks to: notifications go on this request's own response."""
+
+    def __init__(self, reply: ModernReply, request_id, log_level):
+        self.reply, self.request_id, self.log_level = reply, request_id, log_level
+        self.cancelled = False
+
+    async def notify(self, method, params):
+        # "The server MUST NOT emit notifications/message for a request that does not include
+        # this field" (io.modelcontextprotocol/logLevel).
+        if method == "notifications/message" and not self._logs(params):
+            return
+        await self.reply.send(notification_message(method, params))
+
+    def _logs(self, params) -> bool:
+        level = (params or {}).get("level")
+        return self.log_level is not None and level in LOG_LEVELS and \
+            LOG_LEVELS.index(level) >= LOG_LEVELS.index(self.log_level)
+
+    async def request(self, method, params):
+        # "The server MUST NOT send independent JSON-RPC requests on this stream."
+        raise ClientCapabilityError(f"Cannot send {method}: protocol 2026-07-28 has no server-to-client requests.")
+
+    async def close_stream(self, retry_ms=None):
+        return None  # no resumption in this era: the stream stays open until the result
+
+
+# -- background tools ---------------------------------------------------------------------------
+
+async def follow_job(reply, request, call):
+    """A background tool: a worker runs it and appends what it sends to a stream of its own in
+    the event store (jobs.py); this connection relays that stream until its final event."""
+    session_id, stream_key = f"stateless-{secrets.token_hex(8)}", ids.new_stream_key()
+    params = request.params
+    meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+    async with doorbell().listen(keys().stream_bell(session_id, stream_key)) as subscription:
+        await jobs.submit(registry.tools[params["name"]], params.get("arguments") or {}, session_id=session_id,
+                          request_id=request.id, stream_key=stream_key, user_id=call.session.user_id,
+                          progress_token=meta.get("progressToken"))
+        await relay(reply, call.channel, session_id, stream_key, subscription)
+
+
+async def relay(reply, channel, session_id, stream_key, subscription):
+    store, position = get_event_store(), "0-0"
+    quiet = min(get_config()["KEEPALIVE_SECONDS"], get_config()["HEARTBEAT_SECONDS"])
+    while True:
+        for event in await store.read_after(session_id, stream_key, position):
+            position = event.id.position
+            message = event.message
+            if event.final:
+                if message is not None and "result" in message:
+                    message = {**message, "result": modern.stamp(message["result"], dispatch.server_info())}
+                return await reply.finish(200, message) if message is not None else None
+            if message is not None and "method" in message and "id" not in message:
+                await channel.notify(message["method"], message.get("params"))
+        if await subscription.wait(quiet) is None:
+            await streams.answer_orphan(session_id, stream_key)  # a lost worker is answered for
+
+
+# -- subscriptions/listen -----------------------------------------------------------------------
+
+async def listen(consumer, request, meta):
+    """"The first message MUST be notifications/subscriptions/acknowledged"; every notification
+    after it carries the subscription id (the listen request's id) in its _meta, and only the
+    types the client asked for go out."""
+    honored = modern.honored_filter(request.params.get("notifications"), capabilities())
+    subscription = doorbell().listen(keys().listen_bell())
+    await subscription.__aenter__()
+    reply = ModernReply(consumer, request.id)
+    tag = {modern.META_SUBSCRIPTION_ID: request.id}
+    await reply.send(notification_message("notifications/subscriptions/acknowledged",
+                                          {"notifications": honored, "_meta": tag}))
+    consumer.run_task(follow_changes(consumer, reply, subscription, honored, tag))
+
+
+async def follow_changes(consumer, reply, subscription, honored, tag):
+    """Relay changes until the client leaves or LISTEN_MAX_SECONDS pass (then end gracefully:
+    the client listens again, perhaps on another process)."""
+    config = get_config()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + (config["LISTEN_MAX_SECONDS"] or float("inf"))
+    try:
+        while loop.time() < deadline:
+            rang = await subscription.wait(min(config["KEEPALIVE_SECONDS"], deadline - loop.time()))
+            if rang is None:
+                await consumer.send({"type": "http.response.body", "body": streams.PING, "more_body": True})
+                continue
+            message = json.loads(rang[1])
+            if modern.wanted(honored, message["method"], message.get("params")):
+                params = {**(message.get("params") or {}), "_meta": tag}
+                await reply.send(notification_message(message["method"], params))
+        # Graceful end: "the server SHOULD send {id, result:{resultType:"complete", _meta:{subscriptionId}}}".
+        await reply.finish(200, result_message(reply.request_id, {"resultType": "complete", "_meta": tag}))
+    finally:
+        await subscription.__aexit__(None, None, None)
+
