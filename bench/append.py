@@ -37,6 +37,7 @@ def setup_environment():
         os.environ["DATABASE_URL"] = f"sqlite:///{tempfile.mkdtemp(prefix='mcpbench-')}/events.sqlite3"
     os.environ.setdefault("MCP_KEY_PREFIX", f"mcpbench{secrets.token_hex(3)}")
     os.environ["DJANGO_SETTINGS_MODULE"] = "mcpserver.settings"
+    os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))  # DEBUG off needs one
     import django
     from django.core.management import call_command
 

@@ -78,6 +78,7 @@ def main():
     env = {**os.environ, "REDIS_URL": redis.url, "MCP_KEY_PREFIX": prefix, "CELERY_QUEUE": prefix,
            "DATABASE_URL": os.environ.get("DATABASE_URL") or f"sqlite:///{tempfile.mkdtemp()}/bench.sqlite3",
            "DJANGO_SETTINGS_MODULE": "mcpserver.settings"}
+    env.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))  # DEBUG off needs one
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
     server = LiveServer(env=env, cwd=ROOT).start()
     worker = LiveWorker(queue=prefix, env={**env, "LOG_LEVEL": "INFO"}, cwd=ROOT).start()

@@ -18,6 +18,7 @@ import argparse
 import datetime
 import json
 import os
+import secrets
 import shlex
 import statistics
 import subprocess
@@ -72,6 +73,7 @@ def main():
         redis = run.Redis(out_dir).start()
         env = dict(os.environ, REDIS_URL=redis.url, DATABASE_URL=f"sqlite:///{tmp / 'bench.sqlite3'}",
                    DJANGO_SETTINGS_MODULE="mcpserver.settings", DJANGO_DEBUG="0", PYTHONUNBUFFERED="1")
+        env.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))  # DEBUG off needs one
         env.update(item.split("=", 1) for item in args.env)
         subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=run.ROOT, env=env,
                        check=True)

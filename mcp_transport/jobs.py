@@ -37,6 +37,7 @@ from . import control, metrics
 from .conf import get_config, redis_url
 from .connections import async_redis, keys
 from .content import error_result
+from .logs import short_id
 from .models import McpJob
 from .protocol.ids import GET_STREAM
 from .protocol.jsonrpc import notification_message, result_message
@@ -118,7 +119,7 @@ async def submit(spec, arguments: dict, *, session_id: str, request_id, stream_k
     try:
         await enqueue(job, spec)
     except Exception:
-        logger.exception("queueing job %s (%s) failed", job.id, spec.name)
+        logger.exception("queueing job %s (%s) failed", short_id(job.id), spec.name)
         text = f"Tool {spec.name} could not be queued: the task broker is unreachable."
         await finish(job, Status.FAILED, error_result(text), error=text)
     return job
@@ -258,7 +259,7 @@ async def _revoke(job):
     try:
         await asyncio.get_running_loop().run_in_executor(None, revoke)
     except Exception:  # the worker checks the row before it starts anyway
-        logger.warning("revoking job %s failed", job.id, exc_info=True)
+        logger.warning("revoking job %s failed", short_id(job.id), exc_info=True)
 
 
 # -- lost workers ----------------------------------------------------------------------------

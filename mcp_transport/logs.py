@@ -4,7 +4,10 @@ The consumer sets two context variables when it knows a request's session and id
 and the threads of sync tools copy the context, so a record logged anywhere while serving the
 request (this app, a tool, the ORM) can carry both. ``ContextFilter`` copies them onto each
 record as ``mcp_session_id`` and ``mcp_request_id`` ("-" when unknown); ``JsonFormatter`` writes
-one JSON object per line. Put the filter on a *handler*: filters on a logger do not see the
+one JSON object per line. The session id goes into records shortened to its first
+``SHORT_ID_LENGTH`` characters: the full id is what a client presents to use the session (its
+only credential), and logs are read by more people, and kept longer, than sessions live. The
+prefix still finds the session (the admin and ``mcp_sessions show`` take a prefix). Put the filter on a *handler*: filters on a logger do not see the
 records its child loggers propagate.
 
     LOGGING = {
@@ -28,6 +31,9 @@ import logging
 session_id = contextvars.ContextVar("mcp_session_id", default=None)
 request_id = contextvars.ContextVar("mcp_request_id", default=None)
 
+#: Characters of a session id that logs show: 48 bits, enough to tell sessions apart.
+SHORT_ID_LENGTH = 8
+
 #: Attributes of every LogRecord, so that JsonFormatter adds only what ``extra=`` brought.
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 
@@ -50,9 +56,14 @@ class ContextFilter(logging.Filter):
         return True
 
 
+def short_id(value) -> str:
+    """A session id as logs and lists show it: its first SHORT_ID_LENGTH characters."""
+    return "-" if not value or value == "-" else str(value)[:SHORT_ID_LENGTH]
+
+
 def _add_ids(record):
-    if not hasattr(record, "mcp_session_id"):
-        record.mcp_session_id = session_id.get() or "-"
+    # Also when ``extra=`` brought the id: no record carries a full one.
+    record.mcp_session_id = short_id(getattr(record, "mcp_session_id", None) or session_id.get())
     if not hasattr(record, "mcp_request_id"):
         current = request_id.get()
         record.mcp_request_id = "-" if current is None else current

@@ -355,7 +355,7 @@ async def _respond(stream, request, call):
     except (asyncio.CancelledError, ToolCancelled):
         raise
     except Exception:
-        logger.exception("request %s of session %s failed", request.method, stream.session_id)
+        logger.exception("request %s failed", request.method)  # the record carries the (short) session id
         return error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error.")
 
 

@@ -32,6 +32,7 @@ from django.utils import timezone
 
 from . import control, jobs, sessions
 from .conf import get_config
+from .logs import short_id
 from .connections import async_redis
 from .content import error_result
 from .context import ClientCapabilityError, ClientRequestError, Context, ToolCancelled, make_sync_method
@@ -376,7 +377,7 @@ class JobRun:
             try:
                 await Context.report_progress(self.context, value, self.channel.last_total)
             except Exception:
-                logger.warning("progress heartbeat of job %s failed", self.job.id, exc_info=True)
+                logger.warning("progress heartbeat of job %s failed", short_id(self.job.id), exc_info=True)
                 self.channel.last_progress_at = time.monotonic()
 
     async def _watch_row(self):
@@ -390,7 +391,7 @@ class JobRun:
                     self.handle.cancel()
                 await self.channel.write_progress()
             except Exception:
-                logger.warning("watching job %s failed", self.job.id, exc_info=True)
+                logger.warning("watching job %s failed", short_id(self.job.id), exc_info=True)
 
 
 @database_sync_to_async

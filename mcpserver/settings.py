@@ -7,7 +7,11 @@ and CI:
   (``make run``/``make test`` start an embedded one when it is unset); ``CELERY_BROKER_URL``
   gives the broker another URL.
 - ``DATABASE_URL``: any URL dj-database-url understands; SQLite in the project folder otherwise.
-- ``DJANGO_DEBUG``, ``DJANGO_SECRET_KEY``, ``DJANGO_ALLOWED_HOSTS`` (comma separated),
+- ``DJANGO_DEBUG``, ``DJANGO_SECRET_KEY`` (or ``DJANGO_SECRET_KEY_FILE``, a file holding it; one of
+  them is required unless ``DJANGO_DEBUG=1``), ``DJANGO_ALLOWED_HOSTS`` (comma separated),
+  ``DJANGO_HTTPS`` (``1`` behind an HTTPS proxy: secure cookies, HSTS, HTTP -> HTTPS redirect),
+  ``DJANGO_CSRF_TRUSTED_ORIGINS`` (comma separated, for the admin behind a proxy),
+  ``DJANGO_LOGIN_FAILURE_LIMIT`` and ``DJANGO_LOGIN_COOLOFF_MINUTES`` (admin login throttling),
   ``MCP_ALLOWED_ORIGINS`` (comma separated, added to the loopback origins),
   ``MCP_SESSION_IDLE_TIMEOUT`` (seconds), ``MCP_KEY_PREFIX`` (Redis keys), ``MCP_METRICS_TOKEN``
   (/metrics for this bearer token instead of staff users), ``MCP_CLEANUP_INTERVAL`` (seconds), and
@@ -16,9 +20,11 @@ and CI:
 """
 import json
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -27,10 +33,36 @@ def _env_list(name):
     return [item.strip() for item in os.environ.get(name, "").split(",") if item.strip()]
 
 
+def _secret_key(debug):
+    """The key signs admin sessions and password reset links: a known one lets anyone forge
+    them. So without one the project refuses to start, except in DEBUG (`make run` and the test
+    suite make a random one)."""
+    key = os.environ.get("DJANGO_SECRET_KEY")
+    if not key and os.environ.get("DJANGO_SECRET_KEY_FILE"):
+        key = Path(os.environ["DJANGO_SECRET_KEY_FILE"]).read_text().strip()
+    if key:
+        return key
+    if debug:
+        return "django-insecure-development-key-for-debug-only"
+    raise ImproperlyConfigured(
+        "DJANGO_SECRET_KEY is not set: set it (or DJANGO_SECRET_KEY_FILE, a file holding it) to a long "
+        "random string, e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))', or set "
+        "DJANGO_DEBUG=1 for local development.")
+
+
 DEBUG = os.environ.get("DJANGO_DEBUG", "0") == "1"
-# A development key; deployments set DJANGO_SECRET_KEY.
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "django-insecure-development-key-change-me")
+SECRET_KEY = _secret_key(DEBUG)
 ALLOWED_HOSTS = ["127.0.0.1", "localhost", "[::1]", *_env_list("DJANGO_ALLOWED_HOSTS")]
+CSRF_TRUSTED_ORIGINS = _env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
+
+if os.environ.get("DJANGO_HTTPS") == "1":
+    # Served behind an HTTPS proxy (which must set X-Forwarded-Proto): what `manage.py check
+    # --deploy` asks for. The MCP endpoint is a Channels consumer; these cover the admin's pages.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", str(365 * 24 * 3600)))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_PRELOAD = os.environ.get("DJANGO_HSTS_PRELOAD", "1") == "1"
 
 INSTALLED_APPS = [
     "daphne",
@@ -41,6 +73,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    # Admin login throttling (django-axes): AxesMiddleware, AUTHENTICATION_BACKENDS, AXES_* below.
+    "axes",
     "mcp_transport",
     "tools",
 ]
@@ -53,7 +87,22 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes requires: it turns a locked-out login into its 429 response.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# django-axes checks every login against its failure records before the password is tried.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# DJANGO_LOGIN_FAILURE_LIMIT failed logins for one username from one address lock that pair out
+# for DJANGO_LOGIN_COOLOFF_MINUTES (429); a success resets the count. By the pair, not by the
+# username alone, so that nobody can lock an administrator out from elsewhere by guessing.
+AXES_FAILURE_LIMIT = int(os.environ.get("DJANGO_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("DJANGO_LOGIN_COOLOFF_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
 
 ROOT_URLCONF = "mcpserver.urls"
 ASGI_APPLICATION = "mcpserver.asgi.application"

@@ -2,8 +2,11 @@
 """Start the whole stack on embedded defaults: `make run` (PORT=9000 make run for another port).
 
 1. Redis: REDIS_URL if set, else an embedded redis-server (mcpserver/embedded_redis.py).
-2. `manage.py migrate --noinput` (SQLite in the project folder unless DATABASE_URL is set).
-3. A Celery worker (with beat, for the scheduled cleanup) and daphne on 127.0.0.1:$PORT, as
+2. A secret key: DJANGO_SECRET_KEY or DJANGO_SECRET_KEY_FILE if set, else a random one made on
+   the first run into `.secret_key` (git-ignored) and reused after, so admin logins survive a
+   restart (the example project refuses to start without one unless DJANGO_DEBUG=1).
+3. `manage.py migrate --noinput` (SQLite in the project folder unless DATABASE_URL is set).
+4. A Celery worker (with beat, for the scheduled cleanup) and daphne on 127.0.0.1:$PORT, as
    child processes.
 
 Ctrl-C / SIGTERM stops everything and exits 0. If any child exits on its own, the others are
@@ -11,6 +14,7 @@ stopped too and this exits non-zero, so a supervisor (or scripts/conformance.sh)
 Stdlib only; run it with the project's venv python, which the children reuse.
 """
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -27,6 +31,8 @@ from mcpserver.embedded_redis import EmbeddedRedis, set_parent_death_signal  # n
 HOST = "127.0.0.1"
 STOP_TIMEOUT = 15  # seconds a child gets after SIGTERM (Celery's warm shutdown) before SIGKILL
 
+KEY_FILE = ROOT / ".secret_key"
+
 stop_signal = None  # set by the handler; the main loop notices it
 
 
@@ -39,6 +45,17 @@ def port_open(port):
     with socket.socket() as s:
         s.settimeout(0.3)
         return s.connect_ex((HOST, port)) == 0
+
+
+def secret_key_env(env):
+    """DJANGO_SECRET_KEY_FILE pointing at this checkout's own random key, unless a key is given."""
+    if env.get("DJANGO_SECRET_KEY") or env.get("DJANGO_SECRET_KEY_FILE"):
+        return env
+    if not KEY_FILE.exists():
+        KEY_FILE.touch(mode=0o600)
+        KEY_FILE.write_text(secrets.token_urlsafe(50) + "\n")
+        print(f"[run] made a secret key in {KEY_FILE.name} (git-ignored)", flush=True)
+    return {**env, "DJANGO_SECRET_KEY_FILE": str(KEY_FILE)}
 
 
 def spawn(name, args, env):
@@ -78,7 +95,7 @@ def main():
         print(f"[run] port {port} on {HOST} is already in use; set PORT to another one", file=sys.stderr)
         return 2
 
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = secret_key_env(dict(os.environ, PYTHONUNBUFFERED="1"))
     scratch = tempfile.mkdtemp(prefix="mcp-run-")
     redis = None
     procs = []

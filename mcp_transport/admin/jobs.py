@@ -104,7 +104,7 @@ class McpJobAdmin(FastListMixin, admin.ModelAdmin):
 
     @admin.display(description="job", ordering="id")
     def short_id(self, obj):
-        return format_html('<code title="{}">{}…</code>', obj.id, obj.id[:8])
+        return format_html("<code>{}…</code>", obj.id[:8])  # the full id (a task id) on the job's page
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, obj):

@@ -161,7 +161,9 @@ class McpSessionAdmin(FastListMixin, admin.ModelAdmin):
 
     @admin.display(description="session", ordering="id")
     def short_id(self, obj):
-        return format_html('<code title="{}">{}…</code>', obj.id, obj.id[:8])
+        # The first characters only (no title with the rest): the full id is the session's
+        # credential, shown on the session's own page.
+        return format_html("<code>{}…</code>", obj.id[:8])
 
     @admin.display(description="client", ordering="client_name")
     def client(self, obj):
@@ -318,14 +320,18 @@ class McpSessionAdmin(FastListMixin, admin.ModelAdmin):
         return self._act_on_one(request, object_id, purge, "Buffered events purged.")
 
     def dashboard_view(self, request):
+        # The counters are the sessions' (their view permission); the job charts need the jobs'.
+        if not self.has_view_permission(request):
+            raise PermissionDenied
         history = async_to_sync(samples.recent)()
         now = async_to_sync(samples.current)()
-        jobs_found = job_admin.activity(*_job_period(history))
+        cards, charts = dashboard.cards(now), dashboard.charts(history + [now])
+        if request.user.has_perm("mcp_transport.view_mcpjob"):
+            jobs_found = job_admin.activity(*_job_period(history))
+            cards += dashboard.job_cards(job_admin.running_now(), jobs_found)
+            charts += job_admin.charts(jobs_found)
         context = {**self.admin_site.each_context(request), "title": "MCP transport dashboard",
-                   "opts": self.model._meta,
-                   "cards": dashboard.cards(now) + dashboard.job_cards(job_admin.running_now(), jobs_found),
-                   "charts": dashboard.charts(history + [now]) + job_admin.charts(jobs_found),
-                   "sample_count": len(history)}
+                   "opts": self.model._meta, "cards": cards, "charts": charts, "sample_count": len(history)}
         return TemplateResponse(request, "admin/mcp_transport/dashboard.html", context)
 
 

@@ -104,7 +104,7 @@ def session_url(session_id) -> str:
 
 def _row(html, session_id) -> str:
     """The changelist row of a session."""
-    match = re.search(r'<tr>(?:(?!</tr>).)*?title="%s"(?:(?!</tr>).)*</tr>' % re.escape(session_id), html, re.S)
+    match = re.search(r'<tr>(?:(?!</tr>).)*?value="%s"(?:(?!</tr>).)*</tr>' % re.escape(session_id), html, re.S)
     assert match, f"no row for {session_id}"
     return match.group(0)
 

@@ -35,7 +35,7 @@ def wait_for(server, predicate, timeout=30):
 def test_a_sync_tool_logs_with_the_session_and_request_ids(json_logging_server):
     client = HttpClient(json_logging_server.url)
     initialize = client.initialize()
-    (opened,) = wait_for(json_logging_server, lambda entry: entry.get("mcp_session_id") == client.session_id
+    (opened,) = wait_for(json_logging_server, lambda entry: entry.get("mcp_session_id") == client.session_id[:8]
                          and entry["message"].startswith("session opened"))
     assert opened["logger"] == "mcp_transport.sessions" and opened["level"] == "INFO"
     assert "mcp-transport-tests" in opened["message"]
@@ -46,16 +46,28 @@ def test_a_sync_tool_logs_with_the_session_and_request_ids(json_logging_server):
     assert response["result"]["structuredContent"] == {"result": "logged"}
     (logged,) = wait_for(json_logging_server, lambda entry: entry["message"] == "marker-7f3a")
     assert (logged["logger"], logged["level"]) == ("tools", "WARNING")
-    assert (logged["mcp_session_id"], logged["mcp_request_id"]) == (client.session_id, message["id"])
+    assert (logged["mcp_session_id"], logged["mcp_request_id"]) == (client.session_id[:8], message["id"])
 
 
 def test_session_end_is_logged_with_its_reason(json_logging_server):
     client = HttpClient(json_logging_server.url)
     client.initialize()
     assert client.delete().status == 200
-    (closed,) = wait_for(json_logging_server, lambda entry: entry.get("mcp_session_id") == client.session_id
+    (closed,) = wait_for(json_logging_server, lambda entry: entry.get("mcp_session_id") == client.session_id[:8]
                          and entry["message"].startswith("session closed"))
     assert closed["message"] == "session closed: deleted"
+
+
+def test_no_log_line_carries_a_full_session_id(json_logging_server):
+    """The session id is the session's credential: logs show its first 8 characters only."""
+    client = HttpClient(json_logging_server.url)
+    client.initialize()
+    _call(client, client.message("tools/call", {"name": "server_log", "arguments": {"text": "marker-c41d"}}))
+    assert client.delete().status == 200
+    wait_for(json_logging_server, lambda entry: entry.get("mcp_session_id") == client.session_id[:8]
+             and entry["message"].startswith("session closed"))
+    assert client.session_id[:8] in json_logging_server.log()
+    assert client.session_id not in json_logging_server.log()
 
 
 def _call(client, message):

@@ -1,0 +1,91 @@
+"""The admin's operations hardening, against a live daphne server: the MCP pages need the app's
+view permissions (not just staff), logins are throttled (django-axes), and the lists show
+shortened session ids (the full id, the session's credential, only on the session's page)."""
+import http.cookiejar
+import os
+import re
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+from django.contrib.admin.utils import quote
+
+from mcp_transport.testing import HttpClient
+
+from .test_admin import Admin
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PASSWORD = "hardening-password-for-tests"
+DASHBOARD = "/admin/mcp_transport/mcpsession/dashboard/"
+PROGRESS = "/admin/mcp_transport/mcpjob/progress/?id=x"
+
+
+@pytest.fixture(scope="module")
+def server(start_server):
+    return start_server()
+
+
+def make_staff(server_env, username, *permissions):
+    """A staff user (not a superuser) with only ``permissions`` (codenames of mcp_transport)."""
+    code = ("from django.contrib.auth.models import Permission, User; "
+            f"user = User.objects.filter(username={username!r}).first() or "
+            f"User.objects.create_user({username!r}, password={PASSWORD!r}, is_staff=True); "
+            f"user.user_permissions.set(Permission.objects.filter(content_type__app_label='mcp_transport', "
+            f"codename__in={list(permissions)!r}))")
+    subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, env={**os.environ, **server_env},
+                   check=True, capture_output=True)
+    return username, PASSWORD
+
+
+def test_staff_without_the_apps_permissions_sees_no_mcp_page(server, server_env):
+    staff = Admin(server, make_staff(server_env, "staff-no-mcp"))
+    for url in (DASHBOARD, PROGRESS, "/admin/mcp_transport/mcpsession/", "/admin/mcp_transport/mcpjob/"):
+        status, _html = staff.get(url)
+        assert status == 403, url
+
+
+def test_the_dashboard_needs_the_session_view_permission_and_job_charts_the_jobs(server, server_env):
+    viewer = Admin(server, make_staff(server_env, "staff-sessions", "view_mcpsession"))
+    status, html = viewer.get(DASHBOARD)
+    assert status == 200 and "<h3>Concurrent streams</h3>" in html
+    assert "Jobs running" not in html and "Job" not in "".join(re.findall(r"<h3>([^<]+)</h3>", html))
+    assert viewer.get(PROGRESS)[0] == 403
+
+    both = Admin(server, make_staff(server_env, "staff-both", "view_mcpsession", "view_mcpjob"))
+    status, html = both.get(DASHBOARD)
+    assert status == 200 and "Job" in "".join(re.findall(r"<h3>([^<]+)</h3>", html))
+    assert both.get(PROGRESS)[0] == 200
+
+
+def test_repeated_failed_logins_lock_that_username_out(server, server_env, admin_login):
+    username, password = make_staff(server_env, "staff-guessed", "view_mcpsession")
+    statuses = [_login(server, username, f"wrong-{attempt}") for attempt in range(5)]
+    assert statuses == [200] * 4 + [429]  # the form again with its error, then locked out (the 5th)
+    assert _login(server, username, password) == 429  # even the right password, until the cool-off
+    Admin(server, admin_login)  # another username from the same address still logs in
+
+
+def _login(server, username, password) -> int:
+    """POST the admin login form once, in a fresh cookie jar: the HTTP status."""
+    admin = object.__new__(Admin)
+    admin.server, admin.base = server, server.url.removesuffix("/mcp")
+    admin.cookies = http.cookiejar.CookieJar()
+    admin.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(admin.cookies))
+    admin.get("/admin/login/")
+    status, html = admin.send("/admin/login/?next=/admin/", {
+        "username": username, "password": password, "csrfmiddlewaretoken": admin.csrf, "next": "/admin/"})
+    assert status != 200 or "Log out" not in html
+    return status
+
+
+def test_lists_show_short_session_ids_and_the_session_page_the_full_one(server, admin_login):
+    client = HttpClient(server.url)
+    client.initialize()
+    session_id = client.session_id
+    admin = Admin(server, admin_login)
+    # What the page shows (its text and tooltips; links and action checkboxes carry the key).
+    shown = re.sub(r'\s(href|value)="[^"]*"', "", admin.page("/admin/mcp_transport/mcpsession/", q=session_id[:8]))
+    assert f"<code>{session_id[:8]}…</code>" in shown
+    assert session_id[:9] not in shown
+    assert session_id in admin.page(f"/admin/mcp_transport/mcpsession/{quote(session_id)}/change/")

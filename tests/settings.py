@@ -1,0 +1,12 @@
+"""The test process's settings: the example project's, with a throwaway secret key.
+
+pytest-django imports the settings before any conftest.py runs, and the example project refuses
+to start with DEBUG off and no DJANGO_SECRET_KEY. The key set here is inherited by every server
+and worker process the tests start (their environment copies this one).
+"""
+import os
+import secrets
+
+os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))
+
+from mcpserver.settings import *  # noqa: E402,F401,F403
