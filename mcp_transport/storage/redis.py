@@ -350,8 +350,8 @@ class RedisEventStore(EventStore):
         newer = [event for event in _events(stream_key, entries) if event.id.sort_key > position_key(position)]
         if self.table is None:
             return newer
-        await self.flush()
-        return merge(await self.table.run(persist.rows_after, session_id, stream_key, position), newer)
+        rows = await self._settled_rows(persist.rows_after, session_id, stream_key, position, newer)
+        return merge(rows, newer)
 
     async def replay_after(self, session_id, event_id):
         # Inclusive range: the first entry must be the id itself, or Redis does not have it.
@@ -365,14 +365,52 @@ class RedisEventStore(EventStore):
     async def _replay_from_database(self, session_id, event_id, newer):
         rows = None
         if self.table is not None:
-            await self.flush()  # this process's own recent events first
-            rows = await self.table.run(persist.replay_rows, session_id, event_id.stream, event_id.position)
+            rows = await self._settled_rows(persist.replay_rows, session_id, event_id.stream, event_id.position,
+                                            newer)
         if rows is None:
             reason = await self._why_missing(session_id, event_id)
             await self.counters.add({f"replay_failures:{reason}": 1})
             raise UnknownEvent(event_id, reason)
         self.counters.add_soon({"replay_hits:database": 1})
         return Replay(merge(rows, newer), "database")
+
+    async def _settled_rows(self, read, session_id, stream_key, position, newer):
+        """``read(session_id, stream_key, position)`` from the database, once it can stand in for
+        what Redis lost. The events Redis lost may still wait in another process's batch (the
+        last ones before a Redis failover always do), for at most ``settle_seconds()`` after they
+        were appended: so read again until the position itself is there (``read`` returns None
+        while it is not) and the events older than Redis's oldest (``newer[0]``) are out of every
+        batch, or until those moments have passed (positions are Redis's clock, so is ``now``)."""
+        loop = asyncio.get_running_loop()
+        settle = self.settle_seconds()
+        deadline = loop.time() + settle  # whatever was appended before this read is settled by then
+        while True:
+            await self.flush()  # this process's own recent events first
+            rows = await self.table.run(read, session_id, stream_key, position)
+            if loop.time() >= deadline:
+                return rows
+            settled_before = await self._redis_ms() - settle * 1000
+            if (rows is not None or position_key(position)[0] <= settled_before) and \
+                    (not newer or newer[0].id.sort_key[0] <= settled_before):
+                return rows
+            await asyncio.sleep(self.SETTLE_POLL)
+
+    #: Seconds between reads while the database catches up with the other processes' batches.
+    SETTLE_POLL = 0.05
+    #: Seconds a batch may take to be written once its flush began (a loaded database).
+    WRITE_ALLOWANCE = 0.5
+    #: The longest a read waits for other processes' batches, whatever ``flush_interval`` says.
+    MAX_SETTLE = 2.0
+
+    def settle_seconds(self) -> float:
+        """How long after its append an event is surely in the database (or refused)."""
+        batched = self.flush_interval if self.persist == "batched" else 0
+        return min(batched + self.WRITE_ALLOWANCE, self.MAX_SETTLE)
+
+    @staticmethod
+    async def _redis_ms() -> int:
+        seconds, microseconds = await async_redis().time()
+        return seconds * 1000 + microseconds // 1000
 
     async def _why_missing(self, session_id, event_id) -> str:
         """"evicted" when the stream still exists and the id is older than its oldest entry."""

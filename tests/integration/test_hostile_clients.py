@@ -60,3 +60,31 @@ def test_another_sessions_events_survive_a_poisoned_batch_and_a_redis_flush(star
     assert replayed == [json.loads(event.data) for event in first[1:]]
     assert [m["params"]["progress"] for m in replayed if m.get("method")] == list(range(1, 31))
     assert replayed[-1]["id"] == call["id"] and replayed[-1]["result"]["content"][0]["text"] == "done 30"
+
+
+def _check_exactly_once(messages, call, steps):
+    progress = [m["params"]["progress"] for m in messages if m.get("method") == "notifications/progress"]
+    results = [m for m in messages if m.get("id") == call["id"]]
+    assert progress == list(range(1, steps + 1)), progress
+    assert len(results) == 1 and results[0]["result"]["content"][0]["text"] == f"done {steps}", results
+
+
+def test_drop_redis_loss_and_resume_on_the_other_process_at_once_50_times(mcp_server, second_server, server_env):
+    """The last events before Redis lost the stream are still in the appending process's batch
+    (flushed every 0.2 s): a resume on another process waits for them rather than answering 400
+    "names no event", and every result arrives exactly once."""
+    client = HttpClient(mcp_server.url)
+    client.initialize()
+    other = client.on(second_server.url)
+    for trial in range(50):
+        steps = 4
+        call = _progress_call(client, steps, 40)
+        stream = client.stream("POST", call)
+        assert stream.next_event().data == ""  # priming
+        seen = [json.loads(stream.next_event().data)] if trial % 2 else []
+        stream.close()
+        _lose_streams(server_env, client)
+        resumed = other.stream("GET", headers={**GET, "Last-Event-ID": stream.decoder.last_event_id})
+        assert resumed.status == 200, (trial, resumed.response.read())
+        seen += resumed.messages()
+        _check_exactly_once(seen, call, steps)

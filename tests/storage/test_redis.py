@@ -283,3 +283,15 @@ async def test_rows_are_written_again_after_the_database_failed(stores, session_
     assert await row_count(store, session_id) == 3
     await lose_redis_copy(session_id)
     assert await ids_of(await store.replay_after(session_id, ids[0])) == ids[1:]
+
+
+async def test_a_replay_waits_for_events_still_in_another_processs_batch(stores, session_id, stream_key):
+    """Redis lost the stream while its last events wait in the appending process's batch: a
+    replay in another process reads the database again until they are there (issue 10)."""
+    writer, reader = stores(flush_interval=0.2), stores(flush_interval=0.2)
+    ids = await append_many(writer, session_id, stream_key, 4)
+    await lose_redis_copy(session_id)
+    after = await append_many(writer, session_id, stream_key, 2, start=4)  # the stream is recreated
+    replay = await reader.replay_after(session_id, ids[1])
+    assert replay.source == "database" and await ids_of(replay) == ids[2:] + after
+    assert await ids_of(await reader.read_after(session_id, stream_key, ids[0].position)) == ids[1:] + after
