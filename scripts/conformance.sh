@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# Run the official MCP conformance suite (@modelcontextprotocol/conformance, pinned in package.json,
-# all 32 server scenarios) against the full stack started by scripts/run.py, then require the exact
-# expected score via scripts/conformance_summary.py. Used by `make conformance` (which runs npm ci).
+# Run the official MCP conformance suites against the full stack started by scripts/run.py, then
+# require the exact expected score of each leg via scripts/conformance_summary.py. Used by
+# `make conformance` (which runs npm ci). Both harnesses are pinned in package.json:
+#   @modelcontextprotocol/conformance 0.1.16                --suite all                 47/0/0
+#   conformance-next = the same package at 0.2.0-alpha.12   --spec-version 2025-11-25   84/0/0
+#                                                           --spec-version 2026-07-28   (see LEGS)
+#                                                           each tasks-* scenario       (see LEGS)
+# A leg with a baseline (scripts/conformance/expected-*.yml) lists what is not done yet: the
+# harness then fails on any FAILURE or WARNING outside it and on a listed scenario that passes.
 #
 #   CONFORMANCE_PORT  port to serve on (default: a free one)
 #   REDIS_URL         Redis to use (default: run.py starts an embedded one)
@@ -59,14 +65,46 @@ until curl -s -o /dev/null --max-time 2 "$url"; do
 done
 echo "conformance: server up on $url; results in $out"
 
-# npx puts node_modules/.bin first on PATH, so the harness runs under the pinned Node 22
-# (it crashes at import under Node 20). --no-install: never fetch anything here.
+# npx puts node_modules/.bin first on PATH, so the harnesses run under the pinned Node 22
+# (they crash at import under Node 20). --no-install: never fetch anything here.
 echo "conformance: harness under node $(npx --no-install node --version)"
-harness_rc=0
-npx --no-install conformance server --url "$url" --suite all -o "$out" || harness_rc=$?
+NEXT=node_modules/conformance-next/dist/index.js
+TASKS_SCENARIOS=(tasks-lifecycle tasks-capability-negotiation tasks-wire-fields tasks-request-state-removal
+                 tasks-mrtr-input tasks-request-headers tasks-dispatch-and-envelope tasks-status-notifications
+                 tasks-required-task-error tasks-mrtr-composition)
+failed=()
 
-summary_rc=0
-"$PYTHON" scripts/conformance_summary.py "$out" || summary_rc=$?
-if ((harness_rc || summary_rc)); then
-    fail "harness exit $harness_rc, summary exit $summary_rc"
+# leg NAME SUCCESS BASELINE -- HARNESS-ARGS...: one harness run into its own folder, then its tally.
+# SUCCESS is the exact count of SUCCESS checks outside the baseline ("-": no baseline).
+leg() {
+    local name=$1 success=$2 baseline=$3; shift 4
+    local dir=$out/$name harness_rc=0 summary_rc=0 args=()
+    [[ $baseline != - ]] && args=(--expected-failures "$baseline")
+    echo "=== conformance leg $name"
+    "$@" --url "$url" -o "$dir" "${args[@]}" || harness_rc=$?
+    "$PYTHON" scripts/conformance_summary.py "$dir" --success "$success" "${args[@]}" || summary_rc=$?
+    ((harness_rc || summary_rc)) && failed+=("$name (harness exit $harness_rc, summary exit $summary_rc)")
+    return 0
+}
+
+# The 10 tasks-* scenarios are an extension: only --scenario (or a plain --suite all) runs them.
+# Hook for i13-tasks: once a scenario passes, drop it from expected-tasks.yml and count its
+# successes in the leg's SUCCESS below.
+tasks_leg() {
+    local scenario rc=0
+    for scenario in "${TASKS_SCENARIOS[@]}"; do
+        npx --no-install node "$NEXT" server --scenario "$scenario" "$@" || rc=1
+    done
+    return $rc
+}
+
+leg 0.1.16-all 47 - -- npx --no-install conformance server --suite all
+leg 0.2.0-2025-11-25 84 - -- npx --no-install node "$NEXT" server --suite all --spec-version 2025-11-25
+leg 0.2.0-2026-07-28 120 scripts/conformance/expected-2026-07-28.yml -- \
+    npx --no-install node "$NEXT" server --suite all --spec-version 2026-07-28
+leg 0.2.0-tasks 0 scripts/conformance/expected-tasks.yml -- tasks_leg
+
+if ((${#failed[@]})); then
+    fail "legs that failed: ${failed[*]}"
 fi
+echo "conformance: all legs OK"
