@@ -55,6 +55,18 @@ class Subscription:
         await asyncio.wait_for(await self.open(), 5)
         return self
 
+    async def add(self, *channels) -> "asyncio.Future":
+        """Listen to more channels (a connection that follows a changing set of streams); the
+        future resolves once Redis confirmed them."""
+        fresh = tuple(dict.fromkeys(c for c in channels if c not in self.channels))
+        self.channels += fresh
+        return await self._bell.subscribe(self, fresh)
+
+    async def remove(self, *channels) -> None:
+        """Stop listening to some channels; messages of theirs already queued stay queued."""
+        self.channels = tuple(c for c in self.channels if c not in channels)
+        await self._bell.unsubscribe(self, channels)
+
     async def __aexit__(self, *exc):
         await self._bell.unsubscribe(self)
 
@@ -71,12 +83,14 @@ class Doorbell:
         """``async with bell.listen(a, b) as sub:`` subscribes before the body runs."""
         return Subscription(self, channels)
 
-    async def subscribe(self, subscription) -> "asyncio.Future":
-        """Add the listener; the returned future resolves once Redis confirmed every channel
-        (channels another listener already has are confirmed, or pending with its confirmation)."""
-        new = [c for c in subscription.channels if c not in self._listeners]
-        pending = [self._confirmed[c] for c in subscription.channels if c in self._confirmed and c not in new]
-        for channel in subscription.channels:
+    async def subscribe(self, subscription, channels=None) -> "asyncio.Future":
+        """Add the listener (to ``channels``, by default all of its own); the returned future
+        resolves once Redis confirmed every channel (channels another listener already has are
+        confirmed, or pending with its confirmation)."""
+        channels = subscription.channels if channels is None else channels
+        new = [c for c in channels if c not in self._listeners]
+        pending = [self._confirmed[c] for c in channels if c in self._confirmed and c not in new]
+        for channel in channels:
             self._listeners.setdefault(channel, set()).add(subscription)
         if new:
             pending += await self._subscribe(new)
@@ -94,9 +108,9 @@ class Doorbell:
                 self._reader = asyncio.create_task(self._read())
         return waiters
 
-    async def unsubscribe(self, subscription):
+    async def unsubscribe(self, subscription, channels=None):
         gone = []
-        for channel in subscription.channels:
+        for channel in subscription.channels if channels is None else channels:
             listeners = self._listeners.get(channel)
             if listeners is not None:
                 listeners.discard(subscription)

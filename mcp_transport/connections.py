@@ -52,6 +52,11 @@ class Keys:
         """The request behind a POST stream: its id and its process's last heartbeat."""
         return f"{self.prefix}:call:{session_id}:{stream_key}"
 
+    def opened_streams(self, session_id):
+        """The streams of a session served over stdio or HTTP+SSE, in the order they were
+        opened (transports/session.py)."""
+        return f"{self.prefix}:opened:{session_id}"
+
     def outbound_ids(self, session_id):
         return f"{self.prefix}:outid:{session_id}"
 

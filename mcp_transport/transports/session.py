@@ -1,0 +1,304 @@
+"""One MCP session over a transport that carries messages, not HTTP requests: stdio, and the
+2024-11-05 HTTP+SSE transport (``GET /sse`` + ``POST /messages``).
+
+Theory of operation. The client's messages arrive one at a time (a line on stdin, the body of a
+POST /messages); everything the server sends leaves on one connection (stdout, the GET /sse
+stream). Each request runs on a stream of its own, exactly as a Streamable HTTP POST answered
+with SSE: inline on this process (``streams.start``, with its heartbeat and orphan answer), or in
+a Celery worker (``jobs.submit``). Nothing here runs an MCP method: ``dispatch`` does.
+
+The session's *stream list* (a Redis list) names its streams in the order they were opened;
+entry 0 is the session's GET stream, where the initialize reply, refusals and the server's own
+notifications (``notify.py``, task status) go. A ``Follower`` reads, for one connection, every
+listed stream that has not ended, and hands each message over with a ``Cursor`` (the SSE event
+id): a client that reconnects with it as Last-Event-ID gets every message it missed, from
+whichever process, and none twice.
+"""
+import asyncio
+import logging
+
+from channels.db import database_sync_to_async
+
+from .. import control, jobs, logs, sessions, streams
+from ..bell import doorbell
+from ..conf import get_config
+from ..connections import async_redis, keys
+from ..dispatch import Call, initialize_result, runs_in_background
+from ..models import McpSession
+from ..protocol import ids, versions
+from ..protocol.cursor import MAX_OPEN, START, Cursor
+from ..protocol.errors import InvalidRequest, ProtocolError
+from ..protocol.ids import GET_STREAM, EventId
+from ..protocol.jsonrpc import Notification, Request, error_message, result_message
+from ..protocol.session import SessionState, next_state
+from ..registry import registry
+from ..storage import UnknownEvent, get_event_store
+
+logger = logging.getLogger(__name__)
+
+#: Revisions a client may ask for here: Streamable HTTP's, and 2024-11-05, the revision that
+#: defined HTTP+SSE (its clients speak no later one).
+VERSIONS = (*versions.SUPPORTED, "2024-11-05")
+
+
+def negotiate(requested) -> str:
+    """"If the server supports the requested protocol version, it MUST respond with the same
+    version. Otherwise ... the latest version supported by the server." -- basic/lifecycle"""
+    return requested if requested in VERSIONS else versions.LATEST
+
+
+def _list_ttl() -> int:
+    """The stream list lives as long as the session and its streams can."""
+    return max(sessions.side_key_ttl(), get_config()["STREAM_TTL"])
+
+
+# -- the session and its streams ---------------------------------------------------------------
+
+async def open_session(user_id=None) -> tuple:
+    """A new session, not initialized yet, and the cursor of a connection that starts it."""
+    session = sessions.SessionRecord(id=ids.new_session_id(), protocol_version="", state=SessionState.NEW.value,
+                                     user_id=user_id, log_level=get_config()["DEFAULT_LOG_LEVEL"])
+    await sessions.create(session)
+    name = keys().opened_streams(session.id)
+    async with async_redis().pipeline(transaction=False) as pipe:
+        pipe.rpush(name, GET_STREAM)
+        pipe.expire(name, _list_ttl())
+        await pipe.execute()
+    # The GET stream's first event: what a cursor's position in it starts from.
+    first = await get_event_store().append(session.id, GET_STREAM, None)
+    return session, Cursor(session.id, 1, ((0, first.position),))
+
+
+async def add_stream(session_id: str, stream_key: str) -> None:
+    """List a request's stream and ring the GET stream's bell: followers take it in."""
+    names = keys()
+    async with async_redis().pipeline(transaction=False) as pipe:
+        pipe.rpush(names.opened_streams(session_id), stream_key)
+        pipe.expire(names.opened_streams(session_id), _list_ttl())
+        pipe.publish(names.stream_bell(session_id, GET_STREAM), "opened")
+        await pipe.execute()
+
+
+async def reply(session_id: str, message: dict) -> None:
+    """A message answered on the spot (initialize, a refused request): on the GET stream."""
+    await get_event_store().append(session_id, GET_STREAM, message)
+
+
+# -- what the client sends ----------------------------------------------------------------------
+
+async def receive(session, message, user=None) -> None:
+    """Act on one message of the client. Returns once a request has started, not finished."""
+    if isinstance(message, Request):
+        await _receive_request(session, message, user)
+    elif isinstance(message, Notification):
+        await _receive_notification(session, message)
+    else:
+        await streams.deliver_reply(session.id, {"id": message.id, "result": message.result, "error": message.error})
+
+
+async def _receive_request(session, request, user):
+    logs.bind_request(request.id)
+    try:
+        state = next_state(SessionState(session.state), request.method)
+    except ProtocolError as exc:
+        return await reply(session.id, error_message(request.id, exc.code, exc.message))
+    if request.method == "initialize":
+        return await _initialize(session, request)
+    if state.value != session.state:
+        await sessions.update(session, state=state.value)
+    stream_key = ids.new_stream_key()
+    if runs_in_background(request):
+        return await _submit_job(session, request, stream_key)
+    stream = streams.RequestStream(session.id, request.id, stream_key)
+    await asyncio.gather(control.register_call(stream), add_stream(session.id, stream_key))
+    await streams.start(stream, request, Call(session=session, user=user, channel=stream))
+
+
+async def _initialize(session, request):
+    params = request.params
+    version = negotiate(params.get("protocolVersion"))
+    info, capabilities = params.get("clientInfo"), params.get("capabilities")
+    info = info if isinstance(info, dict) else {}
+    await sessions.update(session, state=SessionState.INITIALIZING.value, protocol_version=version, client_info=info,
+                          client_capabilities=capabilities if isinstance(capabilities, dict) else {})
+    await _record_client(session.id, info)
+    await reply(session.id, result_message(request.id, initialize_result(version)))
+
+
+@database_sync_to_async
+def _record_client(session_id, info):
+    McpSession.objects.filter(pk=session_id).update(client_name=str(info.get("name", ""))[:200],
+                                                    client_version=str(info.get("version", ""))[:100])
+
+
+async def _submit_job(session, request, stream_key):
+    """A background tool: a worker runs it and appends what it sends to its stream."""
+    params = request.params
+    meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+    await add_stream(session.id, stream_key)
+    await jobs.submit(registry.tools[params["name"]], params.get("arguments") or {}, session_id=session.id,
+                      request_id=request.id, stream_key=stream_key, user_id=session.user_id,
+                      progress_token=meta.get("progressToken"))
+
+
+async def _receive_notification(session, notification):
+    method = notification.method
+    if method == "notifications/initialized" and session.state == SessionState.INITIALIZING.value:
+        await sessions.update(session, state=SessionState.READY.value)
+    elif method == "notifications/cancelled":
+        request_id = notification.params.get("requestId")
+        # "Invalid cancellation notifications SHOULD be ignored." -- basic/utilities/cancellation
+        if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
+            await asyncio.gather(streams.request_cancel(session.id, request_id),
+                                 jobs.cancel_request(session.id, request_id))
+
+
+# -- what the server sends ----------------------------------------------------------------------
+
+class Follower:
+    """Reads a session's open streams for one connection, handing over each message with the
+    cursor after it: ``deliver(message, event_id)``, a plain function that queues it.
+
+    It stops when ``is_open()`` turns false, when the session ends (closed or expired), or when
+    cancelled. While it runs, the session does not expire: each quiet round refreshes it.
+
+    Whenever the doorbells stay silent it reads every open stream anyway (a lost doorbell
+    delays a message, never loses it) and answers the requests whose process or worker died
+    (``streams.answer_orphan``), as a resumed Streamable HTTP stream does."""
+
+    def __init__(self, cursor: Cursor, deliver, is_open=lambda: True):
+        self.session_id, self.known = cursor.session_id, cursor.known
+        #: entry -> position read, for the streams taken in that have not ended.
+        self.positions = dict(cursor.open)
+        #: entry -> stream key, for the same streams.
+        self.stream_keys = {}
+        self.deliver, self.is_open = deliver, is_open
+        self.subscription = doorbell().listen()
+        self._entries_by_bell = {}
+        #: True while streams wait to be taken in because the cursor is full.
+        self._full = False
+        #: Set by ``drain()``: stop once every request taken in so far has been answered.
+        self._draining = False
+
+    @property
+    def cursor(self) -> Cursor:
+        return Cursor(self.session_id, self.known, tuple(sorted(self.positions.items())))
+
+    async def start(self, resumed=False) -> None:
+        """Subscribe and read what is there (queued through ``deliver``). For a resumed cursor
+        this is where a replay that cannot be whole fails, with InvalidRequest."""
+        listed = await async_redis().lrange(keys().opened_streams(self.session_id), 0, max(self.known - 1, 0))
+        if len(listed) < self.known or 0 not in self.positions:
+            raise InvalidRequest("Last-Event-ID names streams this session no longer has.")
+        self.stream_keys = {entry: listed[entry] for entry in self.positions}
+        await self._listen(list(self.positions))
+        for entry in list(self.positions):
+            await self._read(entry, strict=resumed)
+        await self._take_in()
+
+    async def run(self) -> None:
+        """Follow the streams until the connection or the session ends (after ``start``)."""
+        try:
+            await self._follow()
+        finally:
+            await self.subscription.__aexit__(None, None, None)
+
+    async def drain(self) -> None:
+        """End ``run()`` once every listed request has ended (its answer handed over): the
+        client will send no more (stdio's stdin closed)."""
+        self._draining = True
+        await async_redis().publish(keys().stream_bell(self.session_id, GET_STREAM), "drain")
+
+    async def _idle(self) -> bool:
+        return len(self.positions) == 1 and await async_redis().llen(keys().opened_streams(self.session_id)) <= self.known
+
+    async def _listen(self, entries):
+        channels = []
+        for entry in entries:
+            channel = keys().stream_bell(self.session_id, self.stream_keys[entry])
+            self._entries_by_bell[channel] = entry
+            channels.append(channel)
+        await asyncio.wait_for(await self.subscription.add(*channels), 5)
+
+    async def _take_in(self):
+        """Start reading the streams opened since (as many as a cursor can hold)."""
+        room = MAX_OPEN - len(self.positions)
+        self._full = room <= 0
+        if self._full:
+            return
+        opened = await async_redis().lrange(keys().opened_streams(self.session_id), self.known,
+                                            self.known + room - 1)
+        entries = list(range(self.known, self.known + len(opened)))
+        for entry, stream_key in zip(entries, opened):
+            self.stream_keys[entry], self.positions[entry] = stream_key, START
+        self.known += len(opened)
+        if entries:
+            await self._listen(entries)  # subscribed before the read: nothing falls in between
+            for entry in entries:
+                await self._read(entry)
+
+    async def _read(self, entry, strict=False):
+        store, stream_key, position = get_event_store(), self.stream_keys[entry], self.positions[entry]
+        if strict and position != START:
+            try:
+                events = await store.replay_after(self.session_id, EventId(stream_key, position))
+            except UnknownEvent:
+                raise InvalidRequest("Last-Event-ID names an event this session no longer keeps.") from None
+        else:
+            events = await store.read_after(self.session_id, stream_key, position)
+        for event in events:
+            self.positions[entry] = event.id.position
+            ended = event.final and entry != 0
+            if ended:
+                del self.positions[entry]  # the cursor sent with the response no longer holds it
+            if event.message is not None:
+                self.deliver(event.message, str(self.cursor))
+            if ended:
+                await self._ended(entry)
+                return
+
+    async def _ended(self, entry):
+        stream_key = self.stream_keys.pop(entry)
+        channel = keys().stream_bell(self.session_id, stream_key)
+        self._entries_by_bell.pop(channel, None)
+        await self.subscription.remove(channel)
+
+    async def _follow(self):
+        config = get_config()
+        quiet = min(config["KEEPALIVE_SECONDS"], config["HEARTBEAT_SECONDS"])
+        while self.is_open():
+            rung = await self.subscription.wait(quiet)
+            if rung is None:
+                if not await self._on_quiet():
+                    return
+                entries, take_in = list(self.positions), True
+            else:
+                entries = await self._rung(rung)
+                take_in = 0 in entries
+            for entry in entries:
+                if entry in self.positions:
+                    await self._read(entry)
+            if take_in or (self._full and len(self.positions) < MAX_OPEN):
+                await self._take_in()
+            if self._draining and await self._idle():
+                return
+
+    async def _rung(self, first):
+        """The entries whose bells rang: this one and any already queued."""
+        entries, rung = set(), first
+        while rung is not None:
+            entry = self._entries_by_bell.get(rung[0])
+            if entry is not None:
+                entries.add(entry)
+            rung = await self.subscription.wait(0)
+        return sorted(entries)
+
+    async def _on_quiet(self) -> bool:
+        """Housekeeping when nothing rang; False when the session has ended."""
+        if await sessions.load(self.session_id) is None:
+            return False
+        await async_redis().expire(keys().opened_streams(self.session_id), _list_ttl())
+        for entry, stream_key in list(self.stream_keys.items()):
+            if entry != 0:
+                await streams.answer_orphan(self.session_id, stream_key)
+        return True
