@@ -21,6 +21,10 @@
   cleanup would delete tasks that clients may still ask for.
 - mcp_transport.W006: no Celery worker answered a ping, or none consumes the queue of a
   background tool (with E008, only on request).
+- mcp_transport.W007: AUTH off with DEBUG off: anyone who reaches the endpoint may call every tool.
+- mcp_transport.W008: "offline_access" among AUTH_SCOPES or AUTH_REQUIRED_SCOPES ("MCP Servers
+  SHOULD NOT include offline_access in WWW-Authenticate scope or ... scopes_supported").
+- mcp_transport.E009: AUTH_VALIDATORS cannot be built (BACKEND not importable, OPTIONS refused).
 """
 from numbers import Real
 
@@ -33,7 +37,8 @@ from .conf import get_config, redis_url
 #: Keys that must be numbers > 0 (None allowed where the value means "never" or "off").
 POSITIVE = ("SESSION_IDLE_TIMEOUT", "MAX_REQUEST_BYTES", "KEEPALIVE_SECONDS", "HEARTBEAT_SECONDS",
             "CLIENT_REQUEST_TIMEOUT", "PAGE_SIZE", "REDIS_MAX_CONNECTIONS", "DASHBOARD_SAMPLE_SECONDS",
-            "DASHBOARD_SAMPLES", "TASK_DEFAULT_TTL_MS", "TASK_POLL_INTERVAL_MS")
+            "DASHBOARD_SAMPLES", "TASK_DEFAULT_TTL_MS", "TASK_POLL_INTERVAL_MS", "AUTH_CACHE_SECONDS",
+            "AUTH_CACHE_SIZE")
 #: Keys that may be None, else numbers >= 0.
 OPTIONAL_NON_NEGATIVE = ("SSE_RETRY_MS", "POLL_AFTER_SECONDS", "CLOSED_SESSION_RETENTION", "EVENT_RETENTION",
                          "JOB_RETENTION", "PROGRESS_HEARTBEAT_SECONDS", "TASK_MAX_TTL_MS",
@@ -255,3 +260,32 @@ def _tool_queues():
     from .registry import registry
 
     return {queue_of(spec) for spec in registry.tools.values() if spec.background}
+
+
+@register(Tags.security)
+def auth_check(app_configs, **kwargs):
+    config = _config()
+    if config is None:
+        return []
+    if not config["AUTH"]:
+        if settings.DEBUG:
+            return []
+        return [Warning("MCP_TRANSPORT['AUTH'] is off with DEBUG off: anyone who reaches the endpoint may call "
+                        "every tool.", hint="Turn AUTH on (bearer tokens on every request), unless only trusted "
+                        "clients can reach the endpoint.", id="mcp_transport.W007")]
+    from . import auth
+
+    messages = []
+    try:
+        auth.configured_validators.cache_clear()
+        auth.configured_validators()
+    except Exception as exc:
+        messages.append(Error(f"MCP_TRANSPORT['AUTH_VALIDATORS'] cannot be built: {exc!r}",
+                              hint="Each entry is {'BACKEND': dotted path of a TokenValidator, 'OPTIONS': {...}}.",
+                              id="mcp_transport.E009"))
+    if "offline_access" in {*config["AUTH_SCOPES"], *config["AUTH_REQUIRED_SCOPES"]}:
+        messages.append(Warning(
+            "offline_access is among AUTH_SCOPES or AUTH_REQUIRED_SCOPES.",
+            hint="\"MCP Servers (Protected Resources) SHOULD NOT include offline_access in WWW-Authenticate scope "
+                 "or Protected Resource Metadata scopes_supported\" (spec 2026-07-28).", id="mcp_transport.W008"))
+    return messages

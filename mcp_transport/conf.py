@@ -107,6 +107,25 @@ DEFAULTS = {
     "TASK_DEFAULT_TTL_MS": 3600 * 1000,
     "TASK_MAX_TTL_MS": 24 * 3600 * 1000,
     "TASK_POLL_INTERVAL_MS": 1000,
+    #: OAuth 2.1 resource server (auth/): every request needs a bearer token. Off (the default)
+    #: keeps the endpoint open, for local use and the conformance runs.
+    "AUTH": False,
+    #: Token validators tried in order ({"BACKEND": dotted path, "OPTIONS": {...}}):
+    #: auth/validators.py has static tokens, django-oauth-toolkit, JWT (JWKS), introspection.
+    "AUTH_VALIDATORS": [{"BACKEND": "mcp_transport.auth.validators.StaticTokenValidator"},
+                        {"BACKEND": "mcp_transport.auth.validators.OAuthToolkitValidator"}],
+    #: The endpoint's URL as clients reach it (RFC 9728 "resource", the RFC 8707 audience);
+    #: None: each request's scheme, Host and path.
+    "AUTH_RESOURCE": None,
+    #: Issuer URLs of the authorization servers (metadata "authorization_servers"); None: this
+    #: server's own origin (the project is its own authorization server).
+    "AUTH_SERVERS": None,
+    #: "scopes_supported" in the metadata, and the scopes every request's token must have.
+    "AUTH_SCOPES": ["mcp"],
+    "AUTH_REQUIRED_SCOPES": ["mcp"],
+    #: Seconds a token's validation result (and its user) is cached, and how many a process keeps.
+    "AUTH_CACHE_SECONDS": 60,
+    "AUTH_CACHE_SIZE": 10000,
 }
 
 

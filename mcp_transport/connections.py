@@ -29,6 +29,19 @@ def async_redis() -> aredis.Redis:
     return client
 
 
+_sync_client = None
+
+
+def sync_redis():
+    """A blocking client for code outside the event loop (admin actions, commands, signals)."""
+    global _sync_client
+    if _sync_client is None:
+        import redis
+
+        _sync_client = redis.Redis.from_url(redis_url(), decode_responses=True)
+    return _sync_client
+
+
 class Keys:
     """Every Redis key and channel name, built in one place: ``{prefix}:{kind}:{session}[:...]``."""
 
@@ -90,6 +103,10 @@ class Keys:
     def subscriptions(self, session_id):
         """The resource URIs a session subscribed to."""
         return f"{self.prefix}:subs:{session_id}"
+
+    def auth_token(self, digest):
+        """A token's cached validation result (auth/), by the token's SHA-256."""
+        return f"{self.prefix}:auth:{digest}"
 
     def uri_subscribers(self, uri):
         """The sessions subscribed to a resource URI (hashed: URIs are long and arbitrary)."""

@@ -5,9 +5,10 @@ there blocks ``http.disconnect`` until it returns. Streams are written from thei
 so the consumer's dispatch loop stays free to see the client go away.
 
 Order of checks on every request (status codes are part of the contract):
-Origin (403) -> Host (400) -> method (405) -> headers (415, 406, 413) -> body (400 -32700 /
--32600) -> era (spec-checklist §3.2 step 4: a 2026-07-28 request goes to modern.py, which runs
-the rest of its ladder) -> session (400 missing, 404 unknown) -> version header (400) -> dispatch.
+Origin (403) -> Host (400) -> method (405) -> bearer token (401, 403; auth/) -> headers (415,
+406, 413) -> body (400 -32700 / -32600) -> era (spec-checklist §3.2 step 4: a 2026-07-28 request
+goes to modern.py, which runs the rest of its ladder) -> session (400 missing, 404 unknown or
+another principal's) -> version header (400) -> dispatch.
 """
 import asyncio
 import logging
@@ -19,7 +20,7 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.http.request import split_domain_port, validate_host
 
-from . import control, jobs, logs, metrics, modern, sessions, streams
+from . import auth, control, jobs, logs, metrics, modern, sessions, streams
 from .bell import doorbell
 from .conf import get_config
 from .connections import keys
@@ -112,6 +113,7 @@ class McpHttpConsumer(AsyncConsumer):
         check_host(self.headers.get("host"))
         method = self.scope["method"]
         http.check_method(method)
+        await self.authenticate()
         # Once per process: the control channel, and the housekeeping that flushes the counters
         # (a process serving only JSON replies would otherwise never report its sessions).
         await control.ensure_listening()
@@ -122,13 +124,21 @@ class McpHttpConsumer(AsyncConsumer):
         else:
             await self.delete()
 
+    async def authenticate(self):
+        """Every request, the resumed GET included: "MCP Servers MUST NOT use sessions for
+        authentication" -- spec 2025-11-25 basic/security_best_practices. The principal is at
+        ``self.principal`` and ``scope["principal"]``, its Django user at ``scope["user"]``."""
+        self.principal = self.scope["principal"] = await auth.authenticate(self.scope, self.headers)
+        self.scope["user"] = self.principal.user
+
     async def open_session(self, resume=False) -> sessions.SessionRecord:
         session_id = self.headers.get("mcp-session-id")
         if session_id is None:
             raise TransportError("Missing Mcp-Session-Id header: send initialize first.")
         load = sessions.load_for_resume if resume else sessions.load
         session = await load(session_id) if ids.is_session_id(session_id) else None
-        if session is None or session.user_id != self.user_id:
+        # A session belongs to its principal: to anyone else it does not exist.
+        if session is None or session.principal != self.principal.key:
             # "respond to requests containing that session ID with HTTP 404 Not Found"
             raise TransportError("Session not found: it expired or was terminated; initialize a new one.",
                                  http_status=404)
@@ -171,6 +181,7 @@ class McpHttpConsumer(AsyncConsumer):
         capabilities, client_info = params.get("capabilities"), params.get("clientInfo")
         session = sessions.SessionRecord(
             id=ids.new_session_id(), protocol_version=version, user_id=self.user_id,
+            principal=self.principal.key,
             client_info=client_info if isinstance(client_info, dict) else {},
             client_capabilities=capabilities if isinstance(capabilities, dict) else {},
             log_level=get_config()["DEFAULT_LOG_LEVEL"])
@@ -200,7 +211,7 @@ class McpHttpConsumer(AsyncConsumer):
             return await self.send_json(exc.http_status, jsonrpc.error_message(request.id, exc.code, exc.message))
         if state.value != session.state:
             await sessions.update(session, state=state.value)
-        call = Call(session=session, user=self.user)
+        call = Call(session=session, user=self.user, principal=self.principal)
         if self.wants_sse(may_send(request)):
             return await self.respond_sse(session, request, call)
         # A JSON reply has nowhere to put messages sent before the result: they are dropped.
@@ -244,7 +255,7 @@ class McpHttpConsumer(AsyncConsumer):
         meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
         await jobs.submit(registry.tools[params["name"]], params.get("arguments") or {}, session_id=session.id,
                           request_id=request.id, stream_key=stream_key, user_id=self.user_id,
-                          progress_token=meta.get("progressToken"))
+                          principal=self.principal.key, progress_token=meta.get("progressToken"))
         self.tail = StreamTail(writer, session.id, position, subscription, claim)
         self.run_task(self.tail.run(confirmed))
 

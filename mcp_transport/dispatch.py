@@ -35,6 +35,8 @@ class Call:
 
     session: sessions.SessionRecord
     user: Any = None
+    #: The auth.Principal of the request (its key, scopes and user).
+    principal: Any = None
     #: Reaches the client while the request runs (notify, request, close_stream, cancelled).
     channel: Any = None
 

@@ -108,9 +108,9 @@ def _active_job_of_request(session_id, request_id):
 # -- submitting ------------------------------------------------------------------------------
 
 async def submit(spec, arguments: dict, *, session_id: str, request_id, stream_key: str, user_id=None,
-                 progress_token=None, is_task=False, ttl_ms=None) -> McpJob:
+                 principal="", progress_token=None, is_task=False, ttl_ms=None) -> McpJob:
     """Create the job and queue it; its answer will come on ``stream_key``."""
-    job = McpJob(id=new_job_id(), session_id=session_id, user_id=user_id, request_id=request_id,
+    job = McpJob(id=new_job_id(), session_id=session_id, user_id=user_id, principal=principal, request_id=request_id,
                  stream_key=stream_key, tool=spec.name, arguments=arguments, progress_token=progress_token,
                  is_task=is_task, ttl_ms=ttl_ms, celery_task_id=str(uuid.uuid4()))
     await _insert(job)

@@ -11,6 +11,9 @@ class McpSession(models.Model):
     id = models.CharField(primary_key=True, max_length=128, editable=False)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                              related_name="mcp_sessions")
+    #: Who may use the session (auth.Principal.key: "user:<pk>", "client:<id>"; "" for anyone
+    #: when auth is off). Another principal presenting the session id gets 404.
+    principal = models.CharField(max_length=255, blank=True, default="")
     state = models.CharField(max_length=16, choices=STATES, default=SessionState.INITIALIZING.value)
     protocol_version = models.CharField(max_length=16)
     client_name = models.CharField(max_length=200, blank=True)
@@ -95,6 +98,8 @@ class McpJob(models.Model):
     session_id = models.CharField(max_length=128, db_index=True)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                              related_name="mcp_jobs")
+    #: The principal of the call (auth.Principal.key), as on its session.
+    principal = models.CharField(max_length=255, blank=True, default="")
     #: The JSON-RPC id of the tools/call request (a string or a number).
     request_id = models.JSONField(null=True, blank=True)
     #: The SSE stream the job's messages go on (the POST stream of a plain call).
@@ -144,3 +149,53 @@ class McpJob(models.Model):
         from django.utils import timezone
 
         return ((self.finished_at or timezone.now()) - self.started_at).total_seconds()
+
+
+class McpToken(models.Model):
+    """A bearer token for a machine client (``manage.py mcp_tokens``, the admin).
+
+    Only the token's SHA-256 is stored (tokens are 256 random bits, so a fast hash is enough);
+    the token itself is shown once, when it is created. ``prefix`` (its first characters)
+    lets people tell tokens apart."""
+
+    #: Every static token starts with this, so validators of other kinds skip it at once.
+    PREFIX = "mcp_"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mcp_tokens")
+    name = models.CharField(max_length=200, blank=True, help_text="What the token is for.")
+    digest = models.CharField(max_length=64, unique=True, editable=False)
+    prefix = models.CharField(max_length=16, editable=False)
+    #: Space-separated scopes (RFC 6749 §3.3).
+    scope = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Empty: never expires.")
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        verbose_name = "MCP token"
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"{self.prefix}… ({self.user})"
+
+    @classmethod
+    def new_secret(cls) -> str:
+        import secrets
+
+        return cls.PREFIX + secrets.token_urlsafe(32)
+
+    def set_secret(self, secret: str) -> None:
+        import hashlib
+
+        self.digest = hashlib.sha256(secret.encode()).hexdigest()
+        self.prefix = secret[:12]
+
+    @property
+    def status(self) -> str:
+        from django.utils import timezone
+
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= timezone.now():
+            return "expired"
+        return "active"

@@ -6,7 +6,12 @@ from django.urls import path
 
 from .consumers import McpHttpConsumer
 
+#: The endpoints' paths ("/mcp"), for their protected resource metadata (views.py).
+endpoint_paths = []
+
 
 def mcp_path(route: str = "mcp"):
     """The endpoint at exactly ``/<route>``: no trailing-slash redirect, no CSRF."""
+    if "/" + route not in endpoint_paths:
+        endpoint_paths.append("/" + route)
     return path(route, McpHttpConsumer.as_asgi())

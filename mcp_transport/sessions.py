@@ -40,6 +40,8 @@ class SessionRecord:
     client_capabilities: dict = field(default_factory=dict)
     log_level: str = "info"
     user_id: Optional[int] = None
+    #: The auth.Principal key the session belongs to ("" for anyone while auth is off).
+    principal: str = ""
     #: Unix time of the last database write of last_seen_at (not stored in the row).
     seen_written: float = 0.0
 
@@ -54,7 +56,7 @@ class SessionRecord:
     def from_row(cls, row: McpSession) -> "SessionRecord":
         return cls(id=row.id, protocol_version=row.protocol_version, state=row.state, client_info=row.client_info,
                    client_capabilities=row.client_capabilities, log_level=row.log_level, user_id=row.user_id,
-                   seen_written=row.last_seen_at.timestamp())
+                   principal=row.principal, seen_written=row.last_seen_at.timestamp())
 
 
 def _idle_timeout() -> int:
@@ -79,7 +81,8 @@ async def create(record: SessionRecord) -> None:
 def _insert_row(record, now):
     info = record.client_info
     McpSession.objects.create(
-        id=record.id, user_id=record.user_id, state=record.state, protocol_version=record.protocol_version,
+        id=record.id, user_id=record.user_id, principal=record.principal, state=record.state,
+        protocol_version=record.protocol_version,
         client_name=str(info.get("name", ""))[:200], client_version=str(info.get("version", ""))[:100],
         client_info=info, client_capabilities=record.client_capabilities, log_level=record.log_level,
         last_seen_at=now)

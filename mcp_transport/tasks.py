@@ -46,6 +46,7 @@ async def create(spec, arguments, params, call) -> dict:
     meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
     job = await jobs.submit(spec, arguments, session_id=call.session.id, request_id=call.channel.request_id,
                             stream_key=new_stream_key(), user_id=call.session.user_id,
+                            principal=call.session.principal,
                             progress_token=meta.get("progressToken"), is_task=True,
                             ttl_ms=granted_ttl(params.get("task")))
     job = await jobs.load(job.id)  # its timestamps, as the database keeps them
@@ -60,7 +61,8 @@ async def owned(params, call) -> McpJob:
     """The session's task named by ``taskId``, or -32602 ("Invalid or nonexistent taskId")."""
     task_id = params.get("taskId")
     job = await jobs.load(task_id)
-    if job is None or not job.is_task or job.session_id != call.session.id:
+    # Another session's or principal's task is as unknown as a task that never existed.
+    if job is None or not job.is_task or (job.session_id, job.principal) != (call.session.id, call.session.principal):
         raise InvalidParams("Failed to retrieve task: Task not found.")
     if _expired(job):
         raise InvalidParams("Failed to retrieve task: Task has expired.")

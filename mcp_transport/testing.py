@@ -212,21 +212,31 @@ def assert_transport_error(reply: Reply, status: int, code: int = -32600) -> Non
 class HttpClient:
     """A minimal MCP client over raw HTTP: one connection per request, like a fresh client."""
 
-    def __init__(self, url, protocol_version=LATEST):
+    def __init__(self, url, protocol_version=LATEST, token=None):
         parts = urlsplit(url)
         self.host, self.port, self.path = parts.hostname, parts.port, parts.path
         self.protocol_version = protocol_version
+        #: Sent as ``Authorization: Bearer <token>`` on every request when set.
+        self.token = token
         self.session_id = None
         self._ids = itertools.count(1)
 
     def on(self, url) -> "HttpClient":
         """A client of the same session that talks to another server (a second instance)."""
-        other = HttpClient(url, self.protocol_version)
+        other = HttpClient(url, self.protocol_version, self.token)
+        other.session_id = self.session_id
+        return other
+
+    def with_token(self, token) -> "HttpClient":
+        """A client of the same session presenting another token (or none)."""
+        other = HttpClient(f"http://{self.host}:{self.port}{self.path}", self.protocol_version, token)
         other.session_id = self.session_id
         return other
 
     def headers(self, extra=None, session=True):
         headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
         if session and self.session_id:
             headers["Mcp-Session-Id"] = self.session_id
             headers["MCP-Protocol-Version"] = self.protocol_version

@@ -1,13 +1,18 @@
-"""Django URLs of the app: ``path("", include("mcp_transport.urls"))`` serves ``/metrics``.
+"""Django URLs of the app: ``path("", include("mcp_transport.urls"))`` serves
 
-The metrics view answers 404 until ``MCP_TRANSPORT["METRICS_ACCESS"]`` says who may read it.
+- ``/metrics``: answers 404 until ``MCP_TRANSPORT["METRICS_ACCESS"]`` says who may read it;
+- ``/.well-known/oauth-protected-resource`` and its path form
+  ``/.well-known/oauth-protected-resource/<endpoint>``: the endpoint's RFC 9728 metadata while
+  ``MCP_TRANSPORT["AUTH"]`` is on (404 otherwise).
 """
-from django.urls import path
+from django.urls import path, re_path
 
-from .views import metrics_view
+from .views import metrics_view, protected_resource_view
 
 app_name = "mcp_transport"
 
 urlpatterns = [
     path("metrics", metrics_view, name="metrics"),
+    re_path(r"^\.well-known/oauth-protected-resource(?:/(?P<endpoint>.+))?$", protected_resource_view,
+            name="protected-resource"),
 ]

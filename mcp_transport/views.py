@@ -1,11 +1,14 @@
 """Plain Django views of the app (the MCP endpoint itself is a Channels consumer)."""
 import secrets
 
-from django.http import Http404, HttpResponse
+from urllib.parse import urlsplit
+
+from django.http import Http404, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
 
 from . import prometheus
 from .conf import get_config
+from .protocol.auth import protected_resource_metadata
 
 
 @require_GET
@@ -33,3 +36,31 @@ def _bearer_matches(header: str, token) -> bool:
     if scheme.lower() != "bearer" or not token or not given:
         return False
     return secrets.compare_digest(given.strip().encode(), str(token).encode())
+
+
+@require_GET
+def protected_resource_view(request, endpoint=None):
+    """RFC 9728 metadata of the MCP endpoint, at ``/.well-known/oauth-protected-resource`` and
+    its path form ``/.well-known/oauth-protected-resource/mcp``; 404 while auth is off.
+
+    "MCP servers MUST implement OAuth 2.0 Protected Resource Metadata (RFC9728)"; the document
+    "MUST include the authorization_servers field containing at least one authorization server"
+    -- spec 2025-11-25 basic/authorization."""
+    from . import auth
+    from .routing import endpoint_paths
+
+    config = get_config()
+    if not config["AUTH"]:
+        raise Http404("Authorization is off.")
+    if config["AUTH_RESOURCE"]:
+        resource = config["AUTH_RESOURCE"]
+        if endpoint is not None and urlsplit(resource).path.rstrip("/") != "/" + endpoint.rstrip("/"):
+            raise Http404("No protected resource there.")
+    else:
+        known = endpoint_paths or ["/mcp"]
+        path = "/" + endpoint if endpoint is not None else known[0]
+        if path not in known:
+            raise Http404("No protected resource there.")
+        resource = f"{request.scheme}://{request.get_host()}{path}"
+    metadata = protected_resource_metadata(resource, auth.authorization_servers(resource), config["AUTH_SCOPES"])
+    return JsonResponse(metadata)

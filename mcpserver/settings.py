@@ -17,6 +17,9 @@ and CI:
   (/metrics for this bearer token instead of staff users), ``MCP_CLEANUP_INTERVAL`` (seconds), and
   ``MCP_TRANSPORT_JSON`` (any other MCP_TRANSPORT keys, as a JSON object), ``LOG_LEVEL``,
   ``MCP_LOG_LEVEL`` and ``LOG_FORMAT`` (``json`` for one JSON object per line).
+- ``MCP_AUTH=on``: the endpoint is an OAuth 2.1 resource server (every request needs a bearer
+  token: a static token from ``manage.py mcp_tokens create`` or a django-oauth-toolkit access
+  token); off by default, so local use and the conformance runs need none.
 """
 import json
 import os
@@ -75,6 +78,7 @@ INSTALLED_APPS = [
     "channels",
     # Admin login throttling (django-axes): AxesMiddleware, AUTHENTICATION_BACKENDS, AXES_* below.
     "axes",
+    "oauth2_provider",
     "mcp_transport",
     "tools",
 ]
@@ -165,6 +169,8 @@ MCP_TRANSPORT = {
     # /metrics: for a bearer token when MCP_METRICS_TOKEN is set, otherwise for staff users.
     "METRICS_ACCESS": "token" if os.environ.get("MCP_METRICS_TOKEN") else "staff",
     "METRICS_TOKEN": os.environ.get("MCP_METRICS_TOKEN") or None,
+    # Bearer tokens on every request (static tokens, then django-oauth-toolkit's).
+    "AUTH": os.environ.get("MCP_AUTH", "off") == "on",
 }
 # Any other key, as JSON (deployments and tests): MCP_TRANSPORT_JSON='{"SSE_RETRY_MS": null}'
 MCP_TRANSPORT.update(json.loads(os.environ.get("MCP_TRANSPORT_JSON") or "{}"))

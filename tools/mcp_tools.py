@@ -360,6 +360,12 @@ async def slow_progress(steps: int = 100, interval_ms: int = 100, ctx: Context =
     return f"done {steps}"
 
 
+@tool(structured_output=False)
+def whoami(ctx: Context) -> str:
+    """The caller's username ("anonymous" without one): ``ctx.user`` is the request's Django user."""
+    return ctx.user.get_username() if ctx.user is not None and ctx.user.is_authenticated else "anonymous"
+
+
 @tool
 def client_roots(ctx: Context) -> list[str]:
     """List the client's roots (roots/list, a server-to-client request from a sync tool)."""
@@ -537,6 +543,12 @@ def slow_job(steps: int, interval_ms: int, ctx: Context) -> str:
         ctx.check_cancelled()  # notifications/cancelled, tasks/cancel or the admin's cancel
         ctx.report_progress(i, steps, f"step {i}")
     return f"done {steps}"
+
+
+@tool(background=True, structured_output=False)
+def whoami_job(ctx: Context) -> str:
+    """The caller's username, from a Celery worker (``ctx.user`` is the Django user there too)."""
+    return ctx.user.get_username() if ctx.user is not None and ctx.user.is_authenticated else "anonymous"
 
 
 @tool(background=True, structured_output=False)

@@ -1,5 +1,6 @@
 """checks: the system checks on MCP_TRANSPORT."""
 import pytest
+from django.conf import settings
 from django.core import checks
 from django.test import override_settings
 
@@ -16,8 +17,28 @@ def test_defaults_pass():
 
 
 def test_project_settings_pass():
+    """The example project runs open unless MCP_AUTH=on: with DEBUG off that is W007 alone."""
     assert settings_check(None) == []
-    assert ours(checks.run_checks()) == []
+    with override_settings(DEBUG=False):
+        assert [m.id for m in ours(checks.run_checks())] == ["mcp_transport.W007"]
+    with override_settings(DEBUG=False, MCP_TRANSPORT={**settings.MCP_TRANSPORT, "AUTH": True}):
+        assert ours(checks.run_checks()) == []
+    with override_settings(DEBUG=True):
+        assert ours(checks.run_checks()) == []
+
+
+def test_auth_validators_that_cannot_be_built_are_e009():
+    broken = [{"BACKEND": "mcp_transport.auth.validators.JwtValidator", "OPTIONS": {"issuer": "x"}}]
+    with override_settings(MCP_TRANSPORT={**settings.MCP_TRANSPORT, "AUTH": True, "AUTH_VALIDATORS": broken}):
+        messages = ours(checks.run_checks())
+    assert [m.id for m in messages] == ["mcp_transport.E009"]
+    assert "jwks_uri" in messages[0].msg
+
+
+def test_offline_access_scope_is_w008():
+    with override_settings(MCP_TRANSPORT={**settings.MCP_TRANSPORT, "AUTH": True,
+                                          "AUTH_SCOPES": ["mcp", "offline_access"]}):
+        assert [m.id for m in ours(checks.run_checks())] == ["mcp_transport.W008"]
 
 
 def test_unknown_key_is_e001():
@@ -49,7 +70,7 @@ NO_ORIGIN = {"ALLOWED_ORIGINS": [], "ALLOW_LOOPBACK_ORIGINS": False}
 
 
 def test_no_origin_at_all_is_w001():
-    with override_settings(DEBUG=False, MCP_TRANSPORT=NO_ORIGIN):
+    with override_settings(DEBUG=False, MCP_TRANSPORT={**NO_ORIGIN, "AUTH": True}):
         messages = settings_check(None)
         assert [m.id for m in ours(checks.run_checks())] == ["mcp_transport.W001"]
     (warning,) = messages
@@ -213,11 +234,15 @@ def test_manage_py_check_passes_on_the_project():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "mcpserver.settings", "DJANGO_DEBUG": "0"}
     done = subprocess.run([sys.executable, "manage.py", "check", "--fail-level", "WARNING"], cwd=root,
-                          env={**os.environ, "DJANGO_SETTINGS_MODULE": "mcpserver.settings"},
-                          capture_output=True, text=True, timeout=120)
+                          env={**env, "MCP_AUTH": "on"}, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no issues" in done.stdout
+    # Open (the default, for local use and conformance runs) with DEBUG off: W007 says so.
+    done = subprocess.run([sys.executable, "manage.py", "check"], cwd=root, env={**env, "MCP_AUTH": "off"},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "mcp_transport.W007" in done.stdout + done.stderr, done.stdout + done.stderr
 
 
 def test_job_retention_shorter_than_the_longest_task_ttl_is_w005():

@@ -1,0 +1,328 @@
+"""Who is calling: the OAuth 2.1 resource server in front of the MCP endpoint.
+
+With ``MCP_TRANSPORT["AUTH"]`` on, every request carries ``Authorization: Bearer <token>``
+("authorization MUST be included in every HTTP request from client to server, even if they are
+part of the same logical session" -- spec 2025-11-25 basic/authorization). ``authenticate()``
+turns the token into a ``Principal`` through the ``AUTH_VALIDATORS`` (validators.py), or raises
+the 401 / 403 that tells the client where to get a token. Off, the principal is whoever an ASGI
+auth middleware put in the scope (usually nobody), as before.
+
+The principal's ``key`` is what sessions, their streams and replays, jobs and tasks are bound
+to: a request of another key presenting a session id gets 404.
+
+Caching (so that an authenticated request costs no database query): a validation result is kept
+in Redis for ``AUTH_CACHE_SECONDS`` (never past the token's expiry), keyed by the token's
+SHA-256, which is also django-oauth-toolkit's ``token_checksum``. Results of tokens that cannot
+be revoked before they expire (JWTs) are also kept in process memory. Revocable ones (static
+tokens, the toolkit's) are read from Redis on every request, and revoking one replaces its entry
+with a tombstone (``revoked()``), so revocation takes effect on the very next request, on every
+process, and a validation racing with the revocation cannot cache the token again.
+"""
+import copy
+import hashlib
+import json
+import time
+from collections import OrderedDict
+from dataclasses import asdict, dataclass, field, replace
+from functools import cache
+from typing import Optional
+
+from channels.db import database_sync_to_async
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AnonymousUser
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+from django.utils.module_loading import import_string
+
+from ..conf import get_config
+from ..connections import async_redis, keys
+from ..protocol import auth as wire
+from ..protocol.errors import TransportError
+
+#: The Redis value that marks a revoked token (``revoked()``).
+TOMBSTONE = "revoked"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The authenticated caller of one request.
+
+    ``key`` is what its sessions are bound to: ``user:<pk>`` for a Django user, ``client:<id>``
+    for a client acting for itself (client credentials), ``""`` for nobody (auth off)."""
+
+    key: str = ""
+    user_id: Optional[int] = None
+    scopes: frozenset = frozenset()
+    #: Unix time after which the token is no longer accepted; None: it does not expire.
+    expires_at: Optional[float] = None
+    client_id: str = ""
+    #: Which validator accepted the token: "static", "oauth_toolkit", "jwt", "introspection".
+    source: str = ""
+    #: The token can be revoked before it expires: never trusted from process memory.
+    revocable: bool = False
+    #: The resource (endpoint URL) the token was validated for (RFC 8707 audience).
+    resource: str = ""
+    #: The Django user (``ctx.user``); not cached with the principal, loaded by id.
+    user: object = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def for_user(cls, user, **fields) -> "Principal":
+        return cls(key=f"user:{user.pk}", user_id=user.pk, user=user, **fields)
+
+    @classmethod
+    def for_client(cls, client_id: str, **fields) -> "Principal":
+        return cls(key=f"client:{client_id}", client_id=client_id, **fields)
+
+    @classmethod
+    def from_scope(cls, scope) -> "Principal":
+        """Auth off: the user an ASGI auth middleware put in the scope, if any."""
+        user = scope.get("user") or AnonymousUser()
+        if getattr(user, "is_authenticated", False):
+            return cls.for_user(user)
+        return cls(user=user)
+
+    def has_scopes(self, scopes) -> bool:
+        return set(scopes) <= self.scopes
+
+    def usable(self, resource: str, now: float) -> bool:
+        return self.resource == resource and (self.expires_at is None or now < self.expires_at)
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data.pop("user")
+        data["scopes"] = sorted(self.scopes)
+        return json.dumps(data, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, raw: str) -> "Principal":
+        data = json.loads(raw)
+        data["scopes"] = frozenset(data["scopes"])
+        return cls(**data)
+
+
+class TokenValidator:
+    """Turns a bearer token into a Principal. Subclass it and name it in ``AUTH_VALIDATORS``
+    (``{"BACKEND": "dotted.path", "OPTIONS": {...}}``; OPTIONS are the constructor's keyword
+    arguments). Validators are tried in order; the first principal wins."""
+
+    #: Tokens of this kind can be revoked before they expire (see the module docstring).
+    revocable = False
+
+    def __init__(self, **options):
+        if options:
+            raise TypeError(f"{type(self).__name__} takes no options: {', '.join(sorted(options))}.")
+
+    async def validate(self, token: str, resource: str) -> Optional[Principal]:
+        """The principal of a valid token issued for ``resource``; None for any other token
+        (unknown, expired, revoked, for another audience, badly signed, not of this kind)."""
+        raise NotImplementedError
+
+
+class Unauthorized(TransportError):
+    """401: "Invalid or expired tokens MUST receive a HTTP 401 response"."""
+
+    http_status = 401
+
+
+class InsufficientScope(TransportError):
+    """403: "the server SHOULD respond with HTTP 403 Forbidden and include ... error="insufficient_scope""."""
+
+    http_status = 403
+
+
+def token_digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@cache
+def configured_validators() -> tuple:
+    built = []
+    for entry in get_config()["AUTH_VALIDATORS"]:
+        built.append(import_string(entry["BACKEND"])(**entry.get("OPTIONS", {})))
+    return tuple(built)
+
+
+class _Memory:
+    """A bounded map whose entries expire: the oldest go first when it is full."""
+
+    def __init__(self):
+        self.entries = OrderedDict()
+
+    def get(self, key, now):
+        entry = self.entries.get(key)
+        if entry is None:
+            return None
+        value, until = entry
+        if now >= until:
+            del self.entries[key]
+            return None
+        return value
+
+    def put(self, key, value, until):
+        self.entries.pop(key, None)
+        self.entries[key] = (value, until)
+        while len(self.entries) > get_config()["AUTH_CACHE_SIZE"]:
+            self.entries.popitem(last=False)
+
+    def clear(self):
+        self.entries.clear()
+
+
+_principals = _Memory()  # token digest -> Principal (tokens that cannot be revoked)
+_users = _Memory()  # user id -> user, its permissions loaded
+
+
+@receiver(setting_changed)
+def _reset(*, setting, **kwargs):
+    if setting == "MCP_TRANSPORT":
+        configured_validators.cache_clear()
+        _principals.clear()
+        _users.clear()
+
+
+# -- the request's resource ------------------------------------------------------------------
+
+def resource_url(scope, host: Optional[str]) -> str:
+    """The endpoint's URL: ``AUTH_RESOURCE``, or the request's scheme, Host and path."""
+    configured = get_config()["AUTH_RESOURCE"]
+    if configured:
+        return configured
+    return f"{scope.get('scheme', 'http')}://{host}{scope.get('root_path', '')}{scope['path']}"
+
+
+def authorization_servers(resource: str) -> list:
+    """``AUTH_SERVERS``, or this server's origin (the project is its own authorization server)."""
+    configured = get_config()["AUTH_SERVERS"]
+    if configured:
+        return list(configured)
+    scheme, _, rest = resource.partition("://")
+    return [f"{scheme}://{rest.split('/', 1)[0]}"]
+
+
+def challenge_scopes() -> list:
+    config = get_config()
+    return list(config["AUTH_REQUIRED_SCOPES"] or config["AUTH_SCOPES"])
+
+
+# -- authentication ----------------------------------------------------------------------------
+
+async def authenticate(scope, headers) -> Principal:
+    """The caller of this request, or Unauthorized / InsufficientScope. Off: ``from_scope``."""
+    config = get_config()
+    if not config["AUTH"]:
+        return Principal.from_scope(scope)
+    resource = resource_url(scope, headers.get("host"))
+    token = wire.bearer_token(headers.get("authorization"))
+    if token is None:
+        raise Unauthorized("Authorization required: send an OAuth bearer token.",
+                           headers=[("WWW-Authenticate", wire.challenge(resource, challenge_scopes()))])
+    principal = await validate(token, resource)
+    if principal is None:
+        raise Unauthorized("The access token is invalid, expired or not issued for this server.", headers=[(
+            "WWW-Authenticate", wire.challenge(resource, challenge_scopes(), "invalid_token",
+                                               "The access token is invalid or expired."))])
+    user = AnonymousUser()
+    if principal.user_id is not None:
+        user = await load_user(principal.user_id)
+        if not user.is_authenticated:  # deleted or deactivated since the token was issued
+            raise Unauthorized("The access token's user is inactive.", headers=[(
+                "WWW-Authenticate", wire.challenge(resource, challenge_scopes(), "invalid_token",
+                                                   "The token's user is inactive."))])
+    require_scopes(principal, config["AUTH_REQUIRED_SCOPES"], resource)
+    return replace(principal, user=user)
+
+
+def require_scopes(principal: Principal, scopes, resource: str) -> None:
+    if not get_config()["AUTH"] or principal.has_scopes(scopes):
+        return
+    # The challenge names what the client must ask for: what it has plus what it lacks.
+    wanted = sorted(principal.scopes | set(scopes))
+    raise InsufficientScope(f"The access token lacks the scope {' '.join(sorted(set(scopes) - principal.scopes))}.",
+                            headers=[("WWW-Authenticate", wire.challenge(resource, wanted, "insufficient_scope"))])
+
+
+async def validate(token: str, resource: str) -> Optional[Principal]:
+    """The token's principal, from process memory, Redis, or the validators (then cached)."""
+    digest, now = token_digest(token), time.time()
+    principal = _principals.get(digest, now)
+    if principal is not None and principal.usable(resource, now):
+        return principal
+    client, key = async_redis(), keys().auth_token(digest)
+    raw = await client.get(key)
+    if raw == TOMBSTONE:
+        return None
+    if raw is not None:
+        principal = Principal.from_json(raw)
+        if principal.usable(resource, now):
+            _remember(digest, principal, now)
+            return principal
+    for validator in configured_validators():
+        principal = await validator.validate(token, resource)
+        if principal is not None:
+            break
+    else:
+        return None
+    principal = replace(principal, resource=resource, revocable=validator.revocable, user=None)
+    ttl = _cache_seconds(principal, now)
+    if ttl > 0:
+        # NX: a tombstone written by a revocation meanwhile stays (the token stays refused).
+        await client.set(key, principal.to_json(), px=int(ttl * 1000), nx=True)
+        _remember(digest, principal, now)
+    return principal
+
+
+def _cache_seconds(principal: Principal, now: float) -> float:
+    seconds = get_config()["AUTH_CACHE_SECONDS"]
+    if principal.expires_at is not None:
+        seconds = min(seconds, principal.expires_at - now)
+    return seconds
+
+
+def _remember(digest, principal, now):
+    if not principal.revocable:
+        _principals.put(digest, principal, now + _cache_seconds(principal, now))
+
+
+async def load_user(user_id):
+    """The user, with its permissions loaded (``has_perm`` then needs no query), from process
+    memory for AUTH_CACHE_SECONDS. A copy: a tool may change its user without touching others'."""
+    now = time.time()
+    user = _users.get(user_id, now)
+    if user is None:
+        user = await database_sync_to_async(_fetch_user)(user_id)
+        _users.put(user_id, user, now + get_config()["AUTH_CACHE_SECONDS"])
+    return copy.copy(user)
+
+
+def _fetch_user(user_id):
+    user = get_user_model().objects.filter(pk=user_id).first()
+    if user is None or not user.is_active:
+        return AnonymousUser()
+    user.get_all_permissions()  # fills ModelBackend's _perm_cache
+    return user
+
+
+# -- revocation --------------------------------------------------------------------------------
+
+def revoked(digests) -> None:
+    """Refuse these tokens from now on, on every process (sync: admin, commands, signals). The
+    tombstone outlives any cached entry; after it the validators refuse the token themselves."""
+    from ..connections import sync_redis
+
+    digests = list(digests)
+    if not digests:
+        return
+    ttl = int(get_config()["AUTH_CACHE_SECONDS"]) + 60
+    with sync_redis().pipeline(transaction=False) as pipe:
+        for digest in digests:
+            pipe.set(keys().auth_token(digest), TOMBSTONE, ex=ttl)
+        pipe.execute()
+
+
+def changed(digests) -> None:
+    """Forget the cached results of these tokens (their scope or expiry changed)."""
+    from ..connections import sync_redis
+
+    digests = list(digests)
+    if digests:
+        sync_redis().delete(*[keys().auth_token(digest) for digest in digests])

@@ -1,0 +1,276 @@
+"""The OAuth 2.1 resource server (spec-checklist §1 R, F7, E7) on a real daphne with
+``MCP_AUTH=on``: protected resource metadata, 401/403 challenges, static tokens made by
+``manage.py mcp_tokens`` and django-oauth-toolkit tokens, revocation and expiry on the next
+request, and sessions, replays and tasks bound to the principal that created them."""
+import json
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from urllib.request import urlopen
+
+import pytest
+
+from mcp_transport.testing import HttpClient
+
+ROOT = Path(__file__).resolve().parents[2]
+
+GET = {"Accept": "text/event-stream"}
+
+
+@pytest.fixture(scope="module")
+def auth_server(start_server):
+    return start_server(MCP_AUTH="on")
+
+
+def manage(server_env, *args) -> str:
+    done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env={**server_env},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def new_token(server_env, user, *options) -> str:
+    """``mcp_tokens create``: the token is alone on the last line."""
+    return manage(server_env, "mcp_tokens", "create", "--user", user, *options).strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def alice(server_env):
+    return new_token(server_env, "alice")
+
+
+@pytest.fixture(scope="module")
+def bob(server_env):
+    return new_token(server_env, "bob")
+
+
+def client_of(server, token):
+    client = HttpClient(server.url, token=token)
+    client.initialize()
+    return client
+
+
+def text_of(reply):
+    assert "result" in reply, reply
+    return reply["result"]["content"][0]["text"]
+
+
+def challenge_params(header: str) -> dict:
+    assert header.startswith("Bearer "), header
+    params = {}
+    for part in header[len("Bearer "):].split(", "):
+        name, _, value = part.partition("=")
+        params[name] = json.loads(value)
+    return params
+
+
+# -- metadata and challenges (R1-R3, R5, R7) ---------------------------------------------------
+
+def test_protected_resource_metadata_path_and_root_forms(auth_server):
+    origin = auth_server.url.rsplit("/mcp", 1)[0]
+    for url in (f"{origin}/.well-known/oauth-protected-resource/mcp", f"{origin}/.well-known/oauth-protected-resource"):
+        with urlopen(url, timeout=30) as response:
+            assert response.status == 200
+            assert response.headers["Content-Type"] == "application/json"
+            document = json.loads(response.read())
+        assert document == {"resource": auth_server.url, "authorization_servers": [origin],
+                            "scopes_supported": ["mcp"], "bearer_methods_supported": ["header"]}
+
+
+def test_metadata_is_404_while_auth_is_off(mcp_server):
+    origin = mcp_server.url.rsplit("/mcp", 1)[0]
+    with pytest.raises(Exception) as failure:
+        urlopen(f"{origin}/.well-known/oauth-protected-resource/mcp", timeout=30)
+    assert getattr(failure.value, "code", None) == 404
+
+
+def test_no_token_is_401_with_the_metadata_url_and_scope(auth_server):
+    client = HttpClient(auth_server.url)
+    reply = client.request("POST", client.message("initialize", {"protocolVersion": "2025-11-25",
+                                                                 "capabilities": {}, "clientInfo": {"name": "t"}}),
+                           session=False)
+    assert reply.status == 401, reply.body
+    params = challenge_params(reply.headers["www-authenticate"])
+    origin = auth_server.url.rsplit("/mcp", 1)[0]
+    assert params == {"scope": "mcp", "resource_metadata": f"{origin}/.well-known/oauth-protected-resource/mcp"}
+    assert "error" not in params  # RFC 6750 §3.1: no error code when no credentials were sent
+    assert reply.json["error"]["code"] == -32600 and "id" not in reply.json
+    with urlopen(params["resource_metadata"], timeout=30) as response:  # the 401 leads to the document
+        assert json.loads(response.read())["resource"] == auth_server.url
+
+
+@pytest.mark.parametrize("header", ["Bearer nonsense", "Bearer mcp_" + "x" * 43, "Basic YWxpY2U6cHc=", "Bearer",
+                                    "Bearer a b"])
+def test_bad_credentials_are_401(auth_server, header):
+    client = HttpClient(auth_server.url)
+    reply = client.request("POST", client.message("ping"), headers={"Authorization": header}, session=False)
+    assert reply.status == 401
+    params = challenge_params(reply.headers["www-authenticate"])
+    assert params["resource_metadata"].endswith("/.well-known/oauth-protected-resource/mcp")
+    if header.startswith("Bearer ") and " " not in header[7:]:
+        assert params["error"] == "invalid_token"
+
+
+def test_a_token_in_the_query_string_is_not_accepted(auth_server, alice):
+    client = HttpClient(auth_server.url)
+    client.path += f"?access_token={alice}"
+    reply = client.request("POST", client.message("initialize", {"protocolVersion": "2025-11-25",
+                                                                 "capabilities": {}, "clientInfo": {"name": "t"}}),
+                           session=False)
+    assert reply.status == 401
+
+
+def test_every_request_needs_the_token_not_only_the_session(auth_server, alice):
+    """R5: "authorization MUST be included in every HTTP request ... even if they are part of the
+    same logical session"."""
+    client = client_of(auth_server, alice)
+    assert text_of(client.call("tools/call", {"name": "whoami"})) == "alice"
+    anonymous = client.with_token(None)
+    assert anonymous.request("POST", anonymous.message("tools/list")).status == 401
+    assert anonymous.request("GET", headers=GET).status == 401
+    assert anonymous.request("DELETE").status == 401
+    assert client.request("POST", client.message("tools/list")).status == 200
+
+
+def test_insufficient_scope_is_403_with_the_scope_to_ask_for(auth_server, server_env):
+    token = new_token(server_env, "carol", "--scope", "reports")
+    client = HttpClient(auth_server.url, token=token)
+    reply = client.request("POST", client.message("ping"), session=False)
+    assert reply.status == 403
+    params = challenge_params(reply.headers["www-authenticate"])
+    assert params["error"] == "insufficient_scope"
+    assert set(params["scope"].split()) == {"mcp", "reports"}
+    assert params["resource_metadata"].endswith("/.well-known/oauth-protected-resource/mcp")
+
+
+# -- binding (F7, E7) --------------------------------------------------------------------------
+
+def test_another_principal_presenting_the_session_id_gets_404(auth_server, alice, bob):
+    client = client_of(auth_server, alice)
+    swapped = client.with_token(bob)  # bob's valid token on alice's session
+    assert swapped.request("POST", swapped.message("tools/list")).status == 404
+    assert swapped.request("GET", headers=GET).status == 404
+    assert swapped.request("DELETE").status == 404
+    assert text_of(client.call("tools/call", {"name": "whoami"})) == "alice"  # untouched
+
+
+def test_resumed_get_with_another_users_token_is_404_and_replays_nothing(auth_server, alice, bob):
+    client = client_of(auth_server, alice)
+    call = client.message("tools/call", {"name": "echo", "arguments": {"text": "alice's secret"}})
+    events = client.stream("POST", call, headers={"Accept": "text/event-stream"}).events()
+    priming = events[0].id
+    swapped = client.with_token(bob).request("GET", headers={**GET, "Last-Event-ID": priming})
+    assert swapped.status == 404 and b"secret" not in swapped.body
+    # Bob's own session with alice's event id: nothing of hers (400, not 404).
+    own = client_of(auth_server, bob)
+    reply = own.request("GET", headers={**GET, "Last-Event-ID": priming})
+    assert reply.status == 400 and b"secret" not in reply.body
+    # Alice resumes her own stream.
+    resumed = client.stream("GET", headers={**GET, "Last-Event-ID": priming})
+    assert resumed.status == 200
+    assert "alice's secret" in json.dumps(resumed.messages())
+
+
+def test_ctx_user_is_the_token_user_in_inline_tools_and_workers(auth_server, celery_worker, bob):
+    client = client_of(auth_server, bob)
+    assert text_of(client.call("tools/call", {"name": "whoami"})) == "bob"
+    assert text_of(client.call("tools/call", {"name": "whoami_job"})) == "bob"
+
+
+def test_tasks_of_another_principal_are_unknown(auth_server, celery_worker, alice, bob):
+    owner = client_of(auth_server, alice)
+    created = owner.call("tools/call", {"name": "slow_job", "arguments": {"steps": 1, "interval_ms": 1},
+                                        "task": {"ttl": 60000}})
+    task_id = created["result"]["task"]["taskId"]
+    stranger = client_of(auth_server, bob)
+    unknown = stranger.call("tasks/get", {"taskId": "no-such-task"})["error"]
+    for method in ("tasks/get", "tasks/result", "tasks/cancel"):
+        error = stranger.call(method, {"taskId": task_id})["error"]
+        assert error == unknown, (method, error)
+    assert task_id not in json.dumps(stranger.call("tasks/list"))
+    assert owner.call("tasks/get", {"taskId": task_id})["result"]["taskId"] == task_id
+
+
+# -- revocation and expiry take effect on the next request --------------------------------------
+
+def test_revoked_static_token_is_refused_on_the_next_request_and_resume(auth_server, server_env):
+    token = new_token(server_env, "dave")
+    client = client_of(auth_server, token)
+    events = client.stream("POST", client.message("tools/call", {"name": "echo", "arguments": {"text": "x"}}),
+                           headers={"Accept": "text/event-stream"}).events()
+    assert client.request("POST", client.message("ping")).status == 200  # cached now
+    assert "Revoked." in manage(server_env, "mcp_tokens", "revoke", token)
+    assert client.request("POST", client.message("ping")).status == 401
+    assert client.request("GET", headers={**GET, "Last-Event-ID": events[0].id}).status == 401
+
+
+def test_expired_static_token_is_refused_on_the_next_request_and_resume(auth_server, server_env):
+    output = manage(server_env, "mcp_tokens", "create", "--user", "erin", "--expires", "6s").strip().splitlines()
+    token, expires = output[-1], output[-2].split("expires ")[1].split(")")[0]
+    deadline = datetime.fromisoformat(expires).timestamp()
+    client = HttpClient(auth_server.url, token=token)
+    first = client.request("POST", client.message("initialize", {"protocolVersion": "2025-11-25",
+                                                                 "capabilities": {}, "clientInfo": {"name": "t"}}),
+                           session=False)
+    if time.time() >= deadline - 1:
+        pytest.skip("the machine took the token's whole lifetime to serve one request")
+    assert first.status == 200, first.body
+    client.session_id = first.headers["mcp-session-id"]
+    events = client.stream("POST", client.message("tools/call", {"name": "echo", "arguments": {"text": "x"}}),
+                           headers={"Accept": "text/event-stream"}).events()
+    while time.time() < deadline:
+        time.sleep(0.1)
+    assert client.request("POST", client.message("ping")).status == 401
+    assert client.request("GET", headers={**GET, "Last-Event-ID": events[0].id}).status == 401
+
+
+# -- django-oauth-toolkit access tokens ---------------------------------------------------------
+
+TOOLKIT_TOKEN = """
+from datetime import timedelta
+from django.contrib.auth.models import User
+from django.utils import timezone
+from oauth2_provider.models import AccessToken, Application
+user, _ = User.objects.get_or_create(username={user!r})
+app, _ = Application.objects.get_or_create(name="tests", defaults=dict(
+    client_type="public", authorization_grant_type="authorization-code", redirect_uris="http://127.0.0.1/cb"))
+AccessToken.objects.create(user=user, application=app, token={token!r}, scope={scope!r}, resource={resource!r},
+                           expires=timezone.now() + timedelta(seconds={seconds}))
+"""
+
+
+def toolkit_token(server_env, token, *, user="frank", scope="mcp", resource=None, seconds=3600):
+    manage(server_env, "shell", "-c", TOOLKIT_TOKEN.format(user=user, token=token, scope=scope,
+                                                           resource=resource or [], seconds=seconds))
+    return token
+
+
+def test_toolkit_tokens_for_this_resource_are_accepted(auth_server, server_env):
+    token = toolkit_token(server_env, "dot-good-0123456789", resource=[auth_server.url])
+    client = client_of(auth_server, token)
+    assert text_of(client.call("tools/call", {"name": "whoami"})) == "frank"
+
+
+@pytest.mark.parametrize("resource, seconds", [
+    ([], 3600),                                   # no RFC 8707 resource indicator at all
+    (["https://other.example/mcp"], 3600),        # issued for another server
+    (None, -10),                                  # expired (for this server)
+])
+def test_toolkit_tokens_for_another_audience_or_expired_are_401(auth_server, server_env, resource, seconds):
+    token = f"dot-bad-{len(resource or [])}-{seconds}-{time.monotonic_ns()}"
+    toolkit_token(server_env, token, resource=[auth_server.url] if resource is None else resource, seconds=seconds)
+    client = HttpClient(auth_server.url, token=token)
+    reply = client.request("POST", client.message("ping"), session=False)
+    assert reply.status == 401
+    assert challenge_params(reply.headers["www-authenticate"])["error"] == "invalid_token"
+
+
+def test_revoked_toolkit_token_is_refused_on_the_next_request(auth_server, server_env):
+    token = toolkit_token(server_env, f"dot-revoked-{time.monotonic_ns()}", resource=[auth_server.url])
+    client = client_of(auth_server, token)
+    assert client.request("POST", client.message("ping")).status == 200
+    manage(server_env, "shell", "-c",
+           f"from oauth2_provider.models import AccessToken; AccessToken.objects.get(token={token!r}).revoke()")
+    assert client.request("POST", client.message("ping")).status == 401
