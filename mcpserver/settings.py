@@ -108,6 +108,22 @@ AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("DJANGO_LOGIN_COOLOFF
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 
+# django-oauth-toolkit: its access tokens are accepted when MCP_AUTH=on (OAuthToolkitValidator),
+# with RFC 9700's behaviour (hashed tokens at rest, PKCE required, no implicit or password grant,
+# no tokens in query strings, refresh token replay detection).
+OAUTH2_PROVIDER = {
+    "SCOPES": {"mcp": "Use this server's MCP tools"},
+    "DEFAULT_SCOPES": ["mcp"],
+    "PKCE_REQUIRED": True,
+    "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    **{f"COMPLIANT_BCP_RFC9700_{gate}": True for gate in (
+        "IMPLICIT_GRANT", "PASSWORD_GRANT", "PKCE_METHOD", "ACCESS_TOKEN_TRANSPORT", "AUTHZ_RESPONSE_ISS",
+        "TOKEN_STORAGE", "REFRESH_TOKEN", "REDIRECT_URI_MATCHING", "PKCE_REQUIRED")},
+}
+# MCP clients on the user's machine receive the authorization code on a loopback http://
+# redirect URI (RFC 8252 §7.3), which this warning would forbid.
+SILENCED_SYSTEM_CHECKS = ["oauth2_provider.W008"]
+
 ROOT_URLCONF = "mcpserver.urls"
 ASGI_APPLICATION = "mcpserver.asgi.application"
 

@@ -3,6 +3,7 @@
 ``manage.py mcp_tokens`` and django-oauth-toolkit tokens, revocation and expiry on the next
 request, and sessions, replays and tasks bound to the principal that created them."""
 import json
+import os
 import subprocess
 import sys
 import time
@@ -25,7 +26,7 @@ def auth_server(start_server):
 
 
 def manage(server_env, *args) -> str:
-    done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env={**server_env},
+    done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env={**os.environ, **server_env},
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
@@ -272,5 +273,6 @@ def test_revoked_toolkit_token_is_refused_on_the_next_request(auth_server, serve
     client = client_of(auth_server, token)
     assert client.request("POST", client.message("ping")).status == 200
     manage(server_env, "shell", "-c",
-           f"from oauth2_provider.models import AccessToken; AccessToken.objects.get(token={token!r}).revoke()")
+           "import hashlib; from oauth2_provider.models import AccessToken; "
+           f"AccessToken.objects.get(token_checksum=hashlib.sha256({token!r}.encode()).hexdigest()).revoke()")
     assert client.request("POST", client.message("ping")).status == 401

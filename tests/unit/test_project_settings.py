@@ -9,7 +9,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION = {"DJANGO_SECRET_KEY": secrets.token_urlsafe(50), "DJANGO_HTTPS": "1",
-              "DJANGO_ALLOWED_HOSTS": "mcp.example.com", "DJANGO_DEBUG": "0"}
+              "DJANGO_ALLOWED_HOSTS": "mcp.example.com", "DJANGO_DEBUG": "0",
+              "MCP_AUTH": "on"}
 
 
 def manage(*args, **env):
