@@ -32,7 +32,8 @@ node_modules/.stamp: package.json package-lock.json
 run: install
 	$(PY) scripts/run.py
 
-test: install browser
+# node_modules: the TypeScript SDK client tests run the pinned client under the pinned Node 22.
+test: install browser node_modules/.stamp
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Debian's headless chromium and chromium-driver for the admin's browser test (Selenium drives

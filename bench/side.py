@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run  # noqa: E402 -- bench/run.py: Redis, Child, servers
 
 DEFAULT_KEYS = {
+    "calls": ["rps", "lat_ms_p50", "lat_ms_p99", "errors", "server_cpu_pct", "client_cpu_pct"],
     "resume": ["trials_exactly_once_in_order", "lost", "duplicated", "foreign_messages",
                "reconnect_headers_ms_p50", "reconnect_first_event_ms_p50", "reconnect_first_event_ms_p99"],
     "streams": ["results_ok", "events_received", "completion_ms_max", "first_event_ms_p50",
@@ -44,7 +45,9 @@ def parse_args():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keys", help="comma list of summary keys to tabulate")
     ap.add_argument("--env", action="append", default=[], help="NAME=VALUE for our servers (repeatable)")
-    ap.add_argument("scenario", help="an mcpbench subcommand, or hold")
+    ap.add_argument("--shared", default=str(run.SHARED_DEFAULT), help="folder of mcpbench.py and server_sdk.py")
+    ap.add_argument("scenario", help="an mcpbench subcommand, hold, or modern (then an mcpbench subcommand, "
+                                     "run on the 2026-07-28 wire by bench/modern.py)")
     ap.add_argument("rest", nargs=argparse.REMAINDER)
     return ap.parse_args()
 
@@ -56,13 +59,18 @@ def load():
 def scenario_command(args, url, pid, shared):
     if args.scenario == "hold":
         return [sys.executable, str(run.BENCH / "hold.py"), "--url", url, "--server-pid", str(pid), *args.rest]
+    if args.scenario == "modern":  # an mcpbench scenario on the 2026-07-28 wire: modern calls ...
+        scenario, *rest = args.rest
+        return [sys.executable, str(run.BENCH / "modern.py"), scenario, "--url", url, "--server-pid", str(pid),
+                *rest]
     return [sys.executable, str(shared / "mcpbench.py"), args.scenario, "--url", url,
             "--server-pid", str(pid), *args.rest]
 
 
 def main():
     args = parse_args()
-    shared = run.SHARED_DEFAULT
+    shared = Path(args.shared)
+    os.environ["MCP_BENCH_SHARED"] = str(shared)  # for bench/modern.py
     targets = run._targets(args.targets)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out_dir = run.OUT_ROOT / f"{stamp}-side"
@@ -106,7 +114,8 @@ def main():
     finally:
         if redis is not None:
             redis.stop()
-    keys = args.keys.split(",") if args.keys else DEFAULT_KEYS.get(args.scenario, [])
+    scenario = args.rest[0] if args.scenario == "modern" and args.rest else args.scenario
+    keys = args.keys.split(",") if args.keys else DEFAULT_KEYS.get(scenario, [])
     print(f"\nside.py {shlex.join(sys.argv[1:])}  (raw: {run.rel(out_dir)}/side.jsonl)")
     print("| target | " + " | ".join(keys) + " | load 1m |")
     print("| --- " * (len(keys) + 2) + "|")

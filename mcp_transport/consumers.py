@@ -26,7 +26,7 @@ from .conf import get_config
 from .connections import keys
 from .dispatch import Call, dispatch, initialize_result, may_send, runs_in_background
 from .protocol import http, ids, jsonrpc, versions
-from .protocol.modern import is_modern
+from .protocol.modern import check_stream_method, is_modern
 from .protocol.errors import ErrorCode, InvalidRequest, ProtocolError, TransportError
 from .protocol.jsonrpc import Notification, Request, Response
 from .protocol.session import SessionState, next_state
@@ -114,6 +114,7 @@ class McpHttpConsumer(AsyncConsumer):
         method = self.scope["method"]
         http.check_method(method)
         await self.authenticate()
+        check_stream_method(method, self.headers)
         # Once per process: the control channel, and the housekeeping that flushes the counters
         # (a process serving only JSON replies would otherwise never report its sessions).
         await control.ensure_listening()

@@ -14,7 +14,7 @@ import json
 import logging
 import secrets
 
-from . import dispatch, jobs, sessions, streams
+from . import dispatch, jobs, logs, sessions, streams
 from .bell import doorbell
 from .conf import get_config
 from .connections import keys
@@ -102,6 +102,7 @@ async def post(consumer, message):
         # expected (a closed stream is the cancel).
         return await consumer.send_accepted()
     request = message
+    logs.bind_request(request.id)
     try:
         meta = modern.check_envelope(request, consumer.headers)
         if request.method == "subscriptions/listen":

@@ -106,6 +106,18 @@ def is_modern(message, headers: Mapping[str, str]) -> bool:
     return header is not None and header.strip() not in LEGACY_VERSIONS and message.method != "initialize"
 
 
+def check_stream_method(method: str, headers: Mapping[str, str]) -> None:
+    """Ladder step 2: "GET and DELETE are legacy only". One that says it is 2026-07-28 (by its
+    version header, with no session) gets 405: "A server supporting only 2026 SHOULD answer GET
+    or DELETE with 405" -- there is no GET stream or session to end in this era."""
+    header = _header(headers, "mcp-protocol-version")
+    if method in ("GET", "DELETE") and "mcp-session-id" not in headers and header is not None \
+            and header not in LEGACY_VERSIONS:
+        raise RemoteProtocolError(f"{method} is not part of protocol {header}: POST requests (and "
+                                  "subscriptions/listen for notifications).", http_status=405,
+                                  headers=[("allow", "POST")])
+
+
 # -- the checks, in the ladder's order ----------------------------------------------------------
 
 def check_envelope(request: Request, headers: Mapping[str, str]) -> dict:

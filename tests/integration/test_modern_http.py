@@ -63,6 +63,13 @@ def test_a_session_id_on_a_modern_request_routes_it_to_the_legacy_session_path(m
     assert reply.status == 404  # the legacy answer for an unknown session, never a modern error
 
 
+@pytest.mark.parametrize("method", ["GET", "DELETE"])
+def test_get_and_delete_without_a_session_in_the_modern_era_are_405(modern, method):
+    reply = modern.request(method, None, {"MCP-Protocol-Version": "2026-07-28", "Accept": SSE}, session=False,
+                           timeout=TIMEOUT)
+    assert reply.status == 405 and reply.headers["allow"] == "POST"
+
+
 # --- the ladder: _meta, headers, version, method, capabilities ---------------------------------------
 
 @pytest.mark.parametrize("meta", [

@@ -167,3 +167,20 @@ def test_wanted_lets_through_only_requested_types():
     assert not modern.wanted(honored, "notifications/tools/list_changed", None)
     assert modern.wanted(honored, "notifications/resources/updated", {"uri": "a://1"})
     assert not modern.wanted(honored, "notifications/resources/updated", {"uri": "a://2"})
+
+
+@pytest.mark.parametrize("method, found, rejected", [
+    ("GET", {"mcp-protocol-version": V}, True),
+    ("DELETE", {"mcp-protocol-version": V}, True),
+    ("GET", {"mcp-protocol-version": V, "mcp-session-id": "s"}, False),  # a session's: legacy rules
+    ("GET", {"mcp-protocol-version": "2025-11-25"}, False),
+    ("GET", {}, False),
+    ("POST", {"mcp-protocol-version": V}, False),
+])
+def test_get_and_delete_of_the_modern_era_are_405(method, found, rejected):
+    if rejected:
+        with pytest.raises(modern.RemoteProtocolError) as caught:
+            modern.check_stream_method(method, found)
+        assert caught.value.http_status == 405 and ("allow", "POST") in caught.value.headers
+    else:
+        modern.check_stream_method(method, found)
