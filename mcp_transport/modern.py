@@ -111,7 +111,8 @@ async def post(consumer, message):
         check_tool_headers(request, consumer.headers)
     except ProtocolError as exc:
         return await consumer.send_json(exc.http_status, error_reply(request.id, exc))
-    call = dispatch.Call(session=stateless_session(meta, consumer.user_id), user=consumer.user)
+    call = dispatch.Call(session=stateless_session(meta, consumer.user_id, consumer.principal.key),
+                         user=consumer.user, principal=consumer.principal)
     reply = ModernReply(consumer, request.id)
     call.channel = ModernChannel(reply, request.id, meta.get(modern.META_LOG_LEVEL))
     if dispatch.runs_in_background(request):
@@ -130,12 +131,13 @@ def check_tool_headers(request, headers):
         modern.check_param_headers(arguments, spec.input_schema, headers)
 
 
-def stateless_session(meta, user_id) -> sessions.SessionRecord:
+def stateless_session(meta, user_id, principal="") -> sessions.SessionRecord:
     """What the era-independent handlers read from a session, taken from this request alone:
     "Servers MUST NOT rely on prior requests over the same connection to establish context"."""
     info = meta.get(modern.META_CLIENT_INFO)
     return sessions.SessionRecord(
         id="", protocol_version=meta[modern.META_PROTOCOL_VERSION], state="ready", user_id=user_id,
+        principal=principal,
         client_info=info if isinstance(info, dict) else {},
         client_capabilities=meta[modern.META_CLIENT_CAPABILITIES],
         log_level=meta.get(modern.META_LOG_LEVEL) or "debug")
@@ -252,7 +254,7 @@ async def follow_job(reply, request, call):
     async with doorbell().listen(keys().stream_bell(session_id, stream_key)) as subscription:
         await jobs.submit(registry.tools[params["name"]], params.get("arguments") or {}, session_id=session_id,
                           request_id=request.id, stream_key=stream_key, user_id=call.session.user_id,
-                          progress_token=meta.get("progressToken"))
+                          principal=call.session.principal, progress_token=meta.get("progressToken"))
         await relay(reply, call.channel, session_id, stream_key, subscription)
 
 
