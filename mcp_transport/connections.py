@@ -70,6 +70,10 @@ class Keys:
         opened (transports/session.py)."""
         return f"{self.prefix}:opened:{session_id}"
 
+    def closed(self, session_id):
+        """Set when the session closes: its late events are not stored (storage/redis.py)."""
+        return f"{self.prefix}:closed:{session_id}"
+
     def outbound_ids(self, session_id):
         return f"{self.prefix}:outid:{session_id}"
 

@@ -203,6 +203,9 @@ async def close_many(session_ids: list, reason: str) -> None:
             logger.info("session closed: %s", reason, extra={"mcp_session_id": session_id})
             pipe.delete(names.session(session_id), names.reader(session_id, GET_STREAM),
                         names.outbound_ids(session_id), names.subscriptions(session_id))
+            # Before its events go: an event a request still running appends after this is not
+            # stored (the store's append script and batch writer look for it).
+            pipe.set(names.closed(session_id), reason, ex=get_config()["STREAM_TTL"])
             pipe.publish(names.control_channel(), control.message("closed", session_id))
         await pipe.execute()
     await asyncio.shield(get_event_store().delete_sessions(session_ids))

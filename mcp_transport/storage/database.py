@@ -23,7 +23,7 @@ from ..protocol.ids import EventId
 from . import persist
 from .base import EventStore, Replay, UnknownEvent, missing_reason, next_position, now_ms, stats_from_counts
 from .persist import EventTable
-from .signals import RedisCounters, evictions, ring
+from .signals import RedisCounters, closed_sessions, evictions, ring
 
 #: Attempts at an append whose position another process took first.
 _ATTEMPTS = 5
@@ -39,6 +39,11 @@ class DatabaseEventStore(EventStore):
 
     async def append(self, session_id, stream_key, message, *, final=False, data=None):
         position, evicted = await self.table.run(self._append, session_id, stream_key, message, final)
+        if await closed_sessions([session_id]):
+            # Its DELETE came while this append ran: it may have deleted the rows before this
+            # one was in, and a closed session keeps none (the close marks it before deleting).
+            await self.table.run(persist.delete_sessions_rows, [session_id])
+            return EventId(stream_key, "0-0")
         await ring(session_id, stream_key, {"events_appended": 1, **evictions(evicted)})
         return EventId(stream_key, position)
 

@@ -73,11 +73,13 @@ class Flusher:
 
     With ``max_unwritten``, ``make_room`` holds appends back while that many rows are not in the
     database yet (waiting, being written, or waiting for a retry). ``counters`` (a
-    ``signals.RedisCounters``) counts the rows the database refused."""
+    ``signals.RedisCounters``) counts the rows the database refused. ``closed_sessions(ids)``
+    (async) says which sessions closed: their rows written meanwhile are deleted again."""
 
-    def __init__(self, table: EventTable, interval: float, max_rows: int, max_unwritten=None, counters=None):
+    def __init__(self, table: EventTable, interval: float, max_rows: int, max_unwritten=None, counters=None,
+                 closed_sessions=None):
         self.table, self.interval, self.max_rows = table, interval, max_rows
-        self.max_unwritten, self.counters = max_unwritten, counters
+        self.max_unwritten, self.counters, self.closed_sessions = max_unwritten, counters, closed_sessions
         self._rows = []
         self._writing = 0
         self._failures = 0  # consecutive retryable failures: the back-off's index
@@ -138,6 +140,7 @@ class Flusher:
             if retry:
                 logger.warning("the database is failing; %d events wait for a retry (Redis has them)", len(retry))
             self.count_refused(refused)
+            await self.forget_closed(rows)
         except Exception:  # the table's thread itself failed (shut down): nothing was written
             logger.exception("%d events could not be written to the database; Redis still has them", len(rows))
         finally:
@@ -146,6 +149,17 @@ class Flusher:
             written, self._written = self._written, None
             if written is not None and not written.done():
                 written.set_result(None)
+
+    async def forget_closed(self, rows) -> None:
+        """A session closed while its rows waited here or were being written: its DELETE
+        already deleted what the database had, so these rows go too. Checked after the write,
+        an order in which no row can slip between the two deletes (the close marks the session
+        before it deletes)."""
+        if self.closed_sessions is None or not rows:
+            return
+        closed = await self.closed_sessions({row[0] for row in rows})
+        if closed:
+            await self.table.run(delete_sessions_rows, closed)
 
     def count_refused(self, refused) -> None:
         """Log and count rows the database refused (``write_rows``), in one line."""

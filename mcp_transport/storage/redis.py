@@ -54,13 +54,14 @@ from . import persist
 from .base import (EventStore, Replay, StoredEvent, UnknownEvent, merge, missing_reason, position_key,
                    stats_from_counts)
 from .persist import PERSIST_MODES, EventTable, Flusher
-from .signals import Coalescer, RedisCounters, metrics_key
+from .signals import Coalescer, RedisCounters, closed_sessions, metrics_key
 
 APPEND_LUA = """
 -- KEYS: metrics hash, lengths hash, expiries zset.
 -- ARGV: maxlen, ttl (s), session cap, trim ("=" exact or "~"), then for each stream:
---   stream key, session key, bell channel, n, then n x (message, final flag).
--- Returns the new entry ids in the order of the events.
+--   stream key, session key, bell channel, closed-session key, n, then n x (message, final flag).
+-- Returns the new entry ids in the order of the events ("" for an event of a closed session,
+-- which is not added: a request still running when its session was deleted leaves nothing).
 local metrics, lengths, expiries = KEYS[1], KEYS[2], KEYS[3]
 local maxlen, ttl, cap, trim = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local clock = redis.call('TIME')
@@ -105,14 +106,18 @@ local function sweep()
 end
 
 local function append(i, ids, sessions)
-  local stream, session, bell, n = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
+  local stream, session, bell, n = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 4])
+  if redis.call('EXISTS', ARGV[i + 3]) == 1 then
+    for _ = 1, n do ids[#ids + 1] = '' end
+    return i + 5 + 2 * n
+  end
   local recorded, before = kept(stream), redis.call('XLEN', stream)
   counts.ttl = counts.ttl + math.max(0, recorded - before)
   -- A stream Redis lost (flush, restart, TTL) may have had ids in this very ms: a new one
   -- starts at the next ms, so its ids are greater than any the lost one gave out.
   local id = (before == 0 and redis.call('EXISTS', stream) == 0) and ms(now + 1) .. '-0' or '*'
   for j = 1, n do
-    local message, final = ARGV[i + 2 + 2 * j], ARGV[i + 3 + 2 * j]
+    local message, final = ARGV[i + 3 + 2 * j], ARGV[i + 4 + 2 * j]
     if final == '1' then
       ids[#ids + 1] = redis.call('XADD', stream, 'MAXLEN', trim, maxlen, id, 'm', message, 'f', '1')
     else
@@ -131,7 +136,7 @@ local function append(i, ids, sessions)
   redis.call('PEXPIRE', session, ttl * 1000)
   redis.call('PUBLISH', bell, '1')
   sessions[session] = true
-  return i + 4 + 2 * n
+  return i + 5 + 2 * n
 end
 
 -- Evict from the stream holding the session's oldest event until the session fits.
@@ -193,6 +198,10 @@ end
 return dropped
 """
 
+#: The position an append to a closed session gets: it names no event (nothing was added).
+CLOSED_POSITION = "0-0"
+
+
 class StoreKeys:
     """The store's Redis keys. Stream and doorbell names come from ``connections.Keys``."""
 
@@ -242,7 +251,7 @@ def _script_args(store, names, items):
     order = []
     for (session_id, stream_key), indexes in groups.items():
         args += [names.stream(session_id, stream_key), names.session_streams(session_id),
-                 names.bell(session_id, stream_key), len(indexes)]
+                 names.bell(session_id, stream_key), names.names.closed(session_id), len(indexes)]
         for index in indexes:
             args += [items[index].data, "1" if items[index].final else ""]
         order += indexes
@@ -258,7 +267,7 @@ class _LoopState:
         self.delete_script = client.register_script(DELETE_LUA)
         self.batcher = Coalescer(store._send)
         self.flusher = (Flusher(store.table, store.flush_interval, store.flush_max, store.max_unwritten,
-                                store.counters) if store.table else None)
+                                store.counters, closed_sessions) if store.table else None)
 
 
 class RedisEventStore(EventStore):
@@ -299,7 +308,7 @@ class RedisEventStore(EventStore):
         if data is None:
             data = dumps(message) if message is not None else b""
         item = _Append(session_id, stream_key, final, data)
-        return EventId(stream_key, await self._state().batcher.submit(item))
+        return EventId(stream_key, await self._state().batcher.submit(item) or CLOSED_POSITION)
 
     async def _send(self, items) -> list:
         """One script call for a batch of appends; returns their positions in order."""
@@ -317,7 +326,7 @@ class RedisEventStore(EventStore):
             positions[index] = position
         if self.table is not None:
             await self._persist([(item.session_id, item.stream_key, position, item.data, item.final)
-                                 for item, position in zip(items, positions)], state)
+                                 for item, position in zip(items, positions) if position], state)
         return positions
 
     async def _persist(self, rows, state):
@@ -326,6 +335,7 @@ class RedisEventStore(EventStore):
             # retried by the flusher, as batched ones (Redis has them meanwhile).
             retry, refused = await self.table.run(persist.write_rows, rows)
             state.flusher.count_refused(refused)
+            await state.flusher.forget_closed(rows)
             if retry:
                 state.flusher.add(retry)
         else:

@@ -11,6 +11,14 @@ from ..connections import async_redis, keys
 _ringers = weakref.WeakKeyDictionary()
 
 
+async def closed_sessions(session_ids) -> list:
+    """Those of ``session_ids`` that were closed (``sessions.close_many`` marks them first)."""
+    session_ids = list(session_ids)
+    names = keys()
+    marks = await async_redis().mget([names.closed(session_id) for session_id in session_ids]) if session_ids else []
+    return [session_id for session_id, mark in zip(session_ids, marks) if mark is not None]
+
+
 def metrics_key() -> str:
     """The ``{prefix}:metrics`` hash: the store's counters sit next to metrics.py's."""
     return f"{keys().prefix}:metrics"

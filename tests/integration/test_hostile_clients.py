@@ -2,7 +2,9 @@
 stalls or breaks another client's work."""
 import json
 import threading
+import time
 
+import pytest
 import redis
 
 from mcp_transport.testing import HttpClient
@@ -88,3 +90,43 @@ def test_drop_redis_loss_and_resume_on_the_other_process_at_once_50_times(mcp_se
         assert resumed.status == 200, (trial, resumed.response.read())
         seen += resumed.messages()
         _check_exactly_once(seen, call, steps)
+
+
+def _events_left(server_env, session_id):
+    """Redis stream keys and database rows the session still has."""
+    import os
+    import subprocess
+    import sys
+
+    connection = redis.Redis.from_url(server_env["REDIS_URL"])
+    streams = list(connection.scan_iter(match=f"{server_env['MCP_KEY_PREFIX']}:stream:{session_id}:*"))
+    code = ("from mcp_transport.models import StoredEvent; "
+            f"print(StoredEvent.objects.filter(session_id={session_id!r}).count())")
+    out = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], capture_output=True, text=True,
+                         env={**os.environ, **server_env}, cwd=server_env["PYTHONPATH"], check=True).stdout
+    return len(streams), int(out.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("where", ["same", "other"])
+def test_a_delete_right_after_a_cancel_leaves_no_event_behind(mcp_server, second_server, server_env, where):
+    """The cancelled call ends with a terminal event, which its process writes once the cancel
+    reaches it: after the DELETE, more often than not. Nothing of the session may stay."""
+    client = HttpClient(mcp_server.url)
+    client.initialize()
+    other = client if where == "same" else client.on(second_server.url)
+    calls = []
+    for _ in range(3):
+        call = _progress_call(client, 1000, 20)
+        stream = client.stream("POST", call)
+        stream.next_event()
+        stream.next_event()  # running
+        calls.append((call, stream))
+    for call, _ in calls:
+        cancel = client.message("notifications/cancelled", {"requestId": call["id"]}, request_id=False)
+        assert other.request("POST", cancel).status == 202
+    assert other.delete().status == 200
+    for _, stream in calls:
+        stream.events()  # each call's stream ends (cancelled, then closed)
+    deadline = time.monotonic() + 3  # the terminal events are written within moments, if at all
+    while time.monotonic() < deadline:
+        assert _events_left(server_env, client.session_id) == (0, 0)

@@ -295,3 +295,20 @@ async def test_a_replay_waits_for_events_still_in_another_processs_batch(stores,
     replay = await reader.replay_after(session_id, ids[1])
     assert replay.source == "database" and await ids_of(replay) == ids[2:] + after
     assert await ids_of(await reader.read_after(session_id, stream_key, ids[0].position)) == ids[1:] + after
+
+
+async def test_a_closed_session_keeps_no_late_event(stores, session_id, stream_key):
+    """A DELETE marks the session closed, then deletes its events (here, as another process
+    would, behind this store's back); rows still in this store's batch and events appended
+    after it are not kept."""
+    from mcp_transport.connections import keys
+
+    store = stores(flush_interval=60)
+    await append_many(store, session_id, stream_key, 2)  # waiting in the batch
+    await async_redis().set(keys().closed(session_id), "deleted")
+    await lose_redis_copy(session_id)
+    late = await store.append(session_id, stream_key, notification(9), final=True)
+    await store.flush()
+    assert late.position == "0-0"
+    assert await row_count(store, session_id) == 0
+    assert await async_redis().xlen(StoreKeys().stream(session_id, stream_key)) == 0
