@@ -14,6 +14,8 @@ import json
 import logging
 import secrets
 
+import redis
+
 from . import dispatch, jobs, logs, sessions, streams
 from .bell import doorbell
 from .conf import get_config
@@ -116,10 +118,10 @@ async def post(consumer, message):
     reply = ModernReply(consumer, request.id)
     call.channel = ModernChannel(reply, request.id, meta.get(modern.META_LOG_LEVEL))
     if dispatch.runs_in_background(request):
-        return consumer.run_task(follow_job(reply, request, call))
+        return consumer.run_task(guarded(reply, follow_job(reply, request, call)))
     if not dispatch.may_send(request):
         return await reply.finish(*await answer(request, handler, call))
-    consumer.run_task(run_inline(reply, request, handler, call))
+    consumer.run_task(guarded(reply, run_inline(reply, request, handler, call)))
 
 
 def check_tool_headers(request, headers):
@@ -166,6 +168,36 @@ async def run_inline(reply, request, handler, call):
         raise
 
 
+async def guarded(reply, work):
+    """Run a streamed reply's work with keep-alives, and give it its one response even when the
+    work fails unexpectedly (Redis down: 503, a bug: 500, as JSON-RPC errors with the id)."""
+    keepalive = asyncio.create_task(keep_alive(reply))
+    try:
+        await work
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        unavailable = isinstance(exc, redis.RedisError)
+        logger.exception("Redis is unreachable" if unavailable else "a 2026-07-28 request failed")
+        message = "The event store is unavailable." if unavailable else "Internal error."
+        await reply.finish(503 if unavailable else 500,
+                           error_message(reply.request_id, ErrorCode.INTERNAL_ERROR, message))
+    finally:
+        keepalive.cancel()
+
+
+async def keep_alive(reply):
+    """Keep-alive comment lines are "encouraged" on long-lived streams: a tool that stays silent
+    for KEEPALIVE_SECONDS turns its reply into SSE (if the client accepts it) and gets a comment
+    every interval, so no proxy drops an idle connection."""
+    interval = get_config()["KEEPALIVE_SECONDS"]
+    loop = asyncio.get_running_loop()
+    while not reply.done:
+        await asyncio.sleep(max(0.05, reply.last_sent + interval - loop.time()))
+        if loop.time() - reply.last_sent >= interval * 0.99:
+            await reply.ping()
+
+
 def error_status(exc: ProtocolError) -> int:
     """Handler errors go in-band (200), except the ones 2026-07-28 gives a status of their own."""
     if exc.code == ErrorCode.METHOD_NOT_FOUND:
@@ -186,19 +218,28 @@ class ModernReply:
     """The HTTP response of one modern request: JSON, or SSE from the first message sent before
     the result (so an error raised before anything was sent keeps its own status)."""
 
-    __slots__ = ("consumer", "request_id", "streaming", "done")
+    __slots__ = ("consumer", "request_id", "streaming", "done", "last_sent")
 
     def __init__(self, consumer, request_id):
         self.consumer, self.request_id = consumer, request_id
         self.streaming = self.done = False
+        self.last_sent = asyncio.get_running_loop().time()
 
     async def send(self, message):
+        await self._write(sse_frame(message))
+
+    async def ping(self):
+        if self.streaming or self.consumer.accept.sse:
+            await self._write(streams.PING)
+
+    async def _write(self, chunk):
         if self.done:
             return
         if not self.streaming:
             self.streaming = True
             await self.consumer.send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-        await self.consumer.send({"type": "http.response.body", "body": sse_frame(message), "more_body": True})
+        self.last_sent = asyncio.get_running_loop().time()
+        await self.consumer.send({"type": "http.response.body", "body": chunk, "more_body": True})
 
     async def finish(self, status, message):
         if self.done:
@@ -282,26 +323,23 @@ async def listen(consumer, request, meta):
     after it carries the subscription id (the listen request's id) in its _meta, and only the
     types the client asked for go out."""
     honored = modern.honored_filter(request.params.get("notifications"), capabilities())
-    subscription = doorbell().listen(keys().listen_bell())
-    await subscription.__aenter__()
     reply = ModernReply(consumer, request.id)
-    tag = {modern.META_SUBSCRIPTION_ID: request.id}
-    await reply.send(notification_message("notifications/subscriptions/acknowledged",
-                                          {"notifications": honored, "_meta": tag}))
-    consumer.run_task(follow_changes(consumer, reply, subscription, honored, tag))
+    consumer.run_task(guarded(reply, follow_changes(reply, honored, {modern.META_SUBSCRIPTION_ID: request.id})))
 
 
-async def follow_changes(consumer, reply, subscription, honored, tag):
+async def follow_changes(reply, honored, tag):
     """Relay changes until the client leaves or LISTEN_MAX_SECONDS pass (then end gracefully:
-    the client listens again, perhaps on another process)."""
-    config = get_config()
+    the client listens again, perhaps on another process). Subscribed before the
+    acknowledgment, so no change made after the client saw it can be missed."""
+    limit = get_config()["LISTEN_MAX_SECONDS"]
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + (config["LISTEN_MAX_SECONDS"] or float("inf"))
-    try:
-        while loop.time() < deadline:
-            rang = await subscription.wait(min(config["KEEPALIVE_SECONDS"], deadline - loop.time()))
+    deadline = None if limit is None else loop.time() + limit
+    async with doorbell().listen(keys().listen_bell()) as subscription:
+        await reply.send(notification_message("notifications/subscriptions/acknowledged",
+                                              {"notifications": honored, "_meta": tag}))
+        while deadline is None or loop.time() < deadline:
+            rang = await subscription.wait(None if deadline is None else deadline - loop.time())
             if rang is None:
-                await consumer.send({"type": "http.response.body", "body": streams.PING, "more_body": True})
                 continue
             message = json.loads(rang[1])
             if modern.wanted(honored, message["method"], message.get("params")):
@@ -309,6 +347,3 @@ async def follow_changes(consumer, reply, subscription, honored, tag):
                 await reply.send(notification_message(message["method"], params))
         # Graceful end: "the server SHOULD send {id, result:{resultType:"complete", _meta:{subscriptionId}}}".
         await reply.finish(200, result_message(reply.request_id, {"resultType": "complete", "_meta": tag}))
-    finally:
-        await subscription.__aexit__(None, None, None)
-

@@ -289,6 +289,32 @@ def test_listen_relays_resource_updates_only_for_the_uris_asked_for(mcp_server, 
         stream.close()
 
 
+@pytest.fixture(scope="module")
+def quick_keepalive_server(start_server):
+    return start_server(MCP_TRANSPORT_JSON=json.dumps({"KEEPALIVE_SECONDS": 0.2}))
+
+
+def test_a_silent_long_call_turns_into_sse_with_keepalives(quick_keepalive_server):
+    # No progressToken: slow_progress sends nothing for ~1 s, longer than KEEPALIVE_SECONDS.
+    stream = ModernClient(quick_keepalive_server.url).open(
+        "tools/call", {"name": "slow_progress", "arguments": {"steps": 5, "interval_ms": 200}})
+    messages = stream_messages(stream)
+    assert b": ping" in stream.raw
+    assert [m["result"]["content"][0]["text"] for m in messages] == ["done 5"]
+
+
+def test_a_quiet_listen_stream_gets_keepalives(quick_keepalive_server):
+    stream, _ = open_listen(ModernClient(quick_keepalive_server.url), {"toolsListChanged": True}, 1)
+    try:
+        stream.connection.sock.settimeout(TIMEOUT)
+        while b": ping" not in stream.raw:  # comments are no events: read the raw bytes
+            chunk = stream.response.read1(65536)
+            assert chunk, "the listen stream ended"
+            stream.raw += chunk
+    finally:
+        stream.close()
+
+
 def test_listen_ends_gracefully_with_its_final_result(start_server):
     server = start_server(MCP_TRANSPORT_JSON=json.dumps({"LISTEN_MAX_SECONDS": 0.5}))
     stream, _ = open_listen(ModernClient(server.url), {"toolsListChanged": True}, "s")
