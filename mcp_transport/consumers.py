@@ -24,7 +24,7 @@ from . import auth, control, jobs, logs, metrics, modern, sessions, streams
 from .bell import doorbell
 from .conf import get_config
 from .connections import keys
-from .dispatch import Call, dispatch, initialize_result, may_send, runs_in_background
+from .dispatch import Call, dispatch, initialize_result, may_send, runs_in_background, target_spec
 from .protocol import http, ids, jsonrpc, versions
 from .protocol.modern import check_stream_method, is_modern
 from .protocol.errors import ErrorCode, InvalidRequest, ProtocolError, TransportError
@@ -212,6 +212,7 @@ class McpHttpConsumer(AsyncConsumer):
             return await self.send_json(exc.http_status, jsonrpc.error_message(request.id, exc.code, exc.message))
         if state.value != session.state:
             await sessions.update(session, state=state.value)
+        auth.require_spec_scopes(target_spec(request), self.principal, self.scope, self.headers)  # 403
         call = Call(session=session, user=self.user, principal=self.principal)
         if self.wants_sse(may_send(request)):
             return await self.respond_sse(session, request, call)
@@ -229,7 +230,7 @@ class McpHttpConsumer(AsyncConsumer):
             return jsonrpc.error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error.")
 
     async def respond_sse(self, session, request, call):
-        if runs_in_background(request):
+        if runs_in_background(request, self.principal):
             return await self.respond_job(session, request)
         stream = streams.RequestStream(session.id, request.id, ids.new_stream_key())
         call.channel = stream

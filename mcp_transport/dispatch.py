@@ -19,6 +19,7 @@ from asgiref.sync import SyncToAsync
 from django.db import close_old_connections
 
 from . import __version__, sessions, tasks
+from .auth import may_use
 from .conf import get_config
 from .content import error_result
 from .context import LOG_LEVELS, ClientCapabilityError, ClientRequestError, Context, SyncContext, ToolCancelled
@@ -121,20 +122,38 @@ async def ping(params, call):
     return {}
 
 
+def usable(items: dict, call) -> dict:
+    """The items this caller may use: the others are absent from its lists (auth.may_use)."""
+    principal = call.principal
+    return {key: spec for key, spec in items.items() if may_use(spec, principal)}
+
+
+def target_spec(request: Request):
+    """The tool, resource or prompt a call names, if it exists (for auth's scope check)."""
+    params, method = request.params, request.method
+    if method == "tools/call" and isinstance(params.get("name"), str):
+        return registry.tools.get(params["name"])
+    if method == "prompts/get" and isinstance(params.get("name"), str):
+        return registry.prompts.get(params["name"])
+    if method == "resources/read" and isinstance(params.get("uri"), str):
+        return registry.find_resource(params["uri"])[0]
+    return None
+
+
 async def tools_list(params, call):
-    return paginate(registry.tools, params, "tools")
+    return paginate(usable(registry.tools, call), params, "tools")
 
 
 async def resources_list(params, call):
-    return paginate(registry.resources, params, "resources")
+    return paginate(usable(registry.resources, call), params, "resources")
 
 
 async def resource_templates_list(params, call):
-    return paginate(registry.templates, params, "resourceTemplates")
+    return paginate(usable(registry.templates, call), params, "resourceTemplates")
 
 
 async def prompts_list(params, call):
-    return paginate(registry.prompts, params, "prompts")
+    return paginate(usable(registry.prompts, call), params, "prompts")
 
 
 def _string_param(params, name):
@@ -181,8 +200,9 @@ def _with_fresh_connections(func):
 async def tools_call(params, call):
     name = _string_param(params, "name")
     spec = registry.tools.get(name)
-    if spec is None:
-        # "Unknown tools" are protocol errors -- spec 2025-11-25 server/tools (Error Handling)
+    if spec is None or not may_use(spec, call.principal):
+        # "Unknown tools" are protocol errors -- spec 2025-11-25 server/tools (Error Handling).
+        # A tool the caller may not use is one it does not know.
         raise InvalidParams(f"Unknown tool: {name}.")
     arguments = _object_param(params, "arguments")
     task = _task_augmentation(spec, params)
@@ -218,12 +238,13 @@ def _task_augmentation(spec, params):
     return task
 
 
-def runs_in_background(request: Request) -> bool:
-    """A plain tools/call of a background tool with valid arguments: a worker runs it."""
+def runs_in_background(request: Request, principal=None) -> bool:
+    """A plain tools/call of a background tool with valid arguments, that ``principal`` may
+    use: a worker runs it. Otherwise dispatch answers (with the error, for one it may not use)."""
     if request.method != "tools/call" or not isinstance(request.params.get("name"), str):
         return False
     spec = registry.tools.get(request.params["name"])
-    if spec is None or not spec.background or _task_requested(spec, request.params):
+    if spec is None or not spec.background or _task_requested(spec, request.params) or not may_use(spec, principal):
         return False
     try:
         spec.bind(_object_param(request.params, "arguments"))
@@ -261,7 +282,7 @@ async def _run_tool(spec, kwargs):
 async def resources_read(params, call):
     uri = _string_param(params, "uri")
     spec, variables = registry.find_resource(uri)
-    if spec is None:
+    if spec is None or not may_use(spec, call.principal):
         raise ResourceNotFound(f"Resource not found: {uri}.", data={"uri": uri})
     value = await run_sync_or_async(spec.func, **variables)
     return {"contents": spec.to_contents(uri, value)}
@@ -286,7 +307,7 @@ async def resources_unsubscribe(params, call):
 async def prompts_get(params, call):
     name = _string_param(params, "name")
     spec = registry.prompts.get(name)
-    if spec is None:
+    if spec is None or not may_use(spec, call.principal):
         raise InvalidParams(f"Unknown prompt: {name}.")
     arguments = _object_param(params, "arguments")
     missing = spec.missing_arguments(arguments)
@@ -303,7 +324,7 @@ async def completion_complete(params, call):
     if key[0] not in ("ref/prompt", "ref/resource") or not isinstance(key[1], str) \
             or not isinstance(argument.get("name"), str):
         raise InvalidParams("completion/complete needs a prompt or resource ref and an argument name.")
-    completer = registry.completers.get(key)
+    completer = registry.completers.get(key) if _may_complete(key, call) else None
     values = []
     if completer is not None:
         context_arguments = _object_param(_object_param(params, "context"), "arguments")
@@ -311,6 +332,13 @@ async def completion_complete(params, call):
                                                context_arguments))
     # "values: An array of completion values. Must not exceed 100 items."
     return {"completion": {"values": values[:100], "total": len(values), "hasMore": len(values) > 100}}
+
+
+def _may_complete(key, call) -> bool:
+    """No completions for a prompt or template the caller may not use."""
+    kind, name = key
+    spec = registry.prompts.get(name) if kind == "ref/prompt" else registry.templates.get(name)
+    return spec is None or may_use(spec, call.principal)
 
 
 async def logging_set_level(params, call):

@@ -16,7 +16,7 @@ import secrets
 
 import redis
 
-from . import dispatch, jobs, logs, sessions, streams
+from . import auth, dispatch, jobs, logs, sessions, streams
 from .bell import doorbell
 from .conf import get_config
 from .connections import keys
@@ -113,11 +113,12 @@ async def post(consumer, message):
         check_tool_headers(request, consumer.headers)
     except ProtocolError as exc:
         return await consumer.send_json(exc.http_status, error_reply(request.id, exc))
+    auth.require_spec_scopes(dispatch.target_spec(request), consumer.principal, consumer.scope, consumer.headers)
     call = dispatch.Call(session=stateless_session(meta, consumer.user_id, consumer.principal.key),
                          user=consumer.user, principal=consumer.principal)
     reply = ModernReply(consumer, request.id)
     call.channel = ModernChannel(reply, request.id, meta.get(modern.META_LOG_LEVEL))
-    if dispatch.runs_in_background(request):
+    if dispatch.runs_in_background(request, call.principal):
         return consumer.run_task(guarded(reply, follow_job(reply, request, call)))
     if not dispatch.may_send(request):
         return await reply.finish(*await answer(request, handler, call))

@@ -137,6 +137,9 @@ class ToolSpec:
     arguments_model: Any = None
     return_adapter: Any = None
     wraps_result: bool = False
+    #: Who may see and call it (auth.may_use): a Django permission "app.codename", and token scopes.
+    permission: Optional[str] = None
+    scopes: tuple = ()
 
     @property
     def is_async(self) -> bool:
@@ -230,9 +233,18 @@ def _job_options(background) -> dict:
     return options
 
 
+def _access(permission, scopes) -> dict:
+    """``permission="app.codename"`` (a Django permission) and ``scopes=[...]`` (token scopes)."""
+    if permission is not None and (not isinstance(permission, str) or permission.count(".") != 1):
+        raise ValueError(f"permission must be 'app_label.codename', not {permission!r}.")
+    if isinstance(scopes, str) or not all(isinstance(s, str) and s and " " not in s for s in scopes or ()):
+        raise ValueError(f"scopes must be a list of scope names, not {scopes!r}.")
+    return {"permission": permission, "scopes": tuple(scopes or ())}
+
+
 def make_tool(func, *, name=None, title=None, description=None, input_schema=None, output_schema=None,
               structured_output=None, annotations=None, meta=None, background=False,
-              task_support=None) -> ToolSpec:
+              task_support=None, permission=None, scopes=None) -> ToolSpec:
     hints = typing.get_type_hints(func, include_extras=True)
     doc_description, param_docs = parse_docstring(func.__doc__)
     name = name or func.__name__
@@ -242,7 +254,8 @@ def make_tool(func, *, name=None, title=None, description=None, input_schema=Non
     spec = ToolSpec(name=name, func=func, title=title, description=description or doc_description,
                     annotations=annotations, meta=meta, context_param=context_param, background=bool(background),
                     job_options=_job_options(background),
-                    task_support=(task_support or "optional") if background else None)
+                    task_support=(task_support or "optional") if background else None,
+                    **_access(permission, scopes))
     if input_schema is None:
         spec.arguments_model = _arguments_model(name, func, hints, context_param, param_docs)
         input_schema = spec.arguments_model.model_json_schema()
@@ -265,6 +278,8 @@ class ResourceSpec:
     mime_type: Optional[str] = None
     #: For templates: the regex matching concrete URIs, with one group per variable.
     pattern: Any = None
+    permission: Optional[str] = None
+    scopes: tuple = ()
 
     @property
     def is_template(self) -> bool:
@@ -307,6 +322,8 @@ class PromptSpec:
     title: Optional[str] = None
     description: Optional[str] = None
     arguments: list = field(default_factory=list)
+    permission: Optional[str] = None
+    scopes: tuple = ()
 
     def describe(self) -> dict:
         entry = {"name": self.name, "arguments": self.arguments}
@@ -381,12 +398,15 @@ class Registry:
         self.tools[spec.name] = spec
         return celery_task
 
-    def resource(self, uri: str, *, name=None, title=None, description=None, mime_type=None):
+    def resource(self, uri: str, *, name=None, title=None, description=None, mime_type=None, permission=None,
+                 scopes=None):
         """Register a resource; a URI with ``{var}`` parts makes a template."""
+        access = _access(permission, scopes)
+
         def register(f):
             doc, _ = parse_docstring(f.__doc__)
             spec = ResourceSpec(uri=uri, func=f, name=name or f.__name__, title=title,
-                                description=description or doc, mime_type=mime_type)
+                                description=description or doc, mime_type=mime_type, **access)
             if "{" in uri:
                 spec.pattern = _template_pattern(uri)
                 self.templates[uri] = spec
@@ -395,11 +415,13 @@ class Registry:
             return f
         return register
 
-    def prompt(self, func=None, *, name=None, title=None, description=None):
+    def prompt(self, func=None, *, name=None, title=None, description=None, permission=None, scopes=None):
+        access = _access(permission, scopes)
+
         def register(f):
             doc, param_docs = parse_docstring(f.__doc__)
             spec = PromptSpec(name=name or f.__name__, func=f, title=title, description=description or doc,
-                              arguments=_prompt_arguments(f, param_docs))
+                              arguments=_prompt_arguments(f, param_docs), **access)
             self.prompts[spec.name] = spec
             return f
         return register(func) if func is not None else register

@@ -232,6 +232,38 @@ async def authenticate(scope, headers) -> Principal:
     return replace(principal, user=user)
 
 
+def may_use(spec, principal) -> bool:
+    """Whether the caller may see and use a tool, resource or prompt: "tools the caller may not
+    use are absent from tools/list and refused on call". A spec's ``scopes`` apply while AUTH is
+    on (they are a token's); its ``permission`` is the Django user's ``has_perm`` (with no user,
+    AnonymousUser's: none)."""
+    if missing_scopes(spec, principal):
+        return False
+    if spec.permission is None:
+        return True
+    user = getattr(principal, "user", None)
+    return user is not None and user.has_perm(spec.permission)
+
+
+def missing_scopes(spec, principal) -> list:
+    if not spec.scopes or not get_config()["AUTH"]:
+        return []
+    granted = principal.scopes if principal is not None else frozenset()
+    return sorted(set(spec.scopes) - granted)
+
+
+def require_spec_scopes(spec, principal: Principal, scope, headers) -> None:
+    """403 ``insufficient_scope`` for a call of a spec whose scopes the token lacks, before the
+    response starts, so that the client can ask for them (step-up authorization). A caller
+    without the spec's permission gets no 403: to it the spec does not exist."""
+    if spec is None or not missing_scopes(spec, principal):
+        return
+    user = getattr(principal, "user", None)
+    if spec.permission is not None and not (user is not None and user.has_perm(spec.permission)):
+        return
+    require_scopes(principal, spec.scopes, resource_url(scope, headers.get("host")))
+
+
 def require_scopes(principal: Principal, scopes, resource: str) -> None:
     if not get_config()["AUTH"] or principal.has_scopes(scopes):
         return

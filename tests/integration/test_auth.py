@@ -276,3 +276,86 @@ def test_revoked_toolkit_token_is_refused_on_the_next_request(auth_server, serve
            "import hashlib; from oauth2_provider.models import AccessToken; "
            f"AccessToken.objects.get(token_checksum=hashlib.sha256({token!r}.encode()).hexdigest()).revoke()")
     assert client.request("POST", client.message("ping")).status == 401
+
+
+# -- per-tool authorization ---------------------------------------------------------------------
+
+GRANT = """
+from django.contrib.auth.models import Permission, User
+user, _ = User.objects.get_or_create(username={user!r})
+user.user_permissions.add(Permission.objects.get(content_type__app_label="auth", codename="view_user"))
+"""
+
+
+def names(client, method, key, field="name"):
+    return {item[field] for item in client.call(method)["result"][key]}
+
+
+def test_tools_resources_and_prompts_the_caller_may_not_use_are_absent_and_refused(auth_server, server_env,
+                                                                                    alice, celery_worker):
+    client = client_of(auth_server, alice)  # scope "mcp", no permissions
+    assert {"sales_report", "count_users"}.isdisjoint(names(client, "tools/list", "tools"))
+    assert "echo" in names(client, "tools/list", "tools")
+    assert "users://directory" not in names(client, "resources/list", "resources", "uri")
+    assert "report_summary" not in names(client, "prompts/list", "prompts")
+    # Permission: as unknown as a tool that does not exist (inline and background paths alike).
+    unknown = client.call("tools/call", {"name": "no_such_tool"})["error"]
+    refused = client.call("tools/call", {"name": "count_users"})["error"]
+    assert (refused["code"], refused["message"].replace("count_users", "no_such_tool")) == \
+        (unknown["code"], unknown["message"])
+    assert client.call("resources/read", {"uri": "users://directory"})["error"]["code"] == -32002
+    # Scopes: 403 insufficient_scope naming the scope to ask for (step-up authorization).
+    reply = client.request("POST", client.message("tools/call", {"name": "sales_report",
+                                                                 "arguments": {"day": "2026-01-01"}}))
+    assert reply.status == 403
+    params = challenge_params(reply.headers["www-authenticate"])
+    assert params["error"] == "insufficient_scope" and set(params["scope"].split()) == {"mcp", "reports"}
+    reply = client.request("POST", client.message("prompts/get", {"name": "report_summary",
+                                                                  "arguments": {"day": "x"}}))
+    assert reply.status == 403
+
+
+def test_the_right_scope_and_permission_open_them(auth_server, server_env, celery_worker):
+    manage(server_env, "shell", "-c", GRANT.format(user="grace"))
+    client = client_of(auth_server, new_token(server_env, "grace", "--scope", "mcp reports"))
+    assert {"sales_report", "count_users"} <= names(client, "tools/list", "tools")
+    assert "users://directory" in names(client, "resources/list", "resources", "uri")
+    assert "report_summary" in names(client, "prompts/list", "prompts")
+    assert text_of(client.call("tools/call", {"name": "sales_report", "arguments": {"day": "d"}})) == "Sales on d: 42."
+    assert text_of(client.call("tools/call", {"name": "count_users"})).endswith(" users")
+    directory = client.call("resources/read", {"uri": "users://directory"})["result"]["contents"][0]["text"]
+    assert "grace" in directory.split("\n")
+    assert client.call("prompts/get", {"name": "report_summary", "arguments": {"day": "d"}})["result"]["messages"]
+
+
+def test_permission_tools_are_hidden_with_auth_off_for_anonymous_callers(session):
+    tools = {tool["name"] for tool in session.call("tools/list")["result"]["tools"]}
+    assert "count_users" not in tools
+    assert "sales_report" in tools  # scopes are a token's: with auth off they do not apply
+
+
+# -- the official SDK client with a bearer token ------------------------------------------------
+
+@pytest.mark.asyncio
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
+async def test_the_sdk_client_with_a_bearer_header(auth_server, alice, bob):
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    def transport(token):
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+        return streamable_http_client(auth_server.url, http_client=http)
+
+    async with Client(transport(alice), mode="legacy") as client:
+        assert client.protocol_version == "2025-11-25"
+        assert (await client.call_tool("whoami", {})).content[0].text == "alice"
+        assert (await client.call_tool("echo", {"text": "hi"})).structured_content == {"result": "hi"}
+        assert "count_users" not in {tool.name for tool in (await client.list_tools()).tools}
+    async with Client(transport(bob), mode="auto") as client:  # 2026-07-28: every request stateless
+        assert client.protocol_version == "2026-07-28"
+        assert (await client.call_tool("whoami", {})).content[0].text == "bob"
+        assert "count_users" not in {tool.name for tool in (await client.list_tools()).tools}
+    with pytest.raises(Exception):  # no token: the 401 ends the connection attempt
+        async with Client(transport("not-a-token"), mode="legacy") as client:
+            await client.list_tools()
