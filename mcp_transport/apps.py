@@ -16,9 +16,10 @@ class McpTransportConfig(AppConfig):
         from . import worker  # noqa: F401
         from .auth.tokens import connect_signals
         from .conf import get_config
-        from .serving import flush_events_at_shutdown
+        from .serving import enforce_request_limits, flush_events_at_shutdown
 
         # Import every installed app's tools module, as the admin does with admin.py.
         autodiscover_modules(get_config()["TOOLS_MODULE"])
         flush_events_at_shutdown()
         connect_signals()  # revoking a token takes effect on the next request
+        enforce_request_limits()

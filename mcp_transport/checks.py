@@ -33,16 +33,19 @@ from django.core.checks import Error, Tags, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 
 from .conf import get_config, redis_url
+from .protocol import http
 
 #: Keys that must be numbers > 0 (None allowed where the value means "never" or "off").
 POSITIVE = ("SESSION_IDLE_TIMEOUT", "MAX_REQUEST_BYTES", "KEEPALIVE_SECONDS", "HEARTBEAT_SECONDS",
             "CLIENT_REQUEST_TIMEOUT", "PAGE_SIZE", "REDIS_MAX_CONNECTIONS", "DASHBOARD_SAMPLE_SECONDS",
             "DASHBOARD_SAMPLES", "TASK_DEFAULT_TTL_MS", "TASK_POLL_INTERVAL_MS", "AUTH_CACHE_SECONDS",
-            "AUTH_CACHE_SIZE")
+            "AUTH_CACHE_SIZE", "MAX_HEADER_BYTES", "MAX_HEADERS", "REQUEST_RECEIVE_SECONDS", "IDLE_CONNECTION_SECONDS",
+            "MAX_SESSIONS_PER_ADDRESS", "MAX_CALLS_PER_SESSION", "MAX_EVENT_BYTES", "MAX_CLIENT_INFO_BYTES",
+            "MAX_SUBSCRIPTIONS_PER_SESSION", "MAX_URI_BYTES")
 #: Keys that may be None, else numbers >= 0.
 OPTIONAL_NON_NEGATIVE = ("SSE_RETRY_MS", "POLL_AFTER_SECONDS", "CLOSED_SESSION_RETENTION", "EVENT_RETENTION",
                          "JOB_RETENTION", "PROGRESS_HEARTBEAT_SECONDS", "TASK_MAX_TTL_MS",
-                         "JOB_QUEUE_TIMEOUT")
+                         "JOB_QUEUE_TIMEOUT", "TOOL_MAX_SECONDS")
 METRICS_ACCESS = ("off", "staff", "token")
 PROCESS_LOCAL_STORES = ("mcp_transport.storage.memory.InMemoryEventStore",)
 PROCESS_LOCAL_LAYERS = ("channels.layers.InMemoryChannelLayer",)
@@ -113,6 +116,9 @@ def values_check(app_configs, **kwargs):
               if not _number(config[name]) or config[name] <= 0]
     errors += [_value_error(name, config[name], "None or a number >= 0") for name in OPTIONAL_NON_NEGATIVE
                if config[name] is not None and (not _number(config[name]) or config[name] < 0)]
+    if not http.valid_networks(config["TRUSTED_PROXIES"]):
+        errors.append(_value_error("TRUSTED_PROXIES", config["TRUSTED_PROXIES"],
+                                   "a list of IP addresses or networks (\"10.0.0.0/8\")"))
     if config["METRICS_ACCESS"] not in METRICS_ACCESS:
         errors.append(_value_error("METRICS_ACCESS", config["METRICS_ACCESS"], " or ".join(map(repr, METRICS_ACCESS))))
     elif config["METRICS_ACCESS"] == "token" and not config["METRICS_TOKEN"]:

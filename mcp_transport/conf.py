@@ -35,8 +35,36 @@ DEFAULTS = {
     "ALLOW_LOOPBACK_ORIGINS": True,
     #: Seconds without a request after which a session expires (then 404).
     "SESSION_IDLE_TIMEOUT": 1800,
-    #: Largest POST body accepted, in bytes (413 above it).
+    #: Largest POST body accepted, in bytes (413 above it). Under daphne it is enforced while the
+    #: body arrives (a declared Content-Length over it is refused before any of the body is read).
     "MAX_REQUEST_BYTES": 4 * 1024 * 1024,
+    # -- limits on what one client may cost (README "Limits"; each refusal is counted in the
+    # metrics as limit_refusals:<name>). The connection ones need daphne (request_limits.py).
+    #: Bytes of a request's line and headers, and how many headers it may have (431 above).
+    "MAX_HEADER_BYTES": 16 * 1024,
+    "MAX_HEADERS": 100,
+    #: Seconds from a request's first byte to its last: slower requests get 408 and are closed.
+    "REQUEST_RECEIVE_SECONDS": 30,
+    #: Seconds a connection may stay open with no request on it (daphne's idle timeout).
+    "IDLE_CONNECTION_SECONDS": 60,
+    #: Open sessions one client address may hold (429 with Retry-After on initialize above it).
+    "MAX_SESSIONS_PER_ADDRESS": 1000,
+    #: Addresses or networks of front proxies whose X-Forwarded-For names the client; a
+    #: forwarded header from any other peer is ignored.
+    "TRUSTED_PROXIES": [],
+    #: Requests of one session running at once (tools, resources, prompts, completions; 429 above).
+    "MAX_CALLS_PER_SESSION": 32,
+    #: Seconds an inline tool (one the web process runs) may run; then it is stopped and the call
+    #: gets an error result. None: no limit. Background tools have Celery's time limits.
+    "TOOL_MAX_SECONDS": 600,
+    #: Bytes of one stored event (an SSE message): a larger response becomes an error, a larger
+    #: notification is dropped.
+    "MAX_EVENT_BYTES": 1024 * 1024,
+    #: Bytes of the client's capabilities and clientInfo a session stores (initialize: -32602).
+    "MAX_CLIENT_INFO_BYTES": 64 * 1024,
+    #: resources/subscribe URIs one session may hold (-32602 above it), and the longest URI.
+    "MAX_SUBSCRIPTIONS_PER_SESSION": 100,
+    "MAX_URI_BYTES": 2048,
     #: SSE ``retry`` in milliseconds sent with each stream's priming event; None: never sent.
     "SSE_RETRY_MS": 1000,
     #: Seconds between keep-alive comments on idle SSE streams.

@@ -104,6 +104,14 @@ class Keys:
     def sample_lock(self):
         return f"{self.prefix}:samples:lock"
 
+    def address_sessions(self, address):
+        """Sorted set of the ids of sessions opened from one client address (quotas.py)."""
+        return f"{self.prefix}:addrsess:{address}"
+
+    def calls(self, session_id):
+        """Sorted set of a session's requests running now, scored by when they expire (quotas.py)."""
+        return f"{self.prefix}:calls:{session_id}"
+
     def subscriptions(self, session_id):
         """The resource URIs a session subscribed to."""
         return f"{self.prefix}:subs:{session_id}"

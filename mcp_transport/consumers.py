@@ -20,11 +20,11 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.http.request import split_domain_port, validate_host
 
-from . import auth, control, jobs, logs, metrics, modern, sessions, streams
+from . import auth, control, jobs, logs, metrics, modern, quotas, sessions, streams
 from .bell import doorbell
 from .conf import get_config
 from .connections import keys
-from .dispatch import Call, dispatch, initialize_result, may_send, runs_in_background, target_spec
+from .dispatch import Call, counts_as_call, dispatch, initialize_result, may_send, runs_in_background, target_spec
 from .protocol import http, ids, jsonrpc, versions
 from .protocol.modern import check_stream_method, is_modern
 from .protocol.errors import ErrorCode, InvalidRequest, ProtocolError, TransportError
@@ -147,6 +147,11 @@ class McpHttpConsumer(AsyncConsumer):
         logs.bind_session(session.id)
         return session
 
+    def client_address(self) -> str:
+        """The peer's address, or the client's as a trusted proxy forwarded it (TRUSTED_PROXIES)."""
+        peer = self.scope.get("client") or (None,)
+        return http.client_address(peer[0], self.headers.get("x-forwarded-for"), get_config()["TRUSTED_PROXIES"])
+
     @property
     def user(self):
         """The Django user an auth middleware put in the scope; AnonymousUser without one."""
@@ -186,8 +191,13 @@ class McpHttpConsumer(AsyncConsumer):
             client_info=client_info if isinstance(client_info, dict) else {},
             client_capabilities=capabilities if isinstance(capabilities, dict) else {},
             log_level=get_config()["DEFAULT_LOG_LEVEL"])
-        logs.bind_session(session.id)
         logs.bind_request(request.id)
+        too_large = _client_info_error(session)
+        if too_large:
+            metrics.incr("limit_refusals:client_info_bytes")
+            return await self.send_json(200, jsonrpc.error_message(request.id, ErrorCode.INVALID_PARAMS, too_large))
+        await quotas.admit_session(self.client_address(), session.id)
+        logs.bind_session(session.id)
         await sessions.create(session)
         reply = jsonrpc.result_message(request.id, initialize_result(version))
         if not self.wants_sse():
@@ -209,16 +219,34 @@ class McpHttpConsumer(AsyncConsumer):
         try:
             state = next_state(SessionState(session.state), request.method)
         except ProtocolError as exc:
-            return await self.send_json(exc.http_status, jsonrpc.error_message(request.id, exc.code, exc.message))
+            return await self.send_request_error(request, exc)
         if state.value != session.state:
             await sessions.update(session, state=state.value)
         auth.require_spec_scopes(target_spec(request), self.principal, self.scope, self.headers)  # 403
         call = Call(session=session, user=self.user, principal=self.principal)
-        if self.wants_sse(may_send(request)):
-            return await self.respond_sse(session, request, call)
-        # A JSON reply has nowhere to put messages sent before the result: they are dropped.
-        call.channel = streams.JsonReplyChannel(request.id)
-        await self.send_json(200, await self.run_inline(request, call))
+        sse = self.wants_sse(may_send(request))
+        if counts_as_call(request) and not (sse and runs_in_background(request)):
+            try:
+                call.quota = await quotas.admit_call(session.id)
+            except ProtocolError as exc:  # 429: the session runs MAX_CALLS_PER_SESSION already
+                return await self.send_request_error(request, exc)
+        try:
+            if sse:
+                return await self.respond_sse(session, request, call)  # the request's task releases it
+            # A JSON reply has nowhere to put messages sent before the result: they are dropped.
+            call.channel = streams.JsonReplyChannel(request.id)
+            reply = await self.run_inline(request, call)
+        except BaseException:
+            if not call.started:
+                await quotas.release_call(session.id, call.quota)
+            raise
+        await quotas.release_call(session.id, call.quota)
+        await self.send_json(200, reply)
+
+    async def send_request_error(self, request, exc: ProtocolError):
+        """An error answering ``request`` (its id), with the error's status and headers."""
+        headers = [(name.encode(), value.encode()) for name, value in exc.headers]
+        await self.send_json(exc.http_status, jsonrpc.error_message(request.id, exc.code, exc.message), headers)
 
     async def run_inline(self, request, call):
         try:
@@ -433,6 +461,15 @@ class McpHttpConsumer(AsyncConsumer):
         status = exc.http_status if exc.http_status != 200 else 400
         extra = [(name.encode(), value.encode()) for name, value in exc.headers]
         await self.send_json(status, jsonrpc.error_message(None, exc.code, exc.message, exc.data), extra)
+
+
+def _client_info_error(session) -> str:
+    """Why the client's capabilities and info are too large to keep with the session, or ""."""
+    limit = get_config()["MAX_CLIENT_INFO_BYTES"]
+    size = len(jsonrpc.dumps(session.client_capabilities)) + len(jsonrpc.dumps(session.client_info))
+    if size <= limit:
+        return ""
+    return f"capabilities and clientInfo take {size} bytes; this server keeps at most {limit} per session."
 
 
 async def _release(subscription, claim):

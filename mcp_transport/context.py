@@ -46,14 +46,22 @@ class Context:
         self.client_capabilities = client_capabilities or {}
         self.log_level = log_level
         self._last_progress = None
+        self._stopped = False
 
     @property
     def cancelled(self) -> bool:
-        return self._channel.cancelled
+        return self._channel.cancelled or self._stopped
 
     def check_cancelled(self) -> None:
         if self._channel.cancelled:
             raise ToolCancelled(f"Request {self.request_id!r} was cancelled by the client.")
+        if self._stopped:
+            raise ToolCancelled(f"Request {self.request_id!r} ran longer than TOOL_MAX_SECONDS and was stopped.")
+
+    def stop(self) -> None:
+        """The call has been answered without this tool (it ran too long): a tool that checks
+        ``cancelled`` stops, and whatever it returns is dropped."""
+        self._stopped = True
 
     async def report_progress(self, progress: float, total: Optional[float] = None,
                               message: Optional[str] = None) -> None:

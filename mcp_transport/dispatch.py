@@ -18,7 +18,7 @@ from typing import Any
 from asgiref.sync import SyncToAsync
 from django.db import close_old_connections
 
-from . import __version__, sessions, tasks
+from . import __version__, metrics, sessions, tasks
 from .auth import may_use
 from .conf import get_config
 from .content import error_result
@@ -40,6 +40,10 @@ class Call:
     principal: Any = None
     #: Reaches the client while the request runs (notify, request, close_stream, cancelled).
     channel: Any = None
+    #: Its place among the session's running requests (quotas.admit_call), released at its end.
+    quota: Any = None
+    #: True once a task of its own runs it (that task releases the quota).
+    started: bool = False
 
 
 def capabilities() -> dict:
@@ -71,6 +75,15 @@ def initialize_result(protocol_version: str) -> dict:
     if get_config()["INSTRUCTIONS"]:
         result["instructions"] = get_config()["INSTRUCTIONS"]
     return result
+
+
+#: Methods that run the project's code (tools, resources, prompts, completers) or wait for a
+#: task: MAX_CALLS_PER_SESSION bounds how many of them a session runs at once.
+CALL_METHODS = frozenset({"tools/call", "resources/read", "prompts/get", "completion/complete", "tasks/result"})
+
+
+def counts_as_call(request: Request) -> bool:
+    return request.method in CALL_METHODS
 
 
 def may_send(request: Request) -> bool:
@@ -267,16 +280,32 @@ def make_context(spec, params, call):
 
 
 async def _run_tool(spec, kwargs):
+    limit = asyncio.timeout(get_config()["TOOL_MAX_SECONDS"])
     try:
-        value = await run_sync_or_async(spec.func, calls_back=spec.may_send, **kwargs)
+        async with limit:
+            value = await run_sync_or_async(spec.func, calls_back=spec.may_send, **kwargs)
     except (ToolError, ClientCapabilityError, ClientRequestError) as exc:
         return error_result(str(exc))
     except (ToolCancelled, ProtocolError):
         raise  # a ProtocolError is a tool asking for a JSON-RPC error (e.g. -32021)
     except Exception as exc:
+        if limit.expired():
+            return _stopped(spec, kwargs)
         logger.exception("tool %s raised", spec.name)
         return error_result(f"Tool {spec.name} failed: {type(exc).__name__}.")
     return spec.to_result(value)
+
+
+def _stopped(spec, kwargs):
+    """TOOL_MAX_SECONDS passed: an async tool was cancelled; a sync one's thread cannot be, so
+    its Context says cancelled from now on (``check_cancelled()`` raises) and its result is
+    dropped."""
+    context = kwargs.get(spec.context_param) if spec.context_param else None
+    if context is not None:
+        context.stop()
+    metrics.incr("limit_refusals:tool_seconds")
+    seconds = get_config()["TOOL_MAX_SECONDS"]
+    return error_result(f"Tool {spec.name} ran longer than this server's limit of {seconds:g} s and was stopped.")
 
 
 async def resources_read(params, call):

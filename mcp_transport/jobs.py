@@ -33,12 +33,13 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
-from . import control, metrics
+from . import control, metrics, quotas
 from .conf import get_config, redis_url
 from .connections import async_redis, keys
 from .content import error_result
 from .logs import short_id
 from .models import McpJob
+from .protocol import jsonrpc
 from .protocol.ids import GET_STREAM
 from .protocol.jsonrpc import notification_message, result_message
 from .registry import registry
@@ -185,6 +186,7 @@ async def answer(job) -> None:
     message = None
     if not job.is_task and job.status != Status.CANCELLED:
         message = result_message(job.request_id, job.result)
+        message, _ = quotas.within_event_size(message, jsonrpc.dumps(message))
     await get_event_store().append(job.session_id, job.stream_key, message, final=True)
     await announce(job)
 

@@ -15,6 +15,7 @@ Names (fields of the ``{prefix}:metrics`` hash):
 - ``sessions_created``, ``sessions_closed:deleted``, ``sessions_closed:expired``;
 - ``sse_streams_opened``; the store adds its own (``events_evicted:<reason>``, ``replay_hits:*``);
 - ``cleanup_deleted:events|sessions``: rows the retention cleanup deleted (operations.py);
+- ``limit_refusals:<limit>``: requests refused by a limit (``LIMITS``; README "Limits");
 - ``jobs_submitted``, ``jobs_finished:<status>``, ``job_ms_sum`` and the cumulative
   ``job_seconds_bucket:<upper bound>``: background jobs and how long they took (``record_job``).
 
@@ -34,6 +35,10 @@ from asgiref.sync import async_to_sync
 
 from .connections import async_redis, keys
 from .storage import get_event_store
+
+#: The limits whose refusals are counted (``limit_refusals:<name>``).
+LIMITS = ("body_bytes", "header_bytes", "headers", "receive_seconds", "sessions_per_address", "calls_per_session",
+          "client_info_bytes", "subscriptions", "uri_bytes", "tool_seconds", "event_bytes")
 
 _pending = Counter()
 #: session id -> Counter of its own counters, waiting for the next flush.

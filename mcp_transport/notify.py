@@ -15,6 +15,7 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
+from . import quotas
 from .conf import get_config
 from .connections import async_redis, keys
 from .models import McpSession
@@ -28,14 +29,9 @@ LIST_KINDS = ("tools", "resources", "prompts")
 
 
 async def subscribe(session_id: str, uri: str) -> None:
-    """Both sets live as long as the session is used (sessions renew them), then expire."""
-    names, ttl = keys(), side_key_ttl()
-    async with async_redis().pipeline(transaction=False) as pipe:
-        pipe.sadd(names.subscriptions(session_id), uri)
-        pipe.expire(names.subscriptions(session_id), ttl)
-        pipe.sadd(names.uri_subscribers(uri), session_id)
-        pipe.expire(names.uri_subscribers(uri), ttl)
-        await pipe.execute()
+    """Both sets live as long as the session is used (sessions renew them), then expire; a
+    session holds at most MAX_SUBSCRIPTIONS_PER_SESSION URIs (InvalidParams above it)."""
+    await quotas.subscribe(session_id, uri, side_key_ttl())
 
 
 async def unsubscribe(session_id: str, uri: str) -> None:

@@ -43,6 +43,8 @@ LABELLED_COUNTERS = {
                             "Sessions closed, by reason."),
     "mcp_cleanup_deleted": ("kind", "cleanup_deleted", ("events", "sessions", "jobs"),
                             "Database rows deleted by the retention cleanup."),
+    "mcp_limit_refusals": ("limit", "limit_refusals", metrics.LIMITS,
+                           "Requests refused (or results replaced) by a limit, by limit."),
     "mcp_jobs_finished": ("status", "jobs_finished", ("completed", "failed", "cancelled"),
                           "Background jobs that ended, by status."),
 }

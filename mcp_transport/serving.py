@@ -1,7 +1,7 @@
 """What the app needs from the ASGI server in front of it.
 
-``flush_events_at_shutdown()`` runs by itself (``AppConfig.ready``). ``tune_daphne()`` is
-opt-in tuning; call it from the project's asgi.py::
+``flush_events_at_shutdown()`` and ``enforce_request_limits()`` run by themselves
+(``AppConfig.ready``). ``tune_daphne()`` is opt-in tuning; call it from the project's asgi.py::
 
     from mcp_transport.serving import tune_daphne
     tune_daphne()
@@ -9,6 +9,10 @@ opt-in tuning; call it from the project's asgi.py::
 import asyncio
 import functools
 import sys
+
+#: Suffixes of the paths whose request bodies MAX_REQUEST_BYTES bounds while they arrive under
+#: daphne ("/mcp"); ``routing.mcp_path()`` adds each endpoint it routes.
+MCP_PATHS = set()
 
 
 def tune_daphne() -> bool:
@@ -77,6 +81,18 @@ def _send_some(connection, data: bytes) -> bytes:
     if isinstance(sent, int) and sent > 0:
         return data[sent:]
     return data
+
+
+def enforce_request_limits() -> bool:
+    """Under daphne, enforce the request limits while requests arrive (request_limits.py):
+    body size before the body is read, header size, the receive deadline, the idle timeout.
+    False (and nothing done) when daphne is not what serves this process."""
+    module = sys.modules.get("daphne.http_protocol")
+    if module is None or not hasattr(module, "HTTPFactory"):
+        return False
+    from .request_limits import install
+
+    return install(module.HTTPFactory)
 
 
 def flush_events_at_shutdown() -> bool:

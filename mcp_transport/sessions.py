@@ -198,17 +198,29 @@ async def close_many(session_ids: list, reason: str) -> None:
         forget(session_id)
     await _close_rows(session_ids, reason)
     metrics.incr(f"sessions_closed:{reason}", len(session_ids))
+    subscribed = await _subscriptions(session_ids)
     async with async_redis().pipeline(transaction=False) as pipe:
-        for session_id in session_ids:
+        for session_id, uris in zip(session_ids, subscribed):
             logger.info("session closed: %s", reason, extra={"mcp_session_id": session_id})
             pipe.delete(names.session(session_id), names.reader(session_id, GET_STREAM),
-                        names.outbound_ids(session_id), names.subscriptions(session_id))
+                        names.outbound_ids(session_id), names.subscriptions(session_id), names.calls(session_id))
+            for uri in uris:  # else every URI it ever subscribed to keeps its id until the set expires
+                pipe.srem(names.uri_subscribers(uri), session_id)
             # Before its events go: an event a request still running appends after this is not
             # stored (the store's append script and batch writer look for it).
             pipe.set(names.closed(session_id), reason, ex=get_config()["STREAM_TTL"])
             pipe.publish(names.control_channel(), control.message("closed", session_id))
         await pipe.execute()
     await asyncio.shield(get_event_store().delete_sessions(session_ids))
+
+
+async def _subscriptions(session_ids) -> list:
+    """The subscribed URIs of each session (one round trip)."""
+    names = keys()
+    async with async_redis().pipeline(transaction=False) as pipe:
+        for session_id in session_ids:
+            pipe.smembers(names.subscriptions(session_id))
+        return await pipe.execute() if session_ids else []
 
 
 @database_sync_to_async

@@ -15,7 +15,7 @@ import json
 import logging
 import secrets
 
-from . import control, metrics, sessions
+from . import control, metrics, quotas, sessions
 from .bell import doorbell
 from .conf import get_config
 from .connections import async_redis, keys
@@ -200,6 +200,10 @@ class RequestStream:
 
     async def emit(self, message, final: bool = False):
         data = dumps(message) if message is not None else b""  # once, for the store and the frame
+        fitted, data = quotas.within_event_size(message, data)
+        if fitted is None and message is not None:
+            return None  # an oversized notification or request: dropped (counted)
+        message = fitted
         event_id = await get_event_store().append(self.session_id, self.stream_key, message, final=final, data=data)
         frame = message_frame(event_id, data) if data else b""
         self._recent.append((event_id.position, frame, final))
@@ -310,6 +314,7 @@ async def start(stream: RequestStream, request, call) -> None:
     key = (stream.session_id, stream.stream_key)
     local_streams[key] = stream
     task = asyncio.create_task(_run(stream, request, call))
+    call.started = True
     _tasks.add(task)
     task.add_done_callback(_tasks.discard)
     task.add_done_callback(lambda _task: local_streams.pop(key, None))
@@ -326,6 +331,8 @@ async def _run(stream, request, call):
         message = None
     finally:
         control.running.pop(key, None)
+        # Before the response goes out: the client may send its next call as soon as it has it.
+        await quotas.release_call(stream.session_id, call.quota)
     if stream.cancelled:
         # "Receivers ... SHOULD: Not send a response for the cancelled request." -- spec
         # 2025-11-25 basic/utilities/cancellation. The stream ends with a terminal marker.

@@ -30,12 +30,13 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
 
-from . import control, jobs, sessions
+from . import control, jobs, quotas, sessions
 from .conf import get_config
 from .logs import short_id
 from .connections import async_redis
 from .content import error_result
 from .context import ClientCapabilityError, ClientRequestError, Context, ToolCancelled, make_sync_method
+from .protocol import jsonrpc
 from .registry import ArgumentError, ToolError, registry
 from .storage import RedisEventStore, get_event_store
 from .streams import RequestStream
@@ -112,6 +113,11 @@ class JobChannel(RequestStream):
         if message and "method" in message and "id" in message and self.job.is_task:
             await async_redis().set(jobs.pending_request_key(self.job), jobs.dumps(message),
                                     ex=get_config()["CLIENT_REQUEST_TIMEOUT"] + 60)
+        if message is not None:
+            fitted, _ = quotas.within_event_size(message, jsonrpc.dumps(message))
+            if fitted is None:
+                return None  # an oversized notification or request: dropped (counted)
+            message = fitted
         return await job_store().append(self.session_id, self.stream_key, message, final=final)
 
     async def notify(self, method, params):

@@ -13,7 +13,9 @@ and CI:
   ``DJANGO_CSRF_TRUSTED_ORIGINS`` (comma separated, for the admin behind a proxy),
   ``DJANGO_LOGIN_FAILURE_LIMIT`` and ``DJANGO_LOGIN_COOLOFF_MINUTES`` (admin login throttling),
   ``MCP_ALLOWED_ORIGINS`` (comma separated, added to the loopback origins),
-  ``MCP_SESSION_IDLE_TIMEOUT`` (seconds), ``MCP_KEY_PREFIX`` (Redis keys), ``MCP_METRICS_TOKEN``
+  ``MCP_SESSION_IDLE_TIMEOUT`` (seconds), ``MCP_KEY_PREFIX`` (Redis keys), ``MCP_TRUSTED_PROXIES``
+  (comma separated: front proxies whose X-Forwarded-For names the client),
+  ``MCP_MAX_SESSIONS_PER_ADDRESS``, ``MCP_METRICS_TOKEN``
   (/metrics for this bearer token instead of staff users), ``MCP_CLEANUP_INTERVAL`` (seconds), and
   ``MCP_TRANSPORT_JSON`` (any other MCP_TRANSPORT keys, as a JSON object), ``LOG_LEVEL``,
   ``MCP_LOG_LEVEL`` and ``LOG_FORMAT`` (``json`` for one JSON object per line).
@@ -181,6 +183,7 @@ MCP_TRANSPORT = {
     "ALLOWED_ORIGINS": _env_list("MCP_ALLOWED_ORIGINS"),
     "KEY_PREFIX": os.environ.get("MCP_KEY_PREFIX", "mcp"),
     "SESSION_IDLE_TIMEOUT": int(os.environ.get("MCP_SESSION_IDLE_TIMEOUT", "1800")),
+    "TRUSTED_PROXIES": _env_list("MCP_TRUSTED_PROXIES"),
     "SERVER_NAME": "django-mcp-transport-example",
     # /metrics: for a bearer token when MCP_METRICS_TOKEN is set, otherwise for staff users.
     "METRICS_ACCESS": "token" if os.environ.get("MCP_METRICS_TOKEN") else "staff",
@@ -188,6 +191,8 @@ MCP_TRANSPORT = {
     # Bearer tokens on every request (static tokens, then django-oauth-toolkit's).
     "AUTH": os.environ.get("MCP_AUTH", "off") == "on",
 }
+if os.environ.get("MCP_MAX_SESSIONS_PER_ADDRESS"):
+    MCP_TRANSPORT["MAX_SESSIONS_PER_ADDRESS"] = int(os.environ["MCP_MAX_SESSIONS_PER_ADDRESS"])
 # Any other key, as JSON (deployments and tests): MCP_TRANSPORT_JSON='{"SSE_RETRY_MS": null}'
 MCP_TRANSPORT.update(json.loads(os.environ.get("MCP_TRANSPORT_JSON") or "{}"))
 

@@ -37,6 +37,8 @@ def server_env(tmp_path_factory):
     env = {"REDIS_URL": os.environ["REDIS_URL"], "MCP_KEY_PREFIX": os.environ["MCP_KEY_PREFIX"],
            # The run's own Celery queue: no other worker on this broker takes its jobs.
            "CELERY_QUEUE": os.environ["MCP_KEY_PREFIX"],
+           # Every test client connects from 127.0.0.1, and the run's servers share one count.
+           "MCP_MAX_SESSIONS_PER_ADDRESS": "1000000",
            "DJANGO_SETTINGS_MODULE": "mcpserver.settings", "PYTHONPATH": str(ROOT)}
     env["DATABASE_URL"] = os.environ.get("DATABASE_URL") or \
         f"sqlite:///{tmp_path_factory.mktemp('db') / 'integration.sqlite3'}"

@@ -3,6 +3,8 @@
 Each check takes strings and either returns a decision or raises a ``TransportError`` that
 carries the status to answer with. No scope, no request object, no I/O.
 """
+import ipaddress
+import json
 from dataclasses import dataclass
 from typing import Iterable, Optional
 from urllib.parse import urlsplit
@@ -70,7 +72,71 @@ def check_content_type(content_type: Optional[str]) -> None:
 
 def check_body_size(size: int, limit: int) -> None:
     if size > limit:
-        raise TransportError(f"The request body is larger than {limit} bytes.", http_status=413)
+        raise TransportError(body_too_large(limit), http_status=413)
+
+
+def body_too_large(limit: int) -> str:
+    return f"The request body is larger than {limit} bytes."
+
+
+#: Reason phrases of the statuses the server answers before the application sees a request.
+REASONS = {400: "Bad Request", 408: "Request Timeout", 413: "Content Too Large",
+           431: "Request Header Fields Too Large"}
+
+
+def refusal_response(status: int, message: str) -> bytes:
+    """A whole HTTP/1.1 response refusing a request that is not read to its end: a JSON-RPC
+    error without an id (as every transport-level error of this endpoint), then the connection
+    closes ("Connection: close": the rest of the request is never read)."""
+    body = json.dumps({"jsonrpc": "2.0", "error": {"code": -32600, "message": message}},
+                      separators=(",", ":")).encode()
+    head = (f"HTTP/1.1 {status} {REASONS[status]}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n")
+    return head.encode("ascii") + body
+
+
+def valid_networks(values) -> bool:
+    """True for a list (or tuple) of IP addresses or networks ipaddress can read."""
+    if not isinstance(values, (list, tuple)):
+        return False
+    try:
+        [ipaddress.ip_network(value, strict=False) for value in values]
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def client_address(peer: Optional[str], forwarded_for: Optional[str], trusted: Iterable[str]) -> str:
+    """The address a client's limits are counted by.
+
+    The TCP peer, unless the peer is a trusted proxy: then the right-most address of
+    X-Forwarded-For that is not a trusted proxy itself (proxies append the address they saw,
+    so what is left of it was written by the client and proves nothing). Without trusted
+    proxies, the header is ignored: anyone can send it."""
+    networks = [ipaddress.ip_network(value, strict=False) for value in trusted]
+    address = peer or "unknown"
+    if not forwarded_for or not _in_networks(address, networks):
+        return address
+    for hop in reversed([part.strip() for part in forwarded_for.split(",")]):
+        if not _in_networks(hop, networks):
+            return hop if _is_address(hop) else address
+    return address
+
+
+def _in_networks(address: str, networks) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in network for network in networks)
+
+
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)

@@ -144,8 +144,27 @@ def dumps(message: Any) -> bytes:
         return json.dumps(message, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
+def within_size(message: Any, data: bytes, limit: int):
+    """``(message, data)`` to store and send in place of an encoded message of ``len(data)``
+    bytes, when that is over ``limit`` (MAX_EVENT_BYTES): a response becomes an error with the
+    same id (a tool result, an ``isError`` result, as for any other tool failure); anything else
+    (a notification, a request to the client) becomes ``(None, b"")``: dropped. ``message`` as
+    it is when it fits."""
+    if len(data) <= limit or not isinstance(message, dict):
+        return message, data
+    text = f"The response is {len(data)} bytes, over this server's limit of {limit} bytes per message."
+    if "id" not in message or "method" in message:
+        return None, b""
+    result = message.get("result")
+    if isinstance(result, dict) and isinstance(result.get("content"), list):
+        replaced = result_message(message["id"], {"content": [{"type": "text", "text": text}], "isError": True})
+    else:
+        replaced = error_message(message["id"], ErrorCode.INTERNAL_ERROR, text)
+    return replaced, dumps(replaced)
+
+
 __all__ = [
     "ErrorCode", "Message", "Notification", "Request", "RequestId", "Response", "dumps",
     "error_message", "notification_message", "parse",
-    "request_message", "result_message",
+    "request_message", "result_message", "within_size",
 ]

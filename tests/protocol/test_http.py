@@ -1,4 +1,6 @@
 """http: pure checks on the request head (method, Origin, Content-Type, Accept, version)."""
+import json
+
 import pytest
 
 from mcp_transport.protocol import http, versions
@@ -333,3 +335,39 @@ def test_request_version_400(header):
 ])
 def test_read_headers(raw, expected):
     assert http.read_headers(raw) == expected
+
+
+# -- limits: the client's address, refusals written before the application -----------------
+
+def test_client_address_is_the_peer_without_trusted_proxies():
+    assert http.client_address("203.0.113.7", "198.51.100.1", []) == "203.0.113.7"
+
+
+def test_client_address_ignores_forwarded_for_from_an_untrusted_peer():
+    assert http.client_address("203.0.113.7", "198.51.100.1", ["10.0.0.0/8"]) == "203.0.113.7"
+
+
+def test_client_address_takes_the_rightmost_untrusted_hop_from_a_trusted_proxy():
+    # The client wrote "1.2.3.4" itself; the proxies appended what they saw.
+    forwarded = "1.2.3.4, 198.51.100.9, 10.0.0.5"
+    assert http.client_address("10.0.0.2", forwarded, ["10.0.0.0/8"]) == "198.51.100.9"
+
+
+def test_client_address_keeps_the_peer_when_forwarded_for_is_garbage():
+    assert http.client_address("10.0.0.2", "not-an-ip", ["10.0.0.0/8"]) == "10.0.0.2"
+    assert http.client_address("10.0.0.2", "10.0.0.3", ["10.0.0.0/8"]) == "10.0.0.2"
+    assert http.client_address(None, None, []) == "unknown"
+
+
+def test_valid_networks():
+    assert http.valid_networks(["10.0.0.0/8", "::1", "192.168.1.1"])
+    assert not http.valid_networks("10.0.0.0/8")
+    assert not http.valid_networks(["10.0.0.0/33"])
+
+
+def test_refusal_response_is_a_whole_closing_json_response():
+    response = http.refusal_response(431, "Too many headers.")
+    head, _, body = response.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n")
+    assert b"Connection: close" in head and b"Content-Length: %d" % len(body) in head
+    assert json.loads(body) == {"jsonrpc": "2.0", "error": {"code": -32600, "message": "Too many headers."}}

@@ -137,6 +137,10 @@ def test_unreachable_redis_is_e003():
     ("PAGE_SIZE", None), ("MAX_REQUEST_BYTES", True), ("SSE_RETRY_MS", -5), ("POLL_AFTER_SECONDS", "0"),
     ("EVENT_RETENTION", -1), ("CLOSED_SESSION_RETENTION", "a week"), ("METRICS_ACCESS", "public"),
     ("JOB_RETENTION", -3600), ("TASK_DEFAULT_TTL_MS", 0), ("TASK_MAX_TTL_MS", "1d"), ("PROGRESS_HEARTBEAT_SECONDS", -1),
+    ("MAX_HEADER_BYTES", 0), ("MAX_HEADERS", "100"), ("REQUEST_RECEIVE_SECONDS", None), ("IDLE_CONNECTION_SECONDS", -1),
+    ("MAX_SESSIONS_PER_ADDRESS", 0), ("MAX_CALLS_PER_SESSION", None), ("TOOL_MAX_SECONDS", -1),
+    ("MAX_EVENT_BYTES", "1M"), ("MAX_CLIENT_INFO_BYTES", 0), ("MAX_SUBSCRIPTIONS_PER_SESSION", -1),
+    ("MAX_URI_BYTES", 0), ("TRUSTED_PROXIES", "10.0.0.0/8"), ("TRUSTED_PROXIES", ["10.0.0.0/33"]),
 ])
 def test_bad_values_are_e004(key, value):
     with configured(**{key: value}):
@@ -146,7 +150,8 @@ def test_bad_values_are_e004(key, value):
 
 
 @pytest.mark.parametrize("key, value", [("SSE_RETRY_MS", None), ("POLL_AFTER_SECONDS", 0), ("EVENT_RETENTION", None),
-                                        ("CLOSED_SESSION_RETENTION", 0), ("HEARTBEAT_SECONDS", 0.5)])
+                                        ("CLOSED_SESSION_RETENTION", 0), ("HEARTBEAT_SECONDS", 0.5),
+                                        ("TOOL_MAX_SECONDS", None), ("TRUSTED_PROXIES", ["10.0.0.0/8", "::1"])])
 def test_good_edge_values_pass(key, value):
     with configured(**{key: value}):
         assert mcp_checks.values_check(None) == []
