@@ -33,6 +33,11 @@ class Subscription:
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
+    def wake(self) -> None:
+        """End the current (or next) ``wait`` now with ``(None, None)``: its waiter has a reason
+        of its own to look again (the request behind it was cancelled)."""
+        self._deliver(None, None)
+
     async def wait(self, timeout):
         """The next (channel, data), or None after ``timeout`` seconds (None: no limit)."""
         if not self._messages:

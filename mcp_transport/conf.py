@@ -93,6 +93,15 @@ DEFAULTS = {
     "POLL_AFTER_SECONDS": None,
     #: Seconds a tool waits for the client's answer to sampling, elicitation or roots.
     "CLIENT_REQUEST_TIMEOUT": 300,
+    #: Threads per web process (threads.py): running sync tools; running sync resources,
+    #: prompts and completions; how many of either one session may run at once (the rest wait
+    #: their turn); sync tools waiting for a client's answer, which hold no tool thread, per
+    #: process and per session (past them the ask fails at once).
+    "SYNC_TOOL_THREADS": 8,
+    "SYNC_HANDLER_THREADS": 4,
+    "SYNC_THREADS_PER_SESSION": 2,
+    "SYNC_WAITING_THREADS": 64,
+    "SYNC_WAITING_PER_SESSION": 8,
     #: Items per page of tools/list, resources/list, resources/templates/list, prompts/list.
     "PAGE_SIZE": 100,
     #: Level of notifications/message before the client calls logging/setLevel.

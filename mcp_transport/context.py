@@ -10,6 +10,8 @@ from typing import Any, Optional
 
 from asgiref.sync import async_to_sync
 
+from . import threads
+
 logger = logging.getLogger(__name__)
 
 #: RFC 5424 severities, lowest first (spec 2025-11-25 server/utilities/logging).
@@ -114,7 +116,11 @@ class Context:
         """
         if capability and capability not in self.client_capabilities:
             raise ClientCapabilityError(f"The client did not declare the {capability!r} capability.")
-        return await self._channel.request(method, params or {})
+        try:
+            # A sync tool's thread waits without its tool thread slot (threads.py).
+            return await threads.client_wait(lambda: self._channel.request(method, params or {}))
+        except threads.TooManyWaiting as exc:
+            raise ClientRequestError(method, str(exc)) from None
 
     async def sample(self, messages: list, *, max_tokens: int, **params) -> dict:
         """``sampling/createMessage``; ``messages`` may be plain strings (user text)."""

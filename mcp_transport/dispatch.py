@@ -7,18 +7,15 @@ handler may need: the session, the user and, for tools, the channel that reaches
 import asyncio
 import base64
 import binascii
-import contextvars
-import functools
 import inspect
 import json
 import logging
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import SyncToAsync
 from django.db import close_old_connections
 
-from . import __version__, metrics, sessions, tasks
+from . import __version__, metrics, sessions, tasks, threads
 from .auth import may_use
 from .conf import get_config
 from .content import error_result
@@ -185,19 +182,15 @@ def _object_param(params, name):
     return value
 
 
-async def run_sync_or_async(func, *args, calls_back=False, **kwargs):
-    """Await an async function; run a sync one in a worker thread (it may use the ORM).
+async def run_sync_or_async(func, args=(), kwargs=None, *, call=None, lane=threads.HANDLERS, calls_back=False):
+    """Await an async function; run a sync one in a thread of ``lane``, in the share of the
+    call's session (threads.py: one session's waiting never blocks another's); it may use the ORM.
 
-    ``calls_back``: the function uses a SyncContext, whose methods hop back onto this loop with
-    async_to_sync, which needs asgiref's SyncToAsync around the thread. Otherwise a plain
-    executor call does the same for a fraction of the cost (measured in bench/RESULTS.md).
-    """
+    ``calls_back``: the function uses a SyncContext (its methods hop back onto this loop)."""
     if inspect.iscoroutinefunction(func):
-        return await func(*args, **kwargs)
-    if calls_back:
-        return await SyncToAsync(_with_fresh_connections(func), thread_sensitive=False)(*args, **kwargs)
-    run = functools.partial(contextvars.copy_context().run, _with_fresh_connections(func), *args, **kwargs)
-    return await asyncio.get_running_loop().run_in_executor(None, run)
+        return await func(*args, **(kwargs or {}))
+    owner = threads.owner_of(call.session.id if call is not None and call.session is not None else None)
+    return await threads.run(lane, owner, _with_fresh_connections(func), args, kwargs, calls_back=calls_back)
 
 
 def _with_fresh_connections(func):
@@ -229,7 +222,7 @@ async def tools_call(params, call):
         return await tasks.create(spec, arguments, params, call)
     if spec.context_param:
         kwargs[spec.context_param] = make_context(spec, params, call)
-    return await _run_tool(spec, kwargs)
+    return await _run_tool(spec, kwargs, call)
 
 
 def _task_augmentation(spec, params):
@@ -279,11 +272,12 @@ def make_context(spec, params, call):
                          client_capabilities=call.session.client_capabilities, log_level=call.session.log_level)
 
 
-async def _run_tool(spec, kwargs):
+async def _run_tool(spec, kwargs, call):
     limit = asyncio.timeout(get_config()["TOOL_MAX_SECONDS"])
     try:
         async with limit:
-            value = await run_sync_or_async(spec.func, calls_back=spec.may_send, **kwargs)
+            value = await run_sync_or_async(spec.func, kwargs=kwargs, call=call, lane=threads.TOOLS,
+                                            calls_back=spec.may_send)
     except (ToolError, ClientCapabilityError, ClientRequestError) as exc:
         return error_result(str(exc))
     except (ToolCancelled, ProtocolError):
@@ -313,7 +307,7 @@ async def resources_read(params, call):
     spec, variables = registry.find_resource(uri)
     if spec is None or not may_use(spec, call.principal):
         raise ResourceNotFound(f"Resource not found: {uri}.", data={"uri": uri})
-    value = await run_sync_or_async(spec.func, **variables)
+    value = await run_sync_or_async(spec.func, kwargs=variables, call=call)
     return {"contents": spec.to_contents(uri, value)}
 
 
@@ -343,7 +337,7 @@ async def prompts_get(params, call):
     if missing:
         raise InvalidParams(f"Missing required arguments for prompt {name}: {', '.join(missing)}.")
     known = {a["name"] for a in spec.arguments}
-    value = await run_sync_or_async(spec.func, **{k: v for k, v in arguments.items() if k in known})
+    value = await run_sync_or_async(spec.func, kwargs={k: v for k, v in arguments.items() if k in known}, call=call)
     return spec.to_result(value)
 
 
@@ -357,8 +351,8 @@ async def completion_complete(params, call):
     values = []
     if completer is not None:
         context_arguments = _object_param(_object_param(params, "context"), "arguments")
-        values = list(await run_sync_or_async(completer, argument["name"], str(argument.get("value", "")),
-                                               context_arguments))
+        values = list(await run_sync_or_async(completer, (argument["name"], str(argument.get("value", "")),
+                                                          context_arguments), call=call))
     # "values: An array of completion values. Must not exceed 100 items."
     return {"completion": {"values": values[:100], "total": len(values), "hasMore": len(values) > 100}}
 

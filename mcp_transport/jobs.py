@@ -22,7 +22,6 @@ worker through the control channel (the tool sees ``ctx.cancelled``), and revoke
 task if no worker has started it yet (revoking a queued task is always safe; a running one is
 asked, not killed). A result the tool returns after that is dropped.
 """
-import asyncio
 import json
 import logging
 import secrets
@@ -33,7 +32,7 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
-from . import control, metrics, quotas
+from . import control, metrics, quotas, threads
 from .conf import get_config, redis_url
 from .connections import async_redis, keys
 from .content import error_result
@@ -141,8 +140,8 @@ async def enqueue(job, spec) -> None:
         run_job.apply_async(args=[job.id, job.session_id, job.stream_key], task_id=job.celery_task_id,
                             **celery_options(spec))
 
-    # kombu's publish is blocking I/O: keep it off the event loop.
-    await asyncio.get_running_loop().run_in_executor(None, send)
+    # kombu's publish is blocking I/O: keep it off the event loop, in the broker's own threads.
+    await threads.run(threads.BROKER, threads.owner_of(job.session_id), send)
 
 
 # -- answering -------------------------------------------------------------------------------
@@ -259,7 +258,7 @@ async def _revoke(job):
         current_app.control.revoke(job.celery_task_id)
 
     try:
-        await asyncio.get_running_loop().run_in_executor(None, revoke)
+        await threads.run(threads.BROKER, threads.owner_of(job.session_id), revoke)
     except Exception:  # the worker checks the row before it starts anyway
         logger.warning("revoking job %s failed", short_id(job.id), exc_info=True)
 

@@ -184,12 +184,27 @@ class RequestStream:
         self.session_id = session_id
         self.request_id = request_id
         self.stream_key = stream_key
-        self.cancelled = False
+        self._cancelled = False
+        #: Subscriptions of this request's questions to the client that wait for an answer.
+        self._asking = set()
         #: monotonic time of the last heartbeat written for this request (control.py).
         self.last_beat = 0.0
         self._writer = None
         #: (position, frame, final) of the stream's last events; the priming event's frame is None.
         self._recent = collections.deque(maxlen=self.RECENT_FRAMES)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    @cancelled.setter
+    def cancelled(self, value: bool) -> None:
+        """A cancel (or the session's DELETE) also ends the waits for the client's answers: a
+        sync tool's thread waiting there is freed now, not at CLIENT_REQUEST_TIMEOUT."""
+        self._cancelled = value
+        if value:
+            for subscription in self._asking:
+                subscription.wake()
 
     def attach(self, writer: SseWriter) -> None:
         self._writer = writer
@@ -248,8 +263,12 @@ class RequestStream:
             outbound_id, _ = await pipe.execute()
         reply_key = names.reply(self.session_id, outbound_id)
         async with doorbell().listen(reply_key) as subscription:
-            await self.emit(request_message(outbound_id, method, params))
-            raw = await _wait_for_reply(client, reply_key, subscription)
+            self._asking.add(subscription)
+            try:
+                await self.emit(request_message(outbound_id, method, params))
+                raw = await _wait_for_reply(client, reply_key, subscription, self)
+            finally:
+                self._asking.discard(subscription)
         if raw is None:
             await self._give_up(outbound_id, method)
         reply = json.loads(raw)
@@ -285,10 +304,12 @@ class JsonReplyChannel:
         return None
 
 
-async def _wait_for_reply(client, reply_key, subscription):
+async def _wait_for_reply(client, reply_key, subscription, stream):
     loop = asyncio.get_running_loop()
     deadline = loop.time() + get_config()["CLIENT_REQUEST_TIMEOUT"]
     while loop.time() < deadline:
+        if stream.cancelled:
+            raise ToolCancelled(f"Request {stream.request_id!r} was cancelled while it waited for the client.")
         await subscription.wait(min(5.0, max(0.0, deadline - loop.time())))
         raw = await client.getdel(reply_key)  # also the fallback if a doorbell was lost
         if raw is not None:

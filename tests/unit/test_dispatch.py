@@ -621,8 +621,8 @@ async def test_run_sync_or_async():
     def s(x):
         return threading.current_thread(), x + 2
 
-    assert await dispatch.run_sync_or_async(a, 1) == 2
-    thread, value = await dispatch.run_sync_or_async(s, x=1)
+    assert await dispatch.run_sync_or_async(a, (1,)) == 2
+    thread, value = await dispatch.run_sync_or_async(s, kwargs={"x": 1})
     assert value == 3 and thread is not threading.current_thread()
 
 

@@ -1,0 +1,223 @@
+"""Threads for the sync code a web process runs: one bounded pool per purpose, a fair share of
+each pool per session, and no thread held while a sync tool waits for its client.
+
+Theory of operation. Sync code runs in threads: sync tools, sync resources, prompts and
+completions, and the blocking publish of a Celery job. Were they to share one pool (as asyncio's
+default executor), six sync tools waiting for absent clients' answers would stall every session's
+``resources/read`` until ``CLIENT_REQUEST_TIMEOUT``. So:
+
+- each purpose has its own **lane** (``TOOLS``, ``HANDLERS``, ``BROKER``) with its own threads:
+  a lane that fills up never delays another;
+- in a lane, one session runs at most ``SYNC_THREADS_PER_SESSION`` calls at once; further calls
+  wait their turn, and a freed thread goes to the oldest waiting call whose session is under its
+  share (one session cannot take every thread);
+- a sync tool that waits for its client (``ctx.elicit()``, ``sample()``, ``list_roots()``) gives
+  its tool thread back for the wait and takes one again when the answer is there. Its OS thread
+  stays blocked, so those waits have their own bound: ``SYNC_WAITING_THREADS`` per process and
+  ``SYNC_WAITING_PER_SESSION`` per session; past it the ask fails at once with
+  ``ClientRequestError``, which the tool gets like any unanswered request.
+
+A slot is given back when the thread ends, not when the awaiting task does: a request cancelled
+while its sync code runs (a DELETE) keeps the slot until that code returns, so a lane never runs
+more threads than it has.
+"""
+import asyncio
+import collections
+import contextvars
+import functools
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+
+from asgiref.sync import SyncToAsync
+
+from .conf import get_config
+
+TOOLS, HANDLERS, BROKER = "tools", "handlers", "broker"
+
+#: Threads of the broker lane: publishing a job takes a few milliseconds.
+BROKER_THREADS = 2
+
+#: The Hold of the sync call this context runs (read by Context.send_request in its thread).
+_current = contextvars.ContextVar("mcp_thread_hold", default=None)
+
+
+class TooManyWaiting(Exception):
+    """No room for another sync tool waiting on its client."""
+
+
+class Lane:
+    """A pool of ``threads`` threads, shared fairly by sessions (``per_session`` each at most)."""
+
+    def __init__(self, name: str, threads: int, per_session: int, spare_threads: int = 0):
+        self.name, self.threads, self.per_session = name, threads, per_session
+        # Spare OS threads for callers parked while they wait for a client (their slot is free).
+        self.executor = ThreadPoolExecutor(max_workers=threads + spare_threads, thread_name_prefix=f"mcp-{name}")
+        self.running = 0
+        self.by_owner = collections.Counter()
+        self._queue = collections.deque()
+
+    def _may_run(self, owner) -> bool:
+        return self.running < self.threads and self.by_owner[owner] < self.per_session
+
+    async def acquire(self, owner) -> None:
+        """Take a slot for ``owner``, waiting in line while the lane or its share is full."""
+        if self._may_run(owner):  # nobody waiting could take it: _grant hands out what it can
+            self._take(owner)
+            return
+        turn = asyncio.get_running_loop().create_future()
+        self._queue.append((owner, turn))
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                self.release(owner)  # granted just as the caller was cancelled
+            raise
+
+    def _take(self, owner):
+        self.running += 1
+        self.by_owner[owner] += 1
+
+    def release(self, owner) -> None:
+        self.running -= 1
+        self.by_owner[owner] -= 1
+        if not self.by_owner[owner]:
+            del self.by_owner[owner]
+        self._grant()
+
+    def _grant(self):
+        for entry in list(self._queue):
+            if self.running >= self.threads:
+                return
+            owner, turn = entry
+            if turn.done():
+                self._queue.remove(entry)  # its caller was cancelled while it waited
+            elif self._may_run(owner):
+                self._queue.remove(entry)
+                self._take(owner)
+                turn.set_result(None)
+
+    @property
+    def waiting(self) -> int:
+        return sum(1 for _, turn in self._queue if not turn.done())
+
+
+class Hold:
+    """One sync call's place in its lane; it can leave the lane while it waits for the client."""
+
+    def __init__(self, lanes, lane: Lane, owner):
+        self.lanes, self.lane, self.owner = lanes, lane, owner
+        self.holding = False
+
+    def done(self, _future=None) -> None:
+        if self.holding:
+            self.holding = False
+            self.lane.release(self.owner)
+
+    async def client_wait(self, ask):
+        """Await ``ask()`` (the client's answer) with this call's thread slot given back."""
+        waits = self.lanes.waits
+        limits = get_config()
+        if waits.total >= limits["SYNC_WAITING_THREADS"]:
+            raise TooManyWaiting("The server has too many requests waiting for client answers; try again later.")
+        if waits.by_owner[self.owner] >= limits["SYNC_WAITING_PER_SESSION"]:
+            raise TooManyWaiting("This session has too many requests waiting for its answers already.")
+        waits.enter(self.owner)
+        self.done()  # the slot goes to the next call in line while this one waits
+        try:
+            return await ask()
+        finally:
+            try:
+                await self.lane.acquire(self.owner)
+                self.holding = True
+            finally:
+                waits.leave(self.owner)
+
+
+class Waits:
+    """Sync tools parked while they wait for their client, per process and per session."""
+
+    def __init__(self):
+        self.total = 0
+        self.by_owner = collections.Counter()
+
+    def enter(self, owner):
+        self.total += 1
+        self.by_owner[owner] += 1
+
+    def leave(self, owner):
+        self.total -= 1
+        self.by_owner[owner] -= 1
+        if not self.by_owner[owner]:
+            del self.by_owner[owner]
+
+
+class Lanes:
+    """The lanes of one event loop."""
+
+    def __init__(self):
+        config = get_config()
+        share = config["SYNC_THREADS_PER_SESSION"]
+        self.waits = Waits()
+        self.by_name = {
+            TOOLS: Lane(TOOLS, config["SYNC_TOOL_THREADS"], share, spare_threads=config["SYNC_WAITING_THREADS"]),
+            HANDLERS: Lane(HANDLERS, config["SYNC_HANDLER_THREADS"], share),
+            BROKER: Lane(BROKER, BROKER_THREADS, share),
+        }
+
+    def stats(self) -> dict:
+        return {name: {"running": lane.running, "queued": lane.waiting} for name, lane in self.by_name.items()} | \
+            {"client_waits": self.waits.total}
+
+
+_lanes = weakref.WeakKeyDictionary()
+
+
+def lanes() -> Lanes:
+    loop = asyncio.get_running_loop()
+    found = _lanes.get(loop)
+    if found is None:
+        found = _lanes[loop] = Lanes()
+    return found
+
+
+def owner_of(session_id):
+    """The fairness key of a call: its session; a call without one (the stateless era) is its own."""
+    return session_id or object()
+
+
+async def run(lane_name: str, owner, func, args=(), kwargs=None, calls_back: bool = False):
+    """Run ``func(*args, **kwargs)`` in a thread of the lane, in ``owner``'s share of it.
+
+    ``calls_back``: the function uses a SyncContext, whose methods hop back onto this loop with
+    async_to_sync, which needs asgiref's SyncToAsync around the thread; otherwise a plain executor
+    call does the same for a fraction of the cost (bench/RESULTS.md)."""
+    every = lanes()
+    lane = every.by_name[lane_name]
+    await lane.acquire(owner)
+    hold = Hold(every, lane, owner)
+    hold.holding = True
+    kwargs = kwargs or {}
+    try:
+        if calls_back:
+            token = _current.set(hold)  # copied into the thread's context, and from it into its hops
+            try:
+                running = asyncio.ensure_future(SyncToAsync(func, thread_sensitive=False,
+                                                            executor=lane.executor)(*args, **kwargs))
+            finally:
+                _current.reset(token)
+        else:
+            call = functools.partial(contextvars.copy_context().run, func, *args, **kwargs)
+            running = asyncio.get_running_loop().run_in_executor(lane.executor, call)
+    except BaseException:
+        hold.done()
+        raise
+    running.add_done_callback(hold.done)  # when the thread ends, even if our caller was cancelled
+    return await asyncio.shield(running)
+
+
+async def client_wait(ask):
+    """Await ``ask()``, a client's answer; from a sync tool's thread, without its tool thread."""
+    hold = _current.get()
+    if hold is None:
+        return await ask()
+    return await hold.client_wait(ask)

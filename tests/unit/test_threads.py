@@ -1,0 +1,90 @@
+"""The lanes' scheduling (mcp_transport/threads.py): bounded, fair per session, and a slot comes
+back when the thread ends or the call starts waiting for its client."""
+import asyncio
+import threading
+
+import pytest
+from django.test import override_settings
+
+from mcp_transport import threads
+
+
+async def settle():
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
+async def test_one_session_cannot_take_every_thread():
+    lane = threads.Lane("t", threads=2, per_session=1)
+    await lane.acquire("a")
+    second_of_a = asyncio.ensure_future(lane.acquire("a"))
+    await settle()
+    assert not second_of_a.done()  # over a's share, though a thread is free
+    await asyncio.wait_for(lane.acquire("b"), 1)  # b is not behind a's queued call
+    assert lane.running == 2
+    lane.release("a")
+    await asyncio.wait_for(second_of_a, 1)
+    assert lane.by_owner == {"a": 1, "b": 1}
+
+
+async def test_a_freed_thread_goes_to_the_oldest_call_under_its_share():
+    lane = threads.Lane("t", threads=1, per_session=1)
+    await lane.acquire("a")
+    queued = [asyncio.ensure_future(lane.acquire(owner)) for owner in ("a", "b", "c")]
+    await settle()
+    lane.release("a")
+    await settle()
+    assert [turn.done() for turn in queued] == [True, False, False]
+    lane.release("a")
+    await settle()
+    assert [turn.done() for turn in queued] == [True, True, False]
+
+
+async def test_a_cancelled_waiter_leaves_the_line_and_takes_nothing():
+    lane = threads.Lane("t", threads=1, per_session=1)
+    await lane.acquire("a")
+    cancelled, later = asyncio.ensure_future(lane.acquire("b")), asyncio.ensure_future(lane.acquire("c"))
+    await settle()
+    cancelled.cancel()
+    await settle()
+    lane.release("a")
+    await asyncio.wait_for(later, 1)
+    assert lane.by_owner == {"c": 1} and lane.running == 1 and lane.waiting == 0
+
+
+async def test_the_slot_comes_back_when_the_thread_ends_not_when_the_caller_is_cancelled():
+    release = threading.Event()
+    call = asyncio.ensure_future(threads.run(threads.HANDLERS, "a", release.wait))
+    await settle()
+    lane = threads.lanes().by_name[threads.HANDLERS]
+    assert lane.by_owner["a"] == 1
+    call.cancel()
+    await settle()
+    assert lane.by_owner["a"] == 1  # the thread still runs: still counted
+    release.set()
+    for _ in range(100):
+        if not lane.by_owner:
+            break
+        await asyncio.sleep(0.01)
+    assert not lane.by_owner and lane.running == 0
+
+
+@override_settings(MCP_TRANSPORT={"SYNC_TOOL_THREADS": 1, "SYNC_WAITING_THREADS": 1})
+async def test_a_call_waiting_for_its_client_holds_no_thread_and_waits_are_bounded():
+    every = threads.Lanes()
+    lane = every.by_name[threads.TOOLS]
+    await lane.acquire("a")
+    hold = threads.Hold(every, lane, "a")
+    hold.holding = True
+    answer = asyncio.get_running_loop().create_future()
+    waiting = asyncio.ensure_future(hold.client_wait(lambda: answer))
+    await settle()
+    assert lane.running == 0 and every.waits.total == 1  # the thread slot is free for others
+    other = threads.Hold(every, lane, "b")
+    with pytest.raises(threads.TooManyWaiting):
+        await other.client_wait(lambda: answer)  # no room for a second wait
+    answer.set_result("yes")
+    assert await asyncio.wait_for(waiting, 1) == "yes"
+    assert lane.running == 1 and hold.holding and every.waits.total == 0
+    hold.done()
+    assert lane.running == 0
