@@ -218,6 +218,7 @@ class McpHttpConsumer(AsyncConsumer):
         logs.bind_request(request.id)
         try:
             state = next_state(SessionState(session.state), request.method)
+            jsonrpc.progress_token(request.params)  # -32602 before anything is stored under it
         except ProtocolError as exc:
             return await self.send_request_error(request, exc)
         if state.value != session.state:
@@ -282,10 +283,17 @@ class McpHttpConsumer(AsyncConsumer):
         writer = await self.start_sse(session.id, stream_key, claim.token)
         position = await self.prime(writer, session, stream_key)
         params = request.params
-        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
-        await jobs.submit(registry.tools[params["name"]], params.get("arguments") or {}, session_id=session.id,
-                          request_id=request.id, stream_key=stream_key, user_id=self.user_id,
-                          principal=self.principal.key, progress_token=meta.get("progressToken"))
+        try:
+            await jobs.submit(registry.tools[params["name"]], params.get("arguments") or {}, session_id=session.id,
+                              request_id=request.id, stream_key=stream_key, user_id=self.user_id,
+                              principal=self.principal.key, progress_token=jsonrpc.progress_token(params))
+        except Exception:
+            # The stream is primed, so the client may resume it anywhere: it must end with an
+            # answer, or every resume would wait for one forever.
+            logger.exception("submitting a job of %s failed", params["name"])
+            failed = jsonrpc.error_message(request.id, ErrorCode.INTERNAL_ERROR,
+                                           f"Tool {params['name']} could not be started.")
+            await get_event_store().append(session.id, stream_key, failed, final=True)
         self.tail = StreamTail(writer, session.id, position, subscription, claim)
         self.run_task(self.tail.run(confirmed))
 

@@ -24,6 +24,7 @@ asked, not killed). A result the tool returns after that is dropped.
 """
 import json
 import logging
+import re
 import secrets
 import uuid
 
@@ -56,6 +57,14 @@ def new_job_id() -> str:
     where no authorization context binds it ("receivers MUST generate cryptographically secure
     task IDs" -- spec 2025-11-25 basic/utilities/tasks)."""
     return secrets.token_urlsafe(24)
+
+
+_JOB_ID = re.compile(r"[A-Za-z0-9_-]{32}")
+
+
+def is_job_id(value) -> bool:
+    """A string of the form ``new_job_id()`` makes."""
+    return isinstance(value, str) and _JOB_ID.fullmatch(value) is not None
 
 
 def cancel_key(job) -> str:

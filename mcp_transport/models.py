@@ -2,6 +2,7 @@
 from django.conf import settings
 from django.db import models
 
+from .fields import SafeCharField, SafeJSONField, SafeTextField
 from .protocol.session import SessionState
 
 
@@ -16,10 +17,10 @@ class McpSession(models.Model):
     principal = models.CharField(max_length=255, blank=True, default="")
     state = models.CharField(max_length=16, choices=STATES, default=SessionState.INITIALIZING.value)
     protocol_version = models.CharField(max_length=16)
-    client_name = models.CharField(max_length=200, blank=True)
-    client_version = models.CharField(max_length=100, blank=True)
-    client_info = models.JSONField(default=dict, blank=True)
-    client_capabilities = models.JSONField(default=dict, blank=True)
+    client_name = SafeCharField(max_length=200, blank=True)
+    client_version = SafeCharField(max_length=100, blank=True)
+    client_info = SafeJSONField(default=dict, blank=True)
+    client_capabilities = SafeJSONField(default=dict, blank=True)
     log_level = models.CharField(max_length=16, default="info")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     last_seen_at = models.DateTimeField(db_index=True)
@@ -55,7 +56,7 @@ class StoredEvent(models.Model):
     position_ms = models.BigIntegerField()
     position_seq = models.IntegerField()
     #: The JSON-RPC message; null for a priming event or a terminal marker.
-    message = models.JSONField(null=True, blank=True)
+    message = SafeJSONField(null=True, blank=True)
     #: The last event of a POST stream.
     final = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -101,12 +102,12 @@ class McpJob(models.Model):
     #: The principal of the call (auth.Principal.key), as on its session.
     principal = models.CharField(max_length=255, blank=True, default="")
     #: The JSON-RPC id of the tools/call request (a string or a number).
-    request_id = models.JSONField(null=True, blank=True)
+    request_id = SafeJSONField(null=True, blank=True)
     #: The SSE stream the job's messages go on (the POST stream of a plain call).
     stream_key = models.CharField(max_length=32)
     tool = models.CharField(max_length=200, db_index=True)
-    arguments = models.JSONField(default=dict, blank=True)
-    progress_token = models.JSONField(null=True, blank=True)
+    arguments = SafeJSONField(default=dict, blank=True)
+    progress_token = SafeJSONField(null=True, blank=True)
     #: A task-augmented call (MCP tasks): answered with a task handle, its result via tasks/result.
     is_task = models.BooleanField(default=False)
     #: The MCP task's ttl in milliseconds (None: unlimited).
@@ -115,7 +116,7 @@ class McpJob(models.Model):
     progress = models.FloatField(null=True, blank=True)
     total = models.FloatField(null=True, blank=True)
     #: The last progress message, or why the job failed or was cancelled.
-    message = models.TextField(blank=True)
+    message = SafeTextField(blank=True)
     celery_task_id = models.CharField(max_length=64, blank=True, db_index=True)
     attempts = models.PositiveIntegerField(default=0)
     #: The Celery worker (hostname and process id) of the last attempt.
@@ -125,9 +126,9 @@ class McpJob(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     #: The CallToolResult (``isError`` results included), once the job completed or failed.
-    result = models.JSONField(null=True, blank=True)
+    result = SafeJSONField(null=True, blank=True)
     #: Why the job failed or was cancelled, in one sentence (empty otherwise).
-    error = models.TextField(blank=True)
+    error = SafeTextField(blank=True)
 
     class Meta:
         verbose_name = "MCP job"

@@ -60,7 +60,9 @@ def _expired(job) -> bool:
 async def owned(params, call) -> McpJob:
     """The session's task named by ``taskId``, or -32602 ("Invalid or nonexistent taskId")."""
     task_id = params.get("taskId")
-    job = await jobs.load(task_id)
+    # Our task ids are job ids (jobs.new_job_id): anything else names no task, and is not looked
+    # up (a NUL, say, which the database would refuse in a query).
+    job = await jobs.load(task_id) if jobs.is_job_id(task_id) else None
     # Another session's or principal's task is as unknown as a task that never existed.
     if job is None or not job.is_task or (job.session_id, job.principal) != (call.session.id, call.session.principal):
         raise InvalidParams("Failed to retrieve task: Task not found.")

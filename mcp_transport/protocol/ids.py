@@ -23,6 +23,10 @@ _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{22,128}")
 _EVENT_ID = re.compile(r"(g|[0-9a-f]{16})\.([0-9]{1,20}-[0-9]{1,20})")
 
 
+#: The largest part of a position (``<ms>-<seq>``): Redis entry ids are unsigned 64-bit.
+MAX_POSITION_PART = 2 ** 64 - 1
+
+
 def new_session_id() -> str:
     """192 random bits in base64url: 32 characters of [A-Za-z0-9_-]."""
     return secrets.token_urlsafe(24)
@@ -56,4 +60,9 @@ class EventId:
         match = _EVENT_ID.fullmatch(value.strip())
         if match is None:
             raise InvalidRequest("Last-Event-ID is not an event id this server issued.")
-        return cls(match.group(1), match.group(2))
+        event_id = cls(match.group(1), match.group(2))
+        # Redis entry ids are two unsigned 64-bit integers: a larger one is no id of ours (400),
+        # and Redis would refuse it (which must not read as "store unavailable", 503).
+        if max(event_id.sort_key) > MAX_POSITION_PART:
+            raise InvalidRequest("Last-Event-ID is not an event id this server issued.")
+        return event_id

@@ -4,10 +4,12 @@
 -- spec 2025-11-25 basic/transports (batches were removed in 2025-06-18).
 """
 import json
+import math
+import re
 from dataclasses import dataclass
 from typing import Any, Union
 
-from .errors import ErrorCode, InvalidRequest, ParseError
+from .errors import ErrorCode, InvalidParams, InvalidRequest, ParseError
 
 RequestId = Union[str, int]
 
@@ -41,12 +43,30 @@ class Response:
 Message = Union[Request, Notification, Response]
 
 
+#: Integer ids (and progress tokens) a request may have: what a signed or unsigned 64-bit integer
+#: holds. Beyond that (JSON allows any) the answer is 400, not a failure wherever it is stored.
+MIN_INTEGER_ID, MAX_INTEGER_ID = -2 ** 63, 2 ** 64 - 1
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def parse(body: bytes) -> Message:
-    """Parse one POST body. Raises only ParseError or InvalidRequest."""
+    """Parse one POST body. Raises only ParseError or InvalidRequest.
+
+    Two kinds of JSON text are refused as not JSON this server can carry (-32700): a number
+    outside the doubles (``1e999``: it would come back as ``Infinity``, which is not JSON), and
+    a ``\uD800``-style escape of a lone surrogate, which is no Unicode character: "JSON-RPC
+    messages MUST be UTF-8 encoded" -- spec 2025-11-25 basic/transports, and UTF-8 cannot
+    encode it (RFC 8259 section 8.2 leaves its meaning "unpredictable")."""
     try:
-        obj = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
+        text = body.decode("utf-8")
+        obj = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+    except _NotFinite as exc:
+        raise ParseError(str(exc)) from None
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise ParseError("The request body is not valid UTF-8 JSON.") from None
+    if "\\u" in text and _has_lone_surrogate(obj):  # only an escape can make one
+        raise ParseError("The request body escapes a lone surrogate (such as \\ud800), which is not a "
+                         "Unicode character: it cannot be UTF-8.")
     if isinstance(obj, list):
         raise InvalidRequest("Batches are not supported: send one JSON-RPC message per POST.")
     if not isinstance(obj, dict):
@@ -63,10 +83,55 @@ def _reject_constant(name):
     raise ValueError(f"{name} is not valid JSON.")
 
 
+class _NotFinite(ValueError):
+    pass
+
+
+def _finite_float(text):
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotFinite(f"The number {text[:40]} is beyond the range of JSON numbers this server can carry "
+                         "(64-bit floating point).")
+    return value
+
+
+def _has_lone_surrogate(obj) -> bool:
+    """Any string (key or value) holding a lone surrogate; iterative, so depth costs no stack."""
+    pending = [obj]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str):
+            if _LONE_SURROGATE.search(value):
+                return True
+        elif isinstance(value, dict):
+            pending.extend(value.keys())
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+    return False
+
+
 def _is_request_id(value):
     # "Requests MUST include a string or integer ID ... the ID MUST NOT be null."
     # -- spec 2025-11-25 basic/index. bool is an int subclass in Python; reject it too.
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)
+                                      and MIN_INTEGER_ID <= value <= MAX_INTEGER_ID)
+
+
+def progress_token(params: dict):
+    """The request's ``_meta.progressToken``, or None; -32602 when it is not one.
+
+    "type ProgressToken = string | number" in the schema, and "The progress token MUST be a
+    string or integer value" -- spec 2025-11-25 basic/utilities/progress."""
+    meta = params.get("_meta")
+    if meta is None:
+        return None
+    if not isinstance(meta, dict):
+        raise InvalidParams('"_meta" must be an object.')
+    token = meta.get("progressToken")
+    if token is not None and not _is_request_id(token):
+        raise InvalidParams("A progressToken must be a string or an integer (64-bit).")
+    return token
 
 
 def _parse_call(obj):
@@ -80,13 +145,13 @@ def _parse_call(obj):
     if "id" not in obj:
         return Notification(method=method, params=params)
     if not _is_request_id(obj["id"]):
-        raise InvalidRequest("A request id must be a string or an integer, never null.")
+        raise InvalidRequest("A request id must be a string or a 64-bit integer, never null.")
     return Request(id=obj["id"], method=method, params=params)
 
 
 def _parse_response(obj):
     if not _is_request_id(obj.get("id")):
-        raise InvalidRequest("A message without a method must be a response with a valid id.")
+        raise InvalidRequest("A message without a method must be a response with a string or 64-bit integer id.")
     has_result, has_error = "result" in obj, "error" in obj
     if has_result == has_error:
         raise InvalidRequest("A response must carry exactly one of result and error.")
@@ -135,13 +200,30 @@ def notification_message(method: str, params: Any = None) -> dict:
 
 
 def dumps(message: Any) -> bytes:
-    """Compact UTF-8 JSON: never contains a raw newline, so it fits one SSE data line."""
+    """Compact UTF-8 JSON: never contains a raw newline, so it fits one SSE data line, and
+    never ``NaN`` or ``Infinity`` (not JSON: a tool's non-finite float goes out as null, as
+    JavaScript's ``JSON.stringify`` writes it)."""
     try:
-        return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        text = json.dumps(without_non_finite(message), ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8")
     except UnicodeEncodeError:
-        # A lone surrogate (a client can send "\ud800" in an id or params) cannot be UTF-8;
-        # escaped as \uXXXX it is still valid JSON.
-        return json.dumps(message, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+        # A lone surrogate (a tool's string; parse() refuses them from clients) cannot be
+        # UTF-8; escaped as \uXXXX it is still valid JSON.
+        return json.dumps(without_non_finite(message), ensure_ascii=True, separators=(",", ":")).encode("ascii")
+
+
+def without_non_finite(value):
+    """``value`` with every NaN and infinity replaced by None (JSON has no such numbers)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: without_non_finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [without_non_finite(item) for item in value]
+    return value
 
 
 def within_size(message: Any, data: bytes, limit: int):
@@ -165,6 +247,6 @@ def within_size(message: Any, data: bytes, limit: int):
 
 __all__ = [
     "ErrorCode", "Message", "Notification", "Request", "RequestId", "Response", "dumps",
-    "error_message", "notification_message", "parse",
+    "error_message", "notification_message", "parse", "progress_token", "without_non_finite",
     "request_message", "result_message", "within_size",
 ]

@@ -23,6 +23,7 @@ from django.db.models import Count, Q
 from django.db.models.constants import OnConflict
 from django.utils import timezone
 
+from ..fields import wrap_json
 from ..protocol.ids import EventId
 from .base import StoredEvent, position_key
 
@@ -220,8 +221,8 @@ def insert_rows(rows: list) -> None:
     model = all_rows().model
     connection = connections[router.db_for_write(model)]
     created = connection.ops.adapt_datetimefield_value(timezone.now())
-    params = [(session_id, stream_key, position, *position_key(position), message.decode() if message else None,
-               final, created)
+    params = [(session_id, stream_key, position, *position_key(position),
+               wrap_json(message.decode()) if message else None, final, created)
               for session_id, stream_key, position, message, final in rows]
     with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         cursor.executemany(_insert_sql(connection, model), params)

@@ -130,3 +130,76 @@ def test_a_delete_right_after_a_cancel_leaves_no_event_behind(mcp_server, second
     deadline = time.monotonic() + 3  # the terminal events are written within moments, if at all
     while time.monotonic() < deadline:
         assert _events_left(server_env, client.session_id) == (0, 0)
+
+
+# -- every input gets a clear answer at the edge --------------------------------------------------
+
+def _post(client, raw, headers=None):
+    return client.request("POST", raw.encode() if isinstance(raw, str) else raw, headers)
+
+
+def _init(params):
+    return '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",' + params + '}}'
+
+
+REFUSED = [  # (body, status, JSON-RPC code), without a session where it starts with initialize
+    (_init('"capabilities":{"x":1e999},"clientInfo":{"name":"a","version":"1"}'), 400, -32700),
+    (_init('"capabilities":{},"clientInfo":{"name":"\\ud800","version":"1"}'), 400, -32700),
+    ('{"jsonrpc":"2.0","id":"\\ud800","result":{}}', 400, -32700),
+    ('{"jsonrpc":"2.0","id":18446744073709551616,"result":{}}', 400, -32600),
+    ('{"jsonrpc":"2.0","id":18446744073709551616,"method":"ping"}', 400, -32600),
+    ('{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"\\udfff"}}', 400, -32700),
+    ('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":-1e999}}}', 400, -32700),
+]
+
+IN_BAND = [  # (method, params, JSON-RPC code or None for a result)
+    ("tasks/get", {"taskId": "a\x00"}, -32602),
+    ("tasks/cancel", {"taskId": ["x"]}, -32602),
+    ("tasks/result", {"taskId": "\x00" * 32}, -32602),
+    ("tools/call", {"name": "slow_progress", "arguments": {"steps": 1}, "_meta": {"progressToken": 1.5}}, -32602),
+    ("tools/call", {"name": "slow_progress", "arguments": {"steps": 1}, "_meta": {"progressToken": 2**64}}, -32602),
+    ("tools/call", {"name": "slow_progress", "arguments": {"steps": 1}, "_meta": []}, -32602),
+    ("resources/subscribe", {"uri": "test://a\x00"}, None),
+    ("tools/call", {"name": "echo", "arguments": {"text": "a\x00b"}}, None),
+]
+
+
+@pytest.mark.parametrize("raw, status, code", REFUSED)
+def test_bad_input_is_refused_with_400(session, raw, status, code):
+    client = HttpClient(f"http://{session.host}:{session.port}{session.path}") if '"initialize"' in raw else session
+    reply = _post(client, raw)
+    assert (reply.status, reply.json["error"]["code"]) == (status, code), reply.body
+
+
+@pytest.mark.parametrize("method, params, code", IN_BAND)
+def test_bad_params_get_an_in_band_error_never_an_internal_one(session, method, params, code):
+    reply = session.call(method, params)
+    if code is None:
+        assert "result" in reply, reply
+    else:
+        assert reply["error"]["code"] == code, reply
+
+
+def test_a_session_whose_client_info_holds_nul_is_kept(mcp_server):
+    client = HttpClient(mcp_server.url)
+    reply = _post(client, _init('"capabilities":{"x":{"y":"\\u0000"}},"clientInfo":{"name":"a\\u0000","version":"1"}'))
+    assert reply.status == 200, reply.body
+    client.session_id = reply.headers["mcp-session-id"]
+    assert client.call("ping")["result"] == {}
+
+
+def test_a_background_tool_called_with_nul_answers_and_its_resume_too(session, celery_worker):
+    call = session.message("tools/call", {"name": "slow_job", "arguments": {"steps": 1, "interval_ms": 1},
+                                          "_meta": {"progressToken": "p\x00"}})
+    stream = session.stream("POST", call)
+    events = stream.events(timeout=30)
+    replies = [json.loads(event.data) for event in events if event.data]
+    assert replies[-1]["id"] == call["id"] and replies[-1]["result"]["content"][0]["text"] == "done 1"
+    assert replies[0]["params"]["progressToken"] == "p\x00"
+    resumed = session.stream("GET", headers={**GET, "Last-Event-ID": events[0].id}).messages(timeout=30)
+    assert resumed == replies
+
+
+def test_a_position_beyond_64_bits_is_400_not_503(session):
+    reply = session.request("GET", headers={**GET, "Last-Event-ID": "g.99999999999999999999-0"})
+    assert reply.status == 400 and reply.json["error"]["code"] == -32600

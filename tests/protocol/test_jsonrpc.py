@@ -110,6 +110,14 @@ PARSE_ERRORS = [
     pytest.param(b"[" * 100_000, id="deep-array"),
     pytest.param(b'{"a":' * 100_000, id="deep-object"),
     pytest.param(b'{"jsonrpc":"2.0","id":' + b"1" * 5000 + b',"method":"x"}', id="huge-int"),
+    # Valid JSON this server cannot carry (issue 10): a number beyond the doubles would go out as
+    # Infinity; a lone surrogate is no Unicode character, so no UTF-8 can hold it.
+    pytest.param(b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":1e999}}', id="1e999"),
+    pytest.param(b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":[-1E400]}}', id="-1e400"),
+    pytest.param(b'{"jsonrpc":"2.0","id":"\\ud800","method":"x"}', id="lone-surrogate-id"),
+    pytest.param(b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"\\udc00k":1}}', id="lone-surrogate-key"),
+    pytest.param(b'{"jsonrpc":"2.0","id":1,"result":{"a":["x\\udbff"]}}', id="lone-surrogate-in-result"),
+    pytest.param(b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":"\\ude00\\ud83d"}}', id="reversed-pair"),
 ]
 
 
@@ -382,10 +390,9 @@ def test_dumps_then_parse_round_trips_non_ascii():
         id="世界", method="tools/call", params={"text": "Hello, 世界 🎉"})
 
 
-def test_dumps_survives_a_lone_surrogate_from_the_client():
-    # JSON can carry "\ud800" (valid JSON, not valid Unicode); echoing such an id must not crash.
-    request = jsonrpc.parse(b'{"jsonrpc":"2.0","id":"\\ud800x","method":"nope"}')
-    out = jsonrpc.dumps(jsonrpc.error_message(request.id, -32601, "Method not found"))
+def test_dumps_survives_a_lone_surrogate_from_a_tool():
+    # A tool's string may hold "\ud800" (decoded with surrogateescape, say): escaped, still JSON.
+    out = jsonrpc.dumps(jsonrpc.error_message("\ud800x", -32601, "Method not found"))
     out.decode("utf-8")  # strictly valid UTF-8
     assert b"\n" not in out
     assert json.loads(out)["id"] == "\ud800x"
@@ -400,9 +407,52 @@ def test_dumps_round_trips_any_json_value(value):
 
 
 @settings(max_examples=100, deadline=None)
-@given(request_id=st.integers() | st.text(),
+@given(request_id=st.integers(min_value=-2**63, max_value=2**64 - 1) | st.text(),
        method=st.text(min_size=1),
        params=st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=4))
 def test_request_round_trip(request_id, method, params):
     message = jsonrpc.parse(jsonrpc.dumps(jsonrpc.request_message(request_id, method, params)))
     assert message == Request(id=request_id, method=method, params=params)
+
+
+def test_a_valid_surrogate_pair_and_nul_are_kept():
+    request = jsonrpc.parse(b'{"jsonrpc":"2.0","id":"\\ud83d\\ude00\\u0000","method":"x"}')
+    assert request.id == "\U0001F600\x00"
+
+
+@pytest.mark.parametrize("request_id, valid", [(2**64 - 1, True), (2**64, False), (-2**63, True),
+                                               (-2**63 - 1, False)])
+def test_integer_ids_are_64_bit(request_id, valid):
+    raw = body({"jsonrpc": "2.0", "id": request_id, "method": "ping"})
+    if valid:
+        assert jsonrpc.parse(raw).id == request_id
+    else:
+        with pytest.raises(InvalidRequest):
+            jsonrpc.parse(raw)
+    response = body({"jsonrpc": "2.0", "id": request_id, "result": {}})
+    if not valid:
+        with pytest.raises(InvalidRequest):
+            jsonrpc.parse(response)
+
+
+def test_dumps_never_writes_a_non_finite_number():
+    out = jsonrpc.dumps({"a": float("nan"), "b": [float("inf"), -float("inf"), 1.5], "c": {"d": (float("nan"),)}})
+    assert json.loads(out) == {"a": None, "b": [None, None, 1.5], "c": {"d": [None]}}
+    assert b"NaN" not in out and b"Infinity" not in out
+
+
+@pytest.mark.parametrize("params, token", [({}, None), ({"_meta": {}}, None), ({"_meta": {"progressToken": "t"}}, "t"),
+                                           ({"_meta": {"progressToken": 7}}, 7),
+                                           ({"_meta": {"progressToken": "\x00"}}, "\x00")])
+def test_progress_token(params, token):
+    assert jsonrpc.progress_token(params) == token
+
+
+@pytest.mark.parametrize("params", [{"_meta": []}, {"_meta": "x"}, {"_meta": {"progressToken": 1.5}},
+                                    {"_meta": {"progressToken": True}}, {"_meta": {"progressToken": {}}},
+                                    {"_meta": {"progressToken": 2**64}}])
+def test_a_bad_progress_token_is_invalid_params(params):
+    from mcp_transport.protocol.errors import InvalidParams
+
+    with pytest.raises(InvalidParams):
+        jsonrpc.progress_token(params)
