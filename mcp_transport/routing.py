@@ -1,11 +1,14 @@
-"""``mcp_path()``: the one route a project adds to its ASGI router.
+"""Routes a project adds to its ASGI router: ``mcp_path()`` (Streamable HTTP) and, for clients
+of the 2024-11-05 HTTP+SSE transport, ``sse_paths()``.
 
-    application = ProtocolTypeRouter({"http": URLRouter([mcp_path("mcp"), re_path(r"", django_asgi_app)])})
+    application = ProtocolTypeRouter({"http": URLRouter([
+        mcp_path("mcp"), *sse_paths(), re_path(r"", django_asgi_app)])})
 """
 from django.urls import path
 
 from .consumers import McpHttpConsumer
 from .serving import MCP_PATHS
+from .transports.http_sse import MessagesConsumer, SseConsumer
 
 #: The endpoints' paths ("/mcp"), for their protected resource metadata (views.py).
 endpoint_paths = []
@@ -18,3 +21,11 @@ def mcp_path(route: str = "mcp"):
         endpoint_paths.append("/" + route)
     MCP_PATHS.add("/" + route.strip("/"))
     return path(route, McpHttpConsumer.as_asgi())
+
+
+def sse_paths(sse_route: str = "sse", messages_route: str = "messages") -> list:
+    """``GET /sse`` and ``POST /messages``, the HTTP+SSE transport (transports/http_sse.py), on
+    the same sessions, tools and event store as ``mcp_path()``."""
+    MCP_PATHS.add("/" + messages_route.strip("/"))  # its bodies are bounded while they arrive too
+    return [path(sse_route, SseConsumer.as_asgi(messages_route=messages_route)),
+            path(messages_route, MessagesConsumer.as_asgi())]

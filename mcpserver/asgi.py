@@ -12,11 +12,11 @@ django_asgi_app = ASGIStaticFilesHandler(get_asgi_application())
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
-from mcp_transport.routing import mcp_path  # noqa: E402
+from mcp_transport.routing import mcp_path, sse_paths  # noqa: E402
 from mcp_transport.serving import tune_daphne  # noqa: E402
 
 tune_daphne()  # harmless under uvicorn, which never calls Twisted
 
 application = ProtocolTypeRouter(
-    {"http": URLRouter([mcp_path("mcp"), re_path(r"", django_asgi_app)])}
+    {"http": URLRouter([mcp_path("mcp"), *sse_paths(), re_path(r"", django_asgi_app)])}
 )

@@ -29,6 +29,10 @@ from django.conf import settings  # noqa: E402  (after REDIS_URL is known)
 # pytest-django imported the settings before this file ran: align them with the servers'.
 settings.CACHES["default"]["LOCATION"] = os.environ["REDIS_URL"]
 settings.MCP_TRANSPORT["KEY_PREFIX"] = os.environ["MCP_KEY_PREFIX"]
+# Collection may have read the config already (the app's ready()): read it again from here on.
+from mcp_transport.conf import get_config  # noqa: E402
+
+get_config.cache_clear()
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,7 @@ import asyncio
 import logging
 
 from channels.db import database_sync_to_async
+from django.contrib.auth.models import AnonymousUser
 
 from .. import control, jobs, logs, sessions, streams
 from ..bell import doorbell
@@ -88,6 +89,7 @@ async def reply(session_id: str, message: dict) -> None:
 
 async def receive(session, message, user=None) -> None:
     """Act on one message of the client. Returns once a request has started, not finished."""
+    user = user or AnonymousUser()
     if isinstance(message, Request):
         await _receive_request(session, message, user)
     elif isinstance(message, Notification):
@@ -191,10 +193,14 @@ class Follower:
         if len(listed) < self.known or 0 not in self.positions:
             raise InvalidRequest("Last-Event-ID names streams this session no longer has.")
         self.stream_keys = {entry: listed[entry] for entry in self.positions}
-        await self._listen(list(self.positions))
-        for entry in list(self.positions):
-            await self._read(entry, strict=resumed)
-        await self._take_in()
+        try:
+            await self._listen(list(self.positions))
+            for entry in list(self.positions):
+                await self._read(entry, strict=resumed)
+            await self._take_in()
+        except BaseException:
+            await self.subscription.__aexit__(None, None, None)
+            raise
 
     async def run(self) -> None:
         """Follow the streams until the connection or the session ends (after ``start``)."""

@@ -1,0 +1,228 @@
+"""The 2024-11-05 HTTP+SSE transport, for clients that predate Streamable HTTP.
+
+"The server MUST provide two endpoints: 1. An SSE endpoint, for clients to establish a
+connection and receive messages from the server 2. A regular HTTP POST endpoint for clients to
+send messages to the server. When a client connects, the server MUST send an endpoint event
+containing a URI for the client to use for sending messages. All subsequent client messages
+MUST be sent as HTTP POST requests to this endpoint. Server messages are sent as SSE message
+events, with the message content encoded as JSON in the event data."
+-- spec 2024-11-05 basic/transports (HTTP with SSE)
+
+``GET /sse`` opens a session and answers with its stream: first the ``endpoint`` event
+(``/messages?session_id=...``), then every message of the session. ``POST /messages`` answers
+202 and its reply goes on that stream. Sessions, the event store, dispatch and Celery jobs are
+Streamable HTTP's (``session.py``); what the original transport never offered, every event has
+an id (a ``Cursor``), so a client that reconnects to ``GET /sse`` with ``Last-Event-ID`` (as
+EventSource does by itself) gets the same session and every message it missed, on any process.
+
+Checks, in order: Origin (403), Host (400), method (405), then for GET the Accept header (406)
+and Last-Event-ID (400, 404 for a session that is gone); for POST the Content-Type (415), size
+(413), body (400), ``session_id`` (400 missing, 404 unknown).
+"""
+import asyncio
+import logging
+from urllib.parse import parse_qs
+
+import redis
+from channels.consumer import AsyncConsumer
+from channels.exceptions import StopConsumer
+from django.contrib.auth.models import AnonymousUser
+
+from .. import control, logs, metrics, sessions, streams
+from ..conf import get_config
+from ..connections import async_redis, keys
+from ..consumers import JSON_HEADERS, SSE_HEADERS, check_host
+from ..protocol import http, ids, jsonrpc, sse
+from ..protocol.cursor import Cursor
+from ..protocol.errors import ProtocolError, TransportError
+from ..protocol.ids import GET_STREAM
+from . import session as message_session
+
+logger = logging.getLogger(__name__)
+
+
+class _Endpoint(AsyncConsumer):
+    """What both endpoints share: the checks of every request and the error replies."""
+
+    methods = ()
+    response_started = False
+
+    async def dispatch(self, message):
+        # As McpHttpConsumer: no close_old_connections() hop per message (no ORM on the loop).
+        await getattr(self, message["type"].replace(".", "_"))(message)
+
+    async def send(self, message):
+        self.response_started = True
+        await super().send(message)
+
+    def check_request(self) -> dict:
+        headers = http.read_headers(self.scope["headers"])
+        config = get_config()
+        http.check_origin(headers.get("origin"), config["ALLOWED_ORIGINS"], config["ALLOW_LOOPBACK_ORIGINS"])
+        check_host(headers.get("host"))
+        if self.scope["method"] not in self.methods:
+            raise TransportError(f"Method {self.scope['method']} is not allowed here.", http_status=405,
+                                 headers=[("allow", ", ".join(self.methods))])
+        return headers
+
+    @property
+    def user_id(self):
+        user = self.scope.get("user") or AnonymousUser()
+        return user.pk if user.is_authenticated else None
+
+    async def load_session(self, session_id):
+        """The open session of this user with that id; 404 otherwise ("Session not found")."""
+        session = await sessions.load(session_id) if session_id and ids.is_session_id(session_id) else None
+        if session is None or session.user_id != self.user_id or \
+                not await async_redis().exists(keys().opened_streams(session.id)):
+            raise TransportError("Session not found: it expired or was closed; connect to the SSE endpoint again.",
+                                 http_status=404)
+        logs.bind_session(session.id)
+        return session
+
+    async def respond(self, handle):
+        """Run ``handle()``; a failure before the response started becomes a JSON error reply."""
+        try:
+            await handle()
+        except ProtocolError as exc:
+            await self.send_error(exc)
+        except redis.RedisError:
+            logger.exception("Redis is unreachable")
+            await self.send_error(ProtocolError("The session store is unavailable.", http_status=503))
+        except Exception:
+            logger.exception("the HTTP+SSE endpoint failed")
+            await self.send_error(ProtocolError("Internal error.", http_status=500))
+
+    async def send_error(self, exc: ProtocolError):
+        if self.response_started:
+            return await super().send({"type": "http.response.body", "body": b"", "more_body": False})
+        status = exc.http_status if exc.http_status != 200 else 400
+        body = jsonrpc.dumps(jsonrpc.error_message(None, exc.code, exc.message, exc.data))
+        extra = [(name.encode(), value.encode()) for name, value in exc.headers]
+        await self.send({"type": "http.response.start", "status": status,
+                         "headers": [*JSON_HEADERS, (b"content-length", str(len(body)).encode()), *extra]})
+        await self.send({"type": "http.response.body", "body": body})
+
+
+class HeldWriter(streams.SseWriter):
+    """An SseWriter that ends only when told to: HTTP+SSE has no polling mode, so
+    POLL_AFTER_SECONDS (Streamable HTTP's) does not apply."""
+
+    __slots__ = ()
+
+    async def _write_until_last(self):
+        loop = asyncio.get_running_loop()
+        self._last_sent = loop.time()
+        self._arm_keepalive(loop, get_config()["KEEPALIVE_SECONDS"])
+        await self._send_until_last(loop, None)
+
+
+def endpoint_frame(url: str, cursor: Cursor) -> bytes:
+    """"When a client connects, the server MUST send an endpoint event"; its id resumes the
+    session even before any message, and its retry paces EventSource's reconnection."""
+    return sse.encode(sse.SseEvent(event="endpoint", data=url, id=str(cursor), retry=get_config()["SSE_RETRY_MS"]))
+
+
+def message_frame(message: dict, event_id: str) -> bytes:
+    return sse.encode(sse.SseEvent(event="message", data=jsonrpc.dumps(message).decode(), id=event_id))
+
+
+class SseConsumer(_Endpoint):
+    """``GET /sse``: a new session's stream, or with Last-Event-ID the rest of an existing one."""
+
+    methods = ("GET",)
+    task = None
+
+    def __init__(self, messages_route: str = "messages"):
+        #: The route of the message endpoint, relative to the application's root.
+        self.messages_route = messages_route
+
+    async def http_request(self, message):
+        if message.get("more_body"):
+            return
+        await self.respond(self.open)
+        if self.task is None:
+            raise StopConsumer()
+
+    async def http_disconnect(self, message):
+        # The session stays: its requests go on and a reconnect with Last-Event-ID resumes it.
+        if self.task is not None:
+            self.task.cancel()
+        raise StopConsumer()
+
+    async def open(self):
+        headers = self.check_request()
+        http.check_get_accept(headers.get("accept"))
+        await control.ensure_listening()
+        last_event_id = headers.get("last-event-id")
+        if last_event_id:
+            cursor = Cursor.parse(last_event_id)
+            session = await self.load_session(cursor.session_id)
+        else:
+            session, cursor = await message_session.open_session(self.user_id)
+            logs.bind_session(session.id)
+        writer = HeldWriter(self.send, session.id, GET_STREAM)
+        writer.push(endpoint_frame(self.endpoint_url(session.id), cursor))
+        follower = message_session.Follower(cursor, lambda msg, event_id: writer.push(message_frame(msg, event_id)),
+                                            is_open=lambda: not writer.closed)
+        await follower.start(resumed=bool(last_event_id))  # a replay that cannot be whole is a 400 here
+        claim = control.ReaderClaim(session.id, GET_STREAM)
+        writer.token = claim.token
+        headers = [*SSE_HEADERS, (b"mcp-session-id", session.id.encode())]
+        await self.send({"type": "http.response.start", "status": 200, "headers": headers})
+        metrics.incr("sse_streams_opened")
+        if last_event_id:
+            metrics.incr_session(session.id, "resumes")
+        self.task = asyncio.create_task(self.stream(writer, follower, claim))
+
+    def endpoint_url(self, session_id: str) -> str:
+        return f"{self.scope.get('root_path', '')}/{self.messages_route}?session_id={session_id}"
+
+    async def stream(self, writer, follower, claim):
+        """Write until the session ends or a newer connection of it takes over (the newest
+        reconnect wins: the old TCP connection may linger after a network switch)."""
+        following = asyncio.create_task(follower.run())
+        try:
+            await claim.take_over()
+            writing = asyncio.create_task(writer.run())
+            await asyncio.wait([writing, following], return_when=asyncio.FIRST_COMPLETED)
+            writer.finish()
+            await writing
+        finally:
+            following.cancel()
+            await claim.release()
+
+
+class MessagesConsumer(_Endpoint):
+    """``POST /messages?session_id=...``: one client message; 202, its reply on the stream."""
+
+    methods = ("POST",)
+
+    async def http_request(self, message):
+        if not hasattr(self, "body"):
+            self.body, self.size = [], 0
+        self.size += len(message.get("body", b""))
+        self.body.append(message.get("body", b""))
+        if message.get("more_body") and self.size <= get_config()["MAX_REQUEST_BYTES"]:
+            return
+        body, self.body = b"".join(self.body), None
+        await self.respond(lambda: self.post(body))
+        raise StopConsumer()
+
+    async def http_disconnect(self, message):
+        raise StopConsumer()
+
+    async def post(self, body):
+        headers = self.check_request()
+        http.check_content_type(headers.get("content-type"))
+        http.check_body_size(self.size, get_config()["MAX_REQUEST_BYTES"])
+        message = jsonrpc.parse(body)
+        session_id = parse_qs(self.scope.get("query_string", b"").decode("latin-1")).get("session_id", [None])[0]
+        if session_id is None:
+            raise TransportError("Missing session_id: use the endpoint URL the SSE stream sent.")
+        session = await self.load_session(session_id)
+        await control.ensure_listening()
+        await message_session.receive(session, message, self.scope.get("user"))
+        # "the server MUST return HTTP status code 202 Accepted" (its answer is on the stream).
+        await self.send({"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0")]})
+        await self.send({"type": "http.response.body", "body": b""})

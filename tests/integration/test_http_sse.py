@@ -1,0 +1,318 @@
+"""The 2024-11-05 HTTP+SSE transport (GET /sse + POST /messages) on real daphne processes, driven
+by the official Python SDK's sse_client, the TypeScript SDK 1.x SSEClientTransport (node), and raw
+HTTP for exact status codes and frames; a drop and resume on another process loses nothing."""
+import http.client
+import json
+import os
+import queue
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from asgiref.sync import async_to_sync
+from mcp import Client
+from mcp.client.sse import sse_client
+
+from mcp_transport.connections import keys
+from mcp_transport.protocol.sse import SseDecoder
+from mcp_transport.storage import get_event_store
+
+ROOT = Path(__file__).resolve().parents[2]
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2024-11-05", "capabilities": {},
+                         "clientInfo": {"name": "raw-sse-test", "version": "0"}}}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def sse_url(server) -> str:
+    return f"http://127.0.0.1:{server.port}/sse"
+
+
+class SseConnection:
+    """A raw GET /sse, read event by event (event, id and data)."""
+
+    def __init__(self, server, headers=None, timeout=30):
+        self.connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=timeout)
+        self.connection.request("GET", "/sse", headers={"Accept": "text/event-stream", **(headers or {})})
+        self.response = self.connection.getresponse()
+        self.decoder, self.pending = SseDecoder(), []
+
+    def next(self):
+        while not self.pending:
+            chunk = self.response.read1(65536)
+            assert chunk, "the server ended the stream"
+            self.pending.extend(self.decoder.feed(chunk))
+        return self.pending.pop(0)
+
+    def message(self):
+        event = self.next()
+        assert event.event == "message", event
+        return json.loads(event.data), event.id
+
+    def close(self):
+        self.connection.sock.shutdown(2)
+        self.connection.close()
+
+
+def post(server, path, body, headers=None):
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    connection.request("POST", path, body=data, headers={"Content-Type": "application/json", **(headers or {})})
+    response = connection.getresponse()
+    reply = response.status, response.read(), dict(response.getheaders())
+    connection.close()
+    return reply
+
+
+def open_session(server):
+    """GET /sse, then initialize through POST /messages: (stream, messages path)."""
+    stream = SseConnection(server)
+    assert stream.response.status == 200
+    endpoint = stream.next()
+    assert endpoint.event == "endpoint" and endpoint.data.startswith("/messages?session_id=")
+    assert post(server, endpoint.data, INITIALIZE)[0] == 202
+    reply, _ = stream.message()
+    assert reply["result"]["protocolVersion"] == "2024-11-05"
+    assert post(server, endpoint.data, INITIALIZED)[0] == 202
+    return stream, endpoint.data
+
+
+def session_of(path):
+    return path.split("session_id=")[1]
+
+
+def wait_until_answered(session_id, timeout=60.0):
+    """Until every request stream of the session has its final event in the store (read from
+    this process: the same Redis and key prefix as the servers)."""
+    client = redis.Redis.from_url(os.environ["REDIS_URL"], decode_responses=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        stream_keys = client.lrange(keys().opened_streams(session_id), 1, -1)
+        events = [async_to_sync(get_event_store().read_after)(session_id, key, "0-0") for key in stream_keys]
+        if stream_keys and all(any(event.final for event in stream) for stream in events):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the requests of {session_id} were not answered in {timeout}s: {stream_keys} {events}")
+
+
+# -- the official Python SDK's client ----------------------------------------------------------
+
+@pytest.mark.asyncio
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
+async def test_python_sdk_client_lists_calls_and_gets_progress_and_logs(mcp_server):
+    progress, logs = [], []
+
+    async def on_progress(value, total, message):
+        progress.append(value)
+
+    async def on_log(params):
+        logs.append(params.data)
+
+    # "auto" probes server/discover first; its error makes the SDK fall back to initialize.
+    async with Client(sse_client(sse_url(mcp_server)), mode="auto", logging_callback=on_log) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        echoed = await client.call_tool("echo", {"text": "über SSE"})
+        result = await client.call_tool("slow_progress", {"steps": 4, "interval_ms": 10}, progress_callback=on_progress)
+        await client.set_logging_level("debug")
+        await client.call_tool("test_tool_with_logging", {})
+        text = await client.read_resource("test://static-text")
+    assert {"echo", "slow_progress", "slow_job"} <= names
+    assert echoed.structured_content == {"result": "über SSE"}
+    assert result.content[0].text == "done 4" and progress == [1, 2, 3, 4]
+    assert len(logs) == 3 and text.contents[0].text
+
+
+@pytest.mark.asyncio
+async def test_python_sdk_client_runs_a_background_tool_in_the_worker(mcp_server, celery_worker):
+    progress = []
+
+    async def on_progress(value, total, message):
+        progress.append(value)
+
+    async with Client(sse_client(sse_url(mcp_server)), mode="legacy") as client:
+        result = await client.call_tool("slow_job", {"steps": 4, "interval_ms": 20}, progress_callback=on_progress)
+    assert result.content[0].text == "done 4" and progress == [1, 2, 3, 4]
+
+
+# -- raw HTTP --------------------------------------------------------------------------------
+
+def test_the_endpoint_event_comes_first_and_every_event_has_an_id(mcp_server):
+    stream = SseConnection(mcp_server)
+    assert stream.response.status == 200
+    assert stream.response.getheader("content-type") == "text/event-stream"
+    endpoint = stream.next()
+    assert endpoint.event == "endpoint" and endpoint.id and endpoint.retry == 1000
+    status, body, _ = post(mcp_server, endpoint.data, INITIALIZE)
+    assert (status, body) == (202, b"")
+    reply, event_id = stream.message()
+    assert reply["id"] == 1 and event_id.startswith(session_of(endpoint.data) + ":")
+    post(mcp_server, endpoint.data, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                     "params": {"name": "echo", "arguments": {"text": "hi"}}})
+    reply, second_id = stream.message()
+    assert reply["result"]["structuredContent"] == {"result": "hi"} and second_id != event_id
+    stream.close()
+
+
+def test_a_dropped_stream_resumes_on_another_process_with_nothing_lost(mcp_server, second_server, celery_worker):
+    stream, messages = open_session(mcp_server)
+    call = {"jsonrpc": "2.0", "id": "job", "method": "tools/call",
+            "params": {"name": "slow_job", "arguments": {"steps": 6, "interval_ms": 50}, "_meta": {"progressToken": 7}}}
+    assert post(mcp_server, messages, call)[0] == 202
+    first, last_id = stream.message()
+    second, last_id = stream.message()
+    assert [first["params"]["progress"], second["params"]["progress"]] == [1, 2]
+    stream.close()  # the network goes away; the worker goes on
+    wait_until_answered(session_of(messages))  # so all that follows can only come from the replay
+
+    resumed = SseConnection(second_server, {"Last-Event-ID": last_id})
+    assert resumed.response.status == 200
+    assert resumed.next().event == "endpoint"  # the same session's, again
+    replayed = [resumed.message()[0] for _ in range(5)]
+    assert [m["params"]["progress"] for m in replayed[:4]] == [3, 4, 5, 6]
+    assert replayed[4]["id"] == "job" and replayed[4]["result"]["content"][0]["text"] == "done 6"
+    # The session goes on, on the new connection: nothing is sent twice.
+    post(second_server, messages, {"jsonrpc": "2.0", "id": "after", "method": "ping"})
+    assert resumed.message()[0] == {"jsonrpc": "2.0", "id": "after", "result": {}}
+    resumed.close()
+
+
+@pytest.mark.parametrize("path", ["/sse", "/messages?session_id=x"])
+def test_a_foreign_origin_is_refused_on_both_endpoints(mcp_server, path):
+    connection = http.client.HTTPConnection("127.0.0.1", mcp_server.port, timeout=30)
+    method = "GET" if path == "/sse" else "POST"
+    connection.request(method, path, body=b"{}", headers={"Origin": "https://evil.example", "Accept": "text/event-stream"})
+    response = connection.getresponse()
+    assert response.status == 403 and json.loads(response.read())["error"]["code"] == -32600
+
+
+def test_bad_requests_get_clear_errors(mcp_server):
+    stream, messages = open_session(mcp_server)
+    assert post(mcp_server, "/messages", INITIALIZE)[0] == 400  # no session_id
+    status, body, _ = post(mcp_server, "/messages?session_id=" + "A" * 32, INITIALIZE)
+    assert status == 404 and "Session not found" in json.loads(body)["error"]["message"]
+    status, body, _ = post(mcp_server, messages, b"{not json")
+    assert status == 400 and json.loads(body)["error"]["code"] == -32700
+    assert post(mcp_server, messages, b"{}", {"Content-Type": "text/plain"})[0] == 415
+    # A request the session cannot take gets its error on the stream, with its id.
+    post(mcp_server, messages, INITIALIZE)
+    reply, _ = stream.message()
+    assert reply["id"] == 1 and reply["error"]["code"] == -32600
+    stream.close()
+
+    connection = http.client.HTTPConnection("127.0.0.1", mcp_server.port, timeout=30)
+    connection.request("GET", "/sse", headers={"Accept": "application/json"})
+    assert connection.getresponse().status == 406
+    for last_event_id, status in (("nonsense", 400), ("A" * 32 + ":1:0.1-0", 404)):
+        refused = SseConnection(mcp_server, {"Last-Event-ID": last_event_id})
+        assert refused.response.status == status
+    connection = http.client.HTTPConnection("127.0.0.1", mcp_server.port, timeout=30)
+    connection.request("DELETE", "/messages")
+    assert connection.getresponse().status == 405
+
+
+def test_the_mcp_endpoint_is_untouched(client):
+    """Streamable HTTP on /mcp still works beside the routes of HTTP+SSE."""
+    client.initialize()
+    assert client.call("tools/call", {"name": "echo", "arguments": {"text": "x"}})["result"]["structuredContent"] == \
+        {"result": "x"}
+
+
+# -- the TypeScript SDK 1.x SSEClientTransport -----------------------------------------------------
+
+def node_binary():
+    """The machine's node (the SDK runs on Node 20), else the one npm installed."""
+    found = shutil.which("node") or str(ROOT / "node_modules" / ".bin" / "node")
+    if not Path(found).exists():
+        pytest.skip("node is not installed: the TypeScript SDK client cannot run here")
+    sdk = ROOT / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json"
+    assert sdk.exists(), "node_modules lacks @modelcontextprotocol/sdk: run `npm ci` (make test does)"
+    return found
+
+
+class NodeClient:
+    """tests/integration/node/sse_client.mjs as a child process: its events, and commands."""
+
+    def __init__(self, server_port, tool, arguments, mode="stock"):
+        script = Path(__file__).with_name("node") / "sse_client.mjs"
+        self.process = subprocess.Popen([node_binary(), str(script), str(server_port), tool, json.dumps(arguments), mode],
+                                        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True)
+        self.events, self.seen = queue.Queue(), []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.process.stdout:
+            self.events.put(json.loads(line))
+        self.events.put({"event": "exit"})
+
+    def expect(self, kind, timeout=60.0):
+        deadline = time.monotonic() + timeout
+        while True:
+            event = self.events.get(timeout=max(0.01, deadline - time.monotonic()))
+            self.seen.append(event)
+            if event["event"] == kind:
+                return event
+            if event["event"] == "exit":
+                raise AssertionError(f"node exited before {kind} ({self.process.wait()}) after {self.seen}: "
+                                     f"{self.process.stderr.read()}")
+
+    def send(self, command):
+        self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+
+def test_the_documented_fetch_is_the_one_the_tests_run():
+    script = (Path(__file__).with_name("node") / "sse_client.mjs").read_text()
+    snippet = script.split("// --- as in docs/http-sse.md ---\n")[1].split("// --- end ---")[0]
+    assert snippet.strip() and snippet.strip() in (ROOT / "docs" / "http-sse.md").read_text()
+
+
+@pytest.fixture
+def node_client():
+    clients = []
+
+    def start(*args):
+        clients.append(NodeClient(*args))
+        return clients[-1]
+
+    yield start
+    for started in clients:
+        started.stop()
+
+
+def test_typescript_sdk_client_lists_and_runs_a_background_tool_with_progress(node_client, mcp_server,
+                                                                             celery_worker):
+    client = node_client(mcp_server.port, "slow_job", {"steps": 5, "interval_ms": 20})
+    assert client.expect("connected")["serverVersion"]["name"]
+    assert {"echo", "slow_job"} <= set(client.expect("tools")["names"])
+    result = client.expect("result", timeout=120)
+    assert result["progress"] == [1, 2, 3, 4, 5]
+    assert result["result"]["content"][0]["text"] == "done 5"
+    assert client.process.wait(30) == 0
+
+
+def test_typescript_sdk_client_resumes_after_a_drop_on_another_process(node_client, mcp_server, second_server,
+                                                                       celery_worker):
+    client = node_client(mcp_server.port, "slow_job", {"steps": 8, "interval_ms": 50}, "resuming")
+    session_id = client.expect("connected")["sessionId"]
+    assert {"echo", "slow_job"} <= set(client.expect("tools")["names"])
+    assert client.expect("progress")["progress"] == 1
+    assert client.expect("progress")["progress"] == 2
+    client.send("drop")
+    client.expect("dropped")
+    wait_until_answered(session_id)  # everything after the drop waits in the store
+    client.send(f"restore {second_server.port}")  # EventSource reconnects with Last-Event-ID
+    result = client.expect("result", timeout=120)
+    # Every message once, in order: the tools/list reply (id 1), progress 1 to 8, the reply (id 2).
+    assert result["delivered"] == [1, 1, 2, 3, 4, 5, 6, 7, 8, 2], result
+    assert result["result"]["content"][0]["text"] == "done 8"
+    assert client.process.wait(30) == 0
