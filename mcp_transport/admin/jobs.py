@@ -38,16 +38,21 @@ LONGEST_JOB = timedelta(days=1)
 
 
 def progress_state(job) -> dict:
-    """What a progress bar shows of a job (the JSON view sends this; the list renders it)."""
+    """What a progress bar shows of a job (the JSON view sends this; the list renders it).
+
+    A running job without a total is *indeterminate*: its bar moves without claiming a share
+    ("total ... MAY be omitted if unknown" -- spec 2025-11-25 basic/utilities/progress)."""
     percent = None
     if job.progress is not None and job.total:
         percent = max(0.0, min(100.0, job.progress / job.total * 100))
     elif job.status == Status.COMPLETED:
         percent = 100.0
-    duration = job.duration
-    return {"status": job.status, "label": job.get_status_display(), "colour": STATUS_COLOURS.get(job.status, "#777"),
-            "active": job.status in McpJob.ACTIVE, "progress": job.progress, "total": job.total,
-            "percent": percent, "message": job.message, "duration": _seconds(duration)}
+    state = {"status": job.status, "label": job.get_status_display(), "colour": STATUS_COLOURS.get(job.status, "#777"),
+             "active": job.status in McpJob.ACTIVE, "progress": job.progress, "total": job.total,
+             "percent": percent, "message": job.message, "duration": _seconds(job.duration),
+             "indeterminate": percent is None and job.status in (Status.WORKING, Status.INPUT_REQUIRED)}
+    state["text"] = _progress_text(state)
+    return state
 
 
 def _seconds(value) -> str:
@@ -57,10 +62,18 @@ def _seconds(value) -> str:
 
 
 def _progress_text(state) -> str:
-    if state["progress"] is None:
-        return ""
-    done = f"{state['progress']:g}"
-    return f"{done}/{state['total']:g}" if state["total"] else done
+    """The bar's label: "3/10"; "3 (no total)" while indeterminate; "done" for a completed job
+    that never said how far it was; "queued" before a worker takes it."""
+    done = None if state["progress"] is None else f"{state['progress']:g}"
+    if state["total"] and done is not None:
+        return f"{done}/{state['total']:g}"
+    if state["status"] == Status.QUEUED:
+        return "queued"
+    if state["indeterminate"]:
+        return "working, no total" if done is None else f"{done} (no total)"
+    if state["status"] == Status.COMPLETED:
+        return "done" if done is None else f"done ({done})"
+    return done or "–"
 
 
 def progress_bar_html(job):
@@ -68,11 +81,20 @@ def progress_bar_html(job):
     state = progress_state(job)
     width = state["percent"] if state["percent"] is not None else 0
     return format_html(
-        '<span class="mcp-nowrap" data-job="{}" data-active="{}" data-url="{}">'
-        '<span class="mcp-progress"><span style="width:{}%"></span></span> '
-        '<small class="mcp-progress-text">{}</small></span>',
+        '<span class="mcp-progress-cell" data-job="{}" data-active="{}" data-url="{}">'
+        '<span class="mcp-progress{}" role="progressbar" aria-valuemin="0" aria-valuemax="100"{}>'
+        '<span style="width:{}%"></span></span> <small class="mcp-progress-text">{}</small></span>',
         job.id, "1" if state["active"] else "0", reverse("admin:mcp_transport_mcpjob_progress"),
-        f"{width:.1f}", _progress_text(state))
+        " mcp-indeterminate" if state["indeterminate"] else "",
+        format_html(' aria-valuenow="{}"', f"{width:.0f}") if state["percent"] is not None else "",
+        f"{width:.1f}", state["text"])
+
+
+def moment_html(value, seconds=False):
+    """A date and time for list columns, which wraps between the two in a narrow window."""
+    local = timezone.localtime(value)
+    return format_html('<span class="mcp-nowrap">{}</span> <span class="mcp-nowrap">{}</span>',
+                       local.strftime("%Y-%m-%d"), local.strftime("%H:%M:%S" if seconds else "%H:%M"))
 
 
 @admin.register(McpJob)
@@ -128,8 +150,7 @@ class McpJobAdmin(FastListMixin, admin.ModelAdmin):
 
     @admin.display(description="created", ordering="created_at")
     def created(self, obj):
-        return format_html('<span class="mcp-nowrap">{}</span>',
-                           timezone.localtime(obj.created_at).strftime("%Y-%m-%d %H:%M:%S"))
+        return moment_html(obj.created_at, seconds=True)
 
     @admin.display(description="arguments")
     def pretty_arguments(self, obj):

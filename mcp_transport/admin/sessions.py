@@ -118,7 +118,7 @@ def _chunks(ids, size=500):
 
 def _moment(value) -> str:
     """A compact local date and time for list columns."""
-    return format_html('<span class="mcp-nowrap">{}</span>', timezone.localtime(value).strftime("%Y-%m-%d %H:%M"))
+    return job_admin.moment_html(value)
 
 
 def _describe(message) -> str:
@@ -167,7 +167,7 @@ class McpSessionAdmin(FastListMixin, admin.ModelAdmin):
 
     @admin.display(description="client", ordering="client_name")
     def client(self, obj):
-        return format_html('<span class="mcp-nowrap">{}</span>', f"{obj.client_name} {obj.client_version}".strip() or "–")
+        return f"{obj.client_name} {obj.client_version}".strip() or "–"  # wraps in a narrow window (admin.css)
 
     @admin.display(description="protocol", ordering="protocol_version")
     def protocol(self, obj):

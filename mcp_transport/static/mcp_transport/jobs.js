@@ -6,10 +6,15 @@
   function active() { return Array.from(document.querySelectorAll("[data-job][data-active='1']")); }
   function update(id, state) {
     document.querySelectorAll("[data-job='" + id + "']").forEach(function (bar) {
-      var fill = bar.querySelector(".mcp-progress span");
-      if (state.percent !== null) { fill.style.width = state.percent.toFixed(1) + "%"; }
-      var text = state.progress === null ? "" : state.progress + (state.total ? "/" + state.total : "");
-      bar.querySelector(".mcp-progress-text").textContent = text;
+      var track = bar.querySelector(".mcp-progress");
+      track.classList.toggle("mcp-indeterminate", state.indeterminate);
+      if (state.percent !== null) {
+        track.querySelector("span").style.width = state.percent.toFixed(1) + "%";
+        track.setAttribute("aria-valuenow", state.percent.toFixed(0));
+      } else {
+        track.removeAttribute("aria-valuenow");  // indeterminate: no value to announce
+      }
+      bar.querySelector(".mcp-progress-text").textContent = state.text;
       bar.dataset.active = state.active ? "1" : "0";
     });
     document.querySelectorAll("[data-job-status='" + id + "']").forEach(function (badge) {
