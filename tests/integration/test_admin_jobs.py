@@ -14,6 +14,9 @@ from mcp_transport.testing import HttpClient
 from .test_admin import FAST, SETTLE, Admin, _cells, _row, session_url
 
 JOBS = "/admin/mcp_transport/mcpjob/"
+#: Seconds to wait for something a loaded machine may delay (a worker taking a job, a row
+#: written): a deadline for a condition, never a duration the test sleeps.
+DEADLINE = 120.0
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +43,25 @@ def _started(server, name="slow_job", **arguments):
     client = HttpClient(server.url)
     client.initialize()
     stream = client.stream("POST", _job_call(client, name, **arguments))
-    stream.next_event()  # priming
-    stream.next_event()  # the first progress: the worker runs it
+    stream.next_event(timeout=DEADLINE)  # priming
+    stream.next_event(timeout=DEADLINE)  # the first progress: the worker runs it
     return client, stream
+
+
+def _wait_for(condition, what):
+    """condition()'s first truthy value, polled until DEADLINE."""
+    deadline = time.monotonic() + DEADLINE
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"{what} within {DEADLINE} s")
+
+
+def _cancel(admin, job_id):
+    html = admin.post(JOBS, {"action": "cancel_jobs", "index": 0, "select_across": 0, "_selected_action": [job_id]})
+    assert "Cancelled 1 job(s)" in html, _messages(html)
 
 
 def _job_id(admin, session_id) -> str:
@@ -64,7 +83,7 @@ def _progress(admin, job_id) -> dict:
 
 
 def test_jobs_list_shows_running_jobs_with_live_progress(server, admin):
-    client, stream = _started(server, steps=60, interval_ms=100)
+    client, stream = _started(server, steps=1000, interval_ms=100)  # runs until cancelled below
     job_id = _job_id(admin, client.session_id)
     html = admin.page(JOBS, q=client.session_id[:12])
     cells = _cells(_row(html, job_id))
@@ -73,10 +92,15 @@ def test_jobs_list_shows_running_jobs_with_live_progress(server, admin):
     session_page = admin.page(f"{session_url(client.session_id)}/change/")
     assert "Background jobs" in session_page and f'data-job="{job_id}" data-active="1"' in session_page
     first = _progress(admin, job_id)
-    time.sleep(1.5)  # the worker writes progress to the row about every half second
-    later = _progress(admin, job_id)
-    assert first["active"] and later["active"] and later["total"] == 60
-    assert later["progress"] > (first["progress"] or 0) and 0 < later["percent"] < 100
+
+    def moved():  # the worker writes a running job's progress to its row about every half second
+        state = _progress(admin, job_id)
+        return state if (state["progress"] or 0) > (first["progress"] or 0) else None
+
+    later = _wait_for(moved, "the job's progress moved")
+    assert first["active"] and later["active"] and later["total"] == 1000 and later["text"].endswith("/1000")
+    assert 0 < later["percent"] < 100
+    _cancel(admin, job_id)  # frees the worker for the next tests
     stream.close()
 
 
