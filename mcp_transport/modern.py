@@ -52,11 +52,20 @@ def cache_hint(method):
     return configured.get("ttlMs", ttl), configured.get("cacheScope", scope)
 
 
+#: Extensions this era declares, by id (e.g. "io.modelcontextprotocol/tasks"): a function
+#: returning the extension's settings object, or None when it has nothing to offer now (the
+#: module that implements an extension registers it here, with its methods in HANDLERS).
+EXTENSIONS = {}
+
+
 def capabilities() -> dict:
     """What server/discover declares: the legacy capabilities minus what 2026-07-28 moved out
-    (tasks is the io.modelcontextprotocol/tasks extension now)."""
+    (tasks is the io.modelcontextprotocol/tasks extension now), plus the extensions."""
     caps = dispatch.capabilities()
     caps.pop("tasks", None)
+    extensions = {name: settings for name, offer in EXTENSIONS.items() if (settings := offer()) is not None}
+    if extensions:
+        caps["extensions"] = extensions
     return caps
 
 

@@ -82,3 +82,9 @@ async def test_cancelling_guarded_work_propagates():
     with pytest.raises(asyncio.CancelledError):
         await task
     assert consumer.sent == []
+
+
+async def test_registered_extensions_are_declared_when_they_offer_something(monkeypatch):
+    monkeypatch.setitem(modern.EXTENSIONS, "example.com/on", lambda: {"x": 1})
+    monkeypatch.setitem(modern.EXTENSIONS, "example.com/off", lambda: None)
+    assert modern.capabilities()["extensions"] == {"example.com/on": {"x": 1}}
