@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .protocol.sse import SseDecoder
+from ..protocol.sse import SseDecoder
 
 LATEST = "2025-11-25"
 
