@@ -15,9 +15,11 @@ Streamable HTTP's (``session.py``); what the original transport never offered, e
 an id (a ``Cursor``), so a client that reconnects to ``GET /sse`` with ``Last-Event-ID`` (as
 EventSource does by itself) gets the same session and every message it missed, on any process.
 
-Checks, in order: Origin (403), Host (400), method (405), then for GET the Accept header (406)
-and Last-Event-ID (400, 404 for a session that is gone); for POST the Content-Type (415), size
-(413), body (400), ``session_id`` (400 missing, 404 unknown).
+Checks, in order: Origin (403), Host (400), method (405), the token when AUTH is on (401/403,
+as on /mcp), then for GET the Accept header (406), the client's sessions (429,
+MAX_SESSIONS_PER_ADDRESS) and Last-Event-ID (400, 404 for a session that is gone or another
+principal's); for POST the Content-Type (415), size (413), body (400), ``session_id`` (400
+missing, 404 unknown), the scopes of the tool, resource or prompt (403).
 """
 import asyncio
 import logging
@@ -26,9 +28,8 @@ from urllib.parse import parse_qs
 import redis
 from channels.consumer import AsyncConsumer
 from channels.exceptions import StopConsumer
-from django.contrib.auth.models import AnonymousUser
 
-from .. import control, logs, metrics, sessions, streams
+from .. import auth, control, logs, metrics, sessions, streams
 from ..conf import get_config
 from ..connections import async_redis, keys
 from ..consumers import JSON_HEADERS, SSE_HEADERS, check_host
@@ -55,7 +56,9 @@ class _Endpoint(AsyncConsumer):
         self.response_started = True
         await super().send(message)
 
-    def check_request(self) -> dict:
+    async def check_request(self) -> dict:
+        """The request's headers, once it passed the checks every MCP request passes, and the
+        principal of its token (401/403 as on /mcp): on every request, a resumed GET too."""
         headers = http.read_headers(self.scope["headers"])
         config = get_config()
         http.check_origin(headers.get("origin"), config["ALLOWED_ORIGINS"], config["ALLOW_LOOPBACK_ORIGINS"])
@@ -63,17 +66,18 @@ class _Endpoint(AsyncConsumer):
         if self.scope["method"] not in self.methods:
             raise TransportError(f"Method {self.scope['method']} is not allowed here.", http_status=405,
                                  headers=[("allow", ", ".join(self.methods))])
+        self.principal = self.scope["principal"] = await auth.authenticate(self.scope, headers)
+        self.scope["user"] = self.principal.user
         return headers
 
-    @property
-    def user_id(self):
-        user = self.scope.get("user") or AnonymousUser()
-        return user.pk if user.is_authenticated else None
+    def client_address(self, headers) -> str:
+        peer = self.scope.get("client") or (None,)
+        return http.client_address(peer[0], headers.get("x-forwarded-for"), get_config()["TRUSTED_PROXIES"])
 
     async def load_session(self, session_id):
-        """The open session of this user with that id; 404 otherwise ("Session not found")."""
+        """The open session of this principal with that id; 404 otherwise ("Session not found")."""
         session = await sessions.load(session_id) if session_id and ids.is_session_id(session_id) else None
-        if session is None or session.user_id != self.user_id or \
+        if session is None or session.principal != self.principal.key or \
                 not await async_redis().exists(keys().opened_streams(session.id)):
             raise TransportError("Session not found: it expired or was closed; connect to the SSE endpoint again.",
                                  http_status=404)
@@ -151,7 +155,7 @@ class SseConsumer(_Endpoint):
         raise StopConsumer()
 
     async def open(self):
-        headers = self.check_request()
+        headers = await self.check_request()
         http.check_get_accept(headers.get("accept"))
         await control.ensure_listening()
         last_event_id = headers.get("last-event-id")
@@ -159,7 +163,7 @@ class SseConsumer(_Endpoint):
             cursor = Cursor.parse(last_event_id)
             session = await self.load_session(cursor.session_id)
         else:
-            session, cursor = await message_session.open_session(self.user_id)
+            session, cursor = await message_session.open_session(self.principal, self.client_address(headers))
             logs.bind_session(session.id)
         writer = HeldWriter(self.send, session.id, GET_STREAM)
         writer.push(endpoint_frame(self.endpoint_url(session.id), cursor))
@@ -213,7 +217,7 @@ class MessagesConsumer(_Endpoint):
         raise StopConsumer()
 
     async def post(self, body):
-        headers = self.check_request()
+        headers = await self.check_request()
         http.check_content_type(headers.get("content-type"))
         http.check_body_size(self.size, get_config()["MAX_REQUEST_BYTES"])
         message = jsonrpc.parse(body)
@@ -222,7 +226,7 @@ class MessagesConsumer(_Endpoint):
             raise TransportError("Missing session_id: use the endpoint URL the SSE stream sent.")
         session = await self.load_session(session_id)
         await control.ensure_listening()
-        await message_session.receive(session, message, self.scope.get("user"))
+        await message_session.receive(session, message, self.principal, self.scope, headers)
         # "the server MUST return HTTP status code 202 Accepted" (its answer is on the stream).
         await self.send({"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0")]})
         await self.send({"type": "http.response.body", "body": b""})

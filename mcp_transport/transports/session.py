@@ -20,15 +20,15 @@ import logging
 from channels.db import database_sync_to_async
 from django.contrib.auth.models import AnonymousUser
 
-from .. import control, jobs, logs, sessions, streams
+from .. import auth, control, jobs, logs, quotas, sessions, streams
 from ..bell import doorbell
 from ..conf import get_config
 from ..connections import async_redis, keys
-from ..dispatch import Call, initialize_result, runs_in_background
+from ..dispatch import Call, counts_as_call, initialize_result, runs_in_background, target_spec
 from ..models import McpSession
-from ..protocol import ids, versions
+from ..protocol import ids, jsonrpc, versions
 from ..protocol.cursor import MAX_OPEN, START, Cursor
-from ..protocol.errors import InvalidRequest, ProtocolError
+from ..protocol.errors import ErrorCode, InvalidRequest, ProtocolError
 from ..protocol.ids import GET_STREAM, EventId
 from ..protocol.jsonrpc import Notification, Request, error_message, result_message
 from ..protocol.session import SessionState, next_state
@@ -55,10 +55,14 @@ def _list_ttl() -> int:
 
 # -- the session and its streams ---------------------------------------------------------------
 
-async def open_session(user_id=None) -> tuple:
-    """A new session, not initialized yet, and the cursor of a connection that starts it."""
+async def open_session(principal: auth.Principal, address: str = "") -> tuple:
+    """A new session of ``principal``, not initialized yet, and the cursor of a connection that
+    starts it. ``address``: the client's, for MAX_SESSIONS_PER_ADDRESS (429 above it)."""
     session = sessions.SessionRecord(id=ids.new_session_id(), protocol_version="", state=SessionState.NEW.value,
-                                     user_id=user_id, log_level=get_config()["DEFAULT_LOG_LEVEL"])
+                                     user_id=principal.user_id, principal=principal.key,
+                                     log_level=get_config()["DEFAULT_LOG_LEVEL"])
+    if address:
+        await quotas.admit_session(address, session.id)
     await sessions.create(session)
     name = keys().opened_streams(session.id)
     async with async_redis().pipeline(transaction=False) as pipe:
@@ -87,33 +91,53 @@ async def reply(session_id: str, message: dict) -> None:
 
 # -- what the client sends ----------------------------------------------------------------------
 
-async def receive(session, message, user=None) -> None:
-    """Act on one message of the client. Returns once a request has started, not finished."""
-    user = user or AnonymousUser()
+async def receive(session, message, principal: auth.Principal, scope=None, headers=None) -> None:
+    """Act on one message of the client. Returns once a request has started, not finished.
+
+    ``scope`` and ``headers``: the HTTP request that carried it, whose principal must have the
+    scopes the tool, resource or prompt requires (else InsufficientScope, 403, raised here)."""
     if isinstance(message, Request):
-        await _receive_request(session, message, user)
+        await _receive_request(session, message, principal, scope, headers)
     elif isinstance(message, Notification):
         await _receive_notification(session, message)
     else:
         await streams.deliver_reply(session.id, {"id": message.id, "result": message.result, "error": message.error})
 
 
-async def _receive_request(session, request, user):
+async def _receive_request(session, request, principal, scope, headers):
     logs.bind_request(request.id)
     try:
         state = next_state(SessionState(session.state), request.method)
+        jsonrpc.progress_token(request.params)  # -32602 before anything is stored under it
     except ProtocolError as exc:
         return await reply(session.id, error_message(request.id, exc.code, exc.message))
     if request.method == "initialize":
         return await _initialize(session, request)
     if state.value != session.state:
         await sessions.update(session, state=state.value)
-    stream_key = ids.new_stream_key()
-    if runs_in_background(request):
-        return await _submit_job(session, request, stream_key)
-    stream = streams.RequestStream(session.id, request.id, stream_key)
-    await asyncio.gather(control.register_call(stream), add_stream(session.id, stream_key))
-    await streams.start(stream, request, Call(session=session, user=user, channel=stream))
+    if scope is not None:
+        auth.require_spec_scopes(target_spec(request), principal, scope, headers)
+    if runs_in_background(request, principal):
+        return await _submit_job(session, request, principal)
+    call = Call(session=session, user=principal.user or AnonymousUser(), principal=principal)
+    if counts_as_call(request):
+        try:
+            call.quota = await quotas.admit_call(session.id)
+        except ProtocolError as exc:  # the session runs MAX_CALLS_PER_SESSION already
+            return await reply(session.id, error_message(request.id, exc.code, exc.message))
+    try:
+        await _start(session, request, call)
+    except BaseException:
+        if not call.started:
+            await quotas.release_call(session.id, call.quota)
+        raise
+
+
+async def _start(session, request, call):
+    """Run the request on a stream of its own; its task releases the call's quota."""
+    stream = call.channel = streams.RequestStream(session.id, request.id, ids.new_stream_key())
+    await asyncio.gather(control.register_call(stream), add_stream(session.id, stream.stream_key))
+    await streams.start(stream, request, call)
 
 
 async def _initialize(session, request):
@@ -133,14 +157,19 @@ def _record_client(session_id, info):
                                                     client_version=str(info.get("version", ""))[:100])
 
 
-async def _submit_job(session, request, stream_key):
+async def _submit_job(session, request, principal):
     """A background tool: a worker runs it and appends what it sends to its stream."""
-    params = request.params
-    meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+    params, stream_key = request.params, ids.new_stream_key()
     await add_stream(session.id, stream_key)
-    await jobs.submit(registry.tools[params["name"]], params.get("arguments") or {}, session_id=session.id,
-                      request_id=request.id, stream_key=stream_key, user_id=session.user_id,
-                      progress_token=meta.get("progressToken"))
+    try:
+        await jobs.submit(registry.tools[params["name"]], params.get("arguments") or {}, session_id=session.id,
+                          request_id=request.id, stream_key=stream_key, user_id=principal.user_id,
+                          principal=principal.key, progress_token=jsonrpc.progress_token(params))
+    except Exception:
+        # The stream is listed, so followers wait for its answer: it must get one.
+        logger.exception("submitting a job of %s failed", params["name"])
+        failed = error_message(request.id, ErrorCode.INTERNAL_ERROR, f"Tool {params['name']} could not be started.")
+        await get_event_store().append(session.id, stream_key, failed, final=True)
 
 
 async def _receive_notification(session, notification):

@@ -17,7 +17,9 @@ import signal
 import sys
 import threading
 
-from .. import control, logs, sessions
+from django.contrib.auth.models import AnonymousUser
+
+from .. import auth, control, logs, sessions
 from ..conf import get_config
 from ..protocol import jsonrpc
 from ..protocol.errors import ErrorCode, ProtocolError
@@ -30,8 +32,9 @@ logger = logging.getLogger(__name__)
 async def serve(reader: asyncio.StreamReader, write, user=None) -> None:
     """Serve one session: lines from ``reader``, each message out through ``write(bytes)``."""
     await control.ensure_listening()
-    user_id = user.pk if user is not None and user.is_authenticated else None
-    session, cursor = await message_session.open_session(user_id)
+    # The local user who started the process: no token, no address quota.
+    principal = auth.Principal.for_user(user) if user is not None else auth.Principal(user=AnonymousUser())
+    session, cursor = await message_session.open_session(principal)
     logs.bind_session(session.id)
     logger.info("stdio session %s started", session.id)
 
@@ -41,7 +44,7 @@ async def serve(reader: asyncio.StreamReader, write, user=None) -> None:
     follower = message_session.Follower(cursor, deliver)
     await follower.start()
     following = asyncio.create_task(follower.run())
-    reading = asyncio.create_task(_read_messages(reader, session, user, write))
+    reading = asyncio.create_task(_read_messages(reader, session, principal, write))
     try:
         done, _ = await asyncio.wait([following, reading], return_when=asyncio.FIRST_COMPLETED)
         for task in done:
@@ -57,21 +60,21 @@ async def serve(reader: asyncio.StreamReader, write, user=None) -> None:
         logger.info("stdio session %s ended", session.id)
 
 
-async def _read_messages(reader, session, user, write):
+async def _read_messages(reader, session, principal, write):
     async for line in read_lines(reader):
         if line is None:
             write(_error(ErrorCode.INVALID_REQUEST, "The message is longer than MAX_REQUEST_BYTES."))
         elif line.strip():
-            await _receive_line(session, line, user, write)
+            await _receive_line(session, line, principal, write)
 
 
-async def _receive_line(session, line, user, write):
+async def _receive_line(session, line, principal, write):
     try:
         message = jsonrpc.parse(line)
     except ProtocolError as exc:
         return write(_error(exc.code, exc.message))
     try:
-        await message_session.receive(session, message, user)
+        await message_session.receive(session, message, principal)
     except Exception:
         logger.exception("the stdio transport failed on a %s", type(message).__name__)
         if isinstance(message, jsonrpc.Request):

@@ -7,6 +7,7 @@ import os
 import queue
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -316,3 +317,33 @@ def test_typescript_sdk_client_resumes_after_a_drop_on_another_process(node_clie
     assert result["delivered"] == [1, 1, 2, 3, 4, 5, 6, 7, 8, 2], result
     assert result["result"]["content"][0]["text"] == "done 8"
     assert client.process.wait(30) == 0
+
+
+# -- with AUTH on: the same tokens as /mcp, sessions bound to their principal ---------------------
+
+@pytest.fixture(scope="module")
+def auth_server(start_server):
+    return start_server(MCP_AUTH="on")
+
+
+def new_token(server_env, user) -> str:
+    done = subprocess.run([sys.executable, "manage.py", "mcp_tokens", "create", "--user", user], cwd=ROOT,
+                          env={**os.environ, **server_env}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_with_auth_on_every_request_needs_the_token_of_the_session_owner(auth_server, server_env):
+    alice, bob = new_token(server_env, "alice"), new_token(server_env, "bob")
+    refused = SseConnection(auth_server)
+    assert refused.response.status == 401 and refused.response.getheader("www-authenticate").startswith("Bearer ")
+    stream = SseConnection(auth_server, {"Authorization": f"Bearer {alice}"})
+    assert stream.response.status == 200
+    messages = stream.next().data
+    assert post(auth_server, messages, INITIALIZE)[0] == 401
+    assert post(auth_server, messages, INITIALIZE, {"Authorization": f"Bearer {bob}"})[0] == 404
+    assert post(auth_server, messages, INITIALIZE, {"Authorization": f"Bearer {alice}"})[0] == 202
+    assert stream.message()[0]["result"]["protocolVersion"] == "2024-11-05"
+    resumed = SseConnection(auth_server, {"Authorization": f"Bearer {bob}", "Last-Event-ID": stream.decoder.last_event_id})
+    assert resumed.response.status == 404  # another principal's session does not exist for bob
+    stream.close()
