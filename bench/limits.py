@@ -59,7 +59,8 @@ def start():
     db = Path(tempfile.mkdtemp(prefix="bench-limits-")) / "db.sqlite3"
     env = {"REDIS_URL": store.url, "MCP_KEY_PREFIX": f"benchlimits{secrets.token_hex(3)}",
            "DATABASE_URL": f"sqlite:///{db}", "DJANGO_SETTINGS_MODULE": "mcpserver.settings",
-           "PYTHONPATH": str(ROOT), "CELERY_QUEUE": "bench-limits-none"}
+           "PYTHONPATH": str(ROOT), "CELERY_QUEUE": "bench-limits-none",
+           "DJANGO_SECRET_KEY": secrets.token_urlsafe(50)}
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT,
                    env={**os.environ, **env}, check=True)
     server = QuietServer(env=env, cwd=ROOT).start()
@@ -92,7 +93,8 @@ async def hold_stream(http, url, headers, opened):
 
 
 async def call(http, url, headers, name, arguments, accept=None, request_id=1):
-    body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+    body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments}}
     async with http.post(url, json=body, headers={**headers, **({"Accept": accept} if accept else {})}) as reply:
         await reply.read()
         return reply.status

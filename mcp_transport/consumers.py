@@ -196,7 +196,8 @@ class McpHttpConsumer(AsyncConsumer):
         if too_large:
             metrics.incr("limit_refusals:client_info_bytes")
             return await self.send_json(200, jsonrpc.error_message(request.id, ErrorCode.INVALID_PARAMS, too_large))
-        await quotas.admit_session(self.client_address(), session.id)
+        session.address = self.client_address()
+        await quotas.admit_session(session.address, session.id)
         logs.bind_session(session.id)
         await sessions.create(session)
         reply = jsonrpc.result_message(request.id, initialize_result(version))

@@ -1,8 +1,10 @@
 """Per-client limits that every process must see alike, kept in Redis (one script call each).
 
 - sessions per client address (``MAX_SESSIONS_PER_ADDRESS``): a sorted set of the address's
-  session ids; a session counts while its live key exists (it expires with the session, so a
-  session that idled out or was deleted stops counting without anyone telling this set);
+  session ids, scored by when they were admitted. A DELETE takes its session out at once; a
+  session that idled out stops counting once its live key is gone (an admitted session's key is
+  written after its database row, so only entries older than ``ADMISSION_GRACE_SECONDS`` are
+  checked for it);
 - requests of a session running at once (``MAX_CALLS_PER_SESSION``): a sorted set scored by the
   time each entry expires, so the entry of a process that died goes by itself;
 - ``resources/subscribe`` URIs per session (``MAX_SUBSCRIPTIONS_PER_SESSION``);
@@ -26,11 +28,11 @@ logger = logging.getLogger(__name__)
 
 ADMIT_SESSION_LUA = """
 -- KEYS[1]: the address's set of session ids. ARGV: limit, prefix of session keys, new id,
--- now (ms), the set's ttl (s). Returns -1 when admitted, else the seconds until the soonest of
--- the address's sessions expires (the Retry-After).
+-- now (ms), the set's ttl (s), grace (ms). Returns -1 when admitted, else the seconds until the
+-- soonest of the address's sessions expires (the Retry-After).
 local key, limit, prefix = KEYS[1], tonumber(ARGV[1]), ARGV[2]
 if redis.call('ZCARD', key) >= limit then
-  for _, id in ipairs(redis.call('ZRANGE', key, 0, -1)) do
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', key, '-inf', tonumber(ARGV[4]) - tonumber(ARGV[6]))) do
     if redis.call('EXISTS', prefix .. id) == 0 then redis.call('ZREM', key, id) end
   end
 end
@@ -80,6 +82,10 @@ def _script(lua):
     return scripts[lua]
 
 
+#: Seconds an admitted session counts even without its live key (being created meanwhile).
+ADMISSION_GRACE_SECONDS = 60
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -99,7 +105,8 @@ async def admit_session(address: str, session_id: str) -> None:
     limit, idle = config["MAX_SESSIONS_PER_ADDRESS"], config["SESSION_IDLE_TIMEOUT"]
     names = keys()
     wait = await _script(ADMIT_SESSION_LUA)(
-        keys=[names.address_sessions(address)], args=[limit, names.session(""), session_id, _now_ms(), idle + 60])
+        keys=[names.address_sessions(address)],
+        args=[limit, names.session(""), session_id, _now_ms(), idle + 60, ADMISSION_GRACE_SECONDS * 1000])
     if wait >= 0:
         metrics.incr("limit_refusals:sessions_per_address")
         raise LimitReached(f"This address already holds {limit} open sessions: end one (DELETE) or retry later.",

@@ -42,6 +42,8 @@ class SessionRecord:
     user_id: Optional[int] = None
     #: The auth.Principal key the session belongs to ("" for anyone while auth is off).
     principal: str = ""
+    #: The client address it counts against (MAX_SESSIONS_PER_ADDRESS; quotas.py).
+    address: str = ""
     #: Unix time of the last database write of last_seen_at (not stored in the row).
     seen_written: float = 0.0
 
@@ -198,10 +200,12 @@ async def close_many(session_ids: list, reason: str) -> None:
         forget(session_id)
     await _close_rows(session_ids, reason)
     metrics.incr(f"sessions_closed:{reason}", len(session_ids))
-    subscribed = await _subscriptions(session_ids)
+    subscribed, addresses = await _subscriptions_and_addresses(session_ids)
     async with async_redis().pipeline(transaction=False) as pipe:
-        for session_id, uris in zip(session_ids, subscribed):
+        for session_id, uris, address in zip(session_ids, subscribed, addresses):
             logger.info("session closed: %s", reason, extra={"mcp_session_id": session_id})
+            if address:  # its place is free at once
+                pipe.zrem(names.address_sessions(address), session_id)
             pipe.delete(names.session(session_id), names.reader(session_id, GET_STREAM),
                         names.outbound_ids(session_id), names.subscriptions(session_id), names.calls(session_id))
             for uri in uris:  # else every URI it ever subscribed to keeps its id until the set expires
@@ -214,13 +218,18 @@ async def close_many(session_ids: list, reason: str) -> None:
     await asyncio.shield(get_event_store().delete_sessions(session_ids))
 
 
-async def _subscriptions(session_ids) -> list:
-    """The subscribed URIs of each session (one round trip)."""
+async def _subscriptions_and_addresses(session_ids) -> tuple:
+    """The subscribed URIs of each session, and the client address it counts against (one
+    round trip)."""
+    if not session_ids:
+        return [], []
     names = keys()
     async with async_redis().pipeline(transaction=False) as pipe:
         for session_id in session_ids:
             pipe.smembers(names.subscriptions(session_id))
-        return await pipe.execute() if session_ids else []
+        pipe.mget([names.session(session_id) for session_id in session_ids])
+        *subscribed, records = await pipe.execute()
+    return subscribed, [json.loads(raw).get("address", "") if raw else "" for raw in records]
 
 
 @database_sync_to_async

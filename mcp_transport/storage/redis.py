@@ -22,7 +22,9 @@ expiry until the next append anywhere or the next ``stats()``; a FLUSHALL resets
 
 *Session cap.* When a session holds more than ``session_max_events`` events, the script trims
 the stream whose oldest event is the session's oldest, one stream at a time, until the session
-fits: with one new event at a time this evicts exactly the session's oldest event.
+fits: with one new event at a time this evicts exactly the session's oldest event. The same for
+``session_max_bytes`` (SESSION_MAX_BYTES): the bytes of the messages each stream and session
+keep are counted in ``lengths`` too (``b|<key>``), so the script knows them without reading.
 
 *Durability* (``persist``). ``"batched"`` (default): an event is in Redis when ``append``
 returns, and reaches the database within ``flush_interval`` seconds (or as soon as
@@ -47,6 +49,7 @@ from typing import NamedTuple
 
 from django.core.exceptions import ImproperlyConfigured
 
+from ..conf import get_config
 from ..connections import async_redis, keys
 from ..protocol.ids import EventId
 from ..protocol.jsonrpc import dumps
@@ -58,12 +61,14 @@ from .signals import Coalescer, RedisCounters, closed_sessions, metrics_key
 
 APPEND_LUA = """
 -- KEYS: metrics hash, lengths hash, expiries zset.
--- ARGV: maxlen, ttl (s), session cap, trim ("=" exact or "~"), then for each stream:
+-- ARGV: maxlen, ttl (s), session cap, trim ("=" exact or "~"), session byte cap (0: none),
+--   then for each stream:
 --   stream key, session key, bell channel, closed-session key, n, then n x (message, final flag).
 -- Returns the new entry ids in the order of the events ("" for an event of a closed session,
 -- which is not added: a request still running when its session was deleted leaves nothing).
 local metrics, lengths, expiries = KEYS[1], KEYS[2], KEYS[3]
 local maxlen, ttl, cap, trim = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local byte_cap = tonumber(ARGV[5])
 local clock = redis.call('TIME')
 local now = clock[1] * 1000 + math.floor(clock[2] / 1000)
 local counts = {appended = 0, capacity = 0, ttl = 0, session_cap = 0}
@@ -78,6 +83,29 @@ local function add_kept(field, delta)
   end
 end
 
+-- Bytes of messages kept, per stream and per session, in the same hash ("b|<key>").
+local function bytes_of(key) return kept('b|' .. key) end
+local function add_bytes(key, delta) add_kept('b|' .. key, delta) end
+
+local function entry_bytes(entry)
+  local fields = entry[2]
+  for k = 1, #fields, 2 do
+    if fields[k] == 'm' then return #fields[k + 1] end
+  end
+  return 0
+end
+
+-- The sizes of a stream's oldest count entries, oldest first.
+local function oldest_sizes(stream, count)
+  local sizes = {}
+  if count > 0 then
+    for _, entry in ipairs(redis.call('XRANGE', stream, '-', '+', 'COUNT', count)) do
+      sizes[#sizes + 1] = entry_bytes(entry)
+    end
+  end
+  return sizes
+end
+
 local function first_ms(stream)
   local first = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)[1]
   return first and string.match(first[1], '^%d+') or ms(now)
@@ -86,7 +114,8 @@ end
 -- A stream Redis no longer has: drop its bookkeeping; returns how many events it held.
 local function forget(session, stream)
   local n = kept(stream)
-  redis.call('HDEL', lengths, stream)
+  add_bytes(session, -bytes_of(stream))
+  redis.call('HDEL', lengths, stream, 'b|' .. stream)
   redis.call('ZREM', expiries, session .. '|' .. stream)
   redis.call('ZREM', session, stream)
   add_kept(session, -n)
@@ -113,11 +142,19 @@ local function append(i, ids, sessions)
   end
   local recorded, before = kept(stream), redis.call('XLEN', stream)
   counts.ttl = counts.ttl + math.max(0, recorded - before)
+  if before == 0 then  -- what the bookkeeping says it held is gone
+    add_bytes(session, -bytes_of(stream))
+    redis.call('HDEL', lengths, 'b|' .. stream)
+  end
+  -- The entries the trim may remove (at most this many, "~" removes fewer), read before it does.
+  local trimmable = oldest_sizes(stream, math.min(before, before + n - maxlen))
+  local added = 0
   -- A stream Redis lost (flush, restart, TTL) may have had ids in this very ms: a new one
   -- starts at the next ms, so its ids are greater than any the lost one gave out.
   local id = (before == 0 and redis.call('EXISTS', stream) == 0) and ms(now + 1) .. '-0' or '*'
   for j = 1, n do
     local message, final = ARGV[i + 3 + 2 * j], ARGV[i + 4 + 2 * j]
+    added = added + #message
     if final == '1' then
       ids[#ids + 1] = redis.call('XADD', stream, 'MAXLEN', trim, maxlen, id, 'm', message, 'f', '1')
     else
@@ -128,6 +165,11 @@ local function append(i, ids, sessions)
   local after = redis.call('XLEN', stream)
   counts.appended = counts.appended + n
   counts.capacity = counts.capacity + before + n - after
+  local removed, freed = before + n - after, 0
+  for k = 1, math.min(removed, #trimmable) do freed = freed + trimmable[k] end
+  for k = 1, removed - #trimmable do freed = freed + #ARGV[i + 3 + 2 * k] end  -- new ones trimmed too
+  add_bytes(stream, added - freed)
+  add_bytes(session, added - freed)
   redis.call('HSET', lengths, stream, after)
   add_kept(session, after - recorded)
   redis.call('PEXPIRE', stream, ttl * 1000)
@@ -137,6 +179,45 @@ local function append(i, ids, sessions)
   redis.call('PUBLISH', bell, '1')
   sessions[session] = true
   return i + 5 + 2 * n
+end
+
+-- Drop the oldest n of a stream's len events (all of them: the stream), with their bookkeeping.
+local function drop_oldest(session, stream, n, len)
+  if n == len then
+    redis.call('DEL', stream)
+    forget(session, stream)
+    return
+  end
+  local freed = 0
+  for _, size in ipairs(oldest_sizes(stream, n)) do freed = freed + size end
+  redis.call('XTRIM', stream, 'MAXLEN', '=', len - n)
+  redis.call('HSET', lengths, stream, len - n)
+  add_kept(session, -n)
+  add_bytes(stream, -freed)
+  add_bytes(session, -freed)
+  redis.call('ZADD', session, first_ms(stream), stream)
+end
+
+-- Session byte cap: evict the session's oldest events until what it keeps fits in byte_cap.
+local function enforce_byte_cap(session)
+  local over, rounds = bytes_of(session) - byte_cap, 0
+  while byte_cap > 0 and over > 0 and rounds < 64 do
+    rounds = rounds + 1
+    local oldest = redis.call('ZRANGE', session, 0, 0)[1]
+    if not oldest then break end
+    local len, n, freed = redis.call('XLEN', oldest), 0, 0
+    if len == 0 then
+      counts.ttl = counts.ttl + forget(session, oldest)
+    else
+      for _, size in ipairs(oldest_sizes(oldest, 64)) do
+        if freed >= over then break end
+        n, freed = n + 1, freed + size
+      end
+      drop_oldest(session, oldest, n, len)
+      counts.session_cap = counts.session_cap + n
+    end
+    over = bytes_of(session) - byte_cap
+  end
 end
 
 -- Evict from the stream holding the session's oldest event until the session fits.
@@ -152,24 +233,19 @@ local function enforce_cap(session)
       counts.ttl, excess = counts.ttl + lost, excess - lost
     else
       local n = math.min(excess, len)
-      if n == len then
-        redis.call('DEL', oldest)
-        forget(session, oldest)
-      else
-        redis.call('XTRIM', oldest, 'MAXLEN', '=', len - n)
-        redis.call('HSET', lengths, oldest, len - n)
-        add_kept(session, -n)
-        redis.call('ZADD', session, first_ms(oldest), oldest)
-      end
+      drop_oldest(session, oldest, n, len)
       counts.session_cap, excess = counts.session_cap + n, excess - n
     end
   end
 end
 
 sweep()
-local ids, sessions, i = {}, {}, 5
+local ids, sessions, i = {}, {}, 6
 while i <= #ARGV do i = append(i, ids, sessions) end
-for session in pairs(sessions) do enforce_cap(session) end
+for session in pairs(sessions) do
+  enforce_cap(session)
+  enforce_byte_cap(session)
+end
 for _, reason in ipairs({'capacity', 'ttl', 'session_cap'}) do
   if counts[reason] > 0 then redis.call('HINCRBY', metrics, 'events_evicted:' .. reason, counts[reason]) end
 end
@@ -186,11 +262,11 @@ local dropped = 0
 for _, stream in ipairs(redis.call('ZRANGE', session, 0, -1)) do
   dropped = dropped + tonumber(redis.call('HGET', lengths, stream) or '0')
   redis.call('DEL', stream)
-  redis.call('HDEL', lengths, stream)
+  redis.call('HDEL', lengths, stream, 'b|' .. stream)
   redis.call('ZREM', expiries, session .. '|' .. stream)
 end
 redis.call('DEL', session)
-redis.call('HDEL', lengths, session)
+redis.call('HDEL', lengths, session, 'b|' .. session)
 if dropped > 0 then
   redis.call('HINCRBY', metrics, 'events_deleted', dropped)
   redis.call('HINCRBY', metrics, 'buffer_entries', -dropped)
@@ -247,7 +323,8 @@ def _script_args(store, names, items):
     groups = defaultdict(list)
     for index, item in enumerate(items):
         groups[item.session_id, item.stream_key].append(index)
-    args = [store.maxlen, store.ttl, store.session_max_events, "~" if store.approximate_trim else "="]
+    args = [store.maxlen, store.ttl, store.session_max_events, "~" if store.approximate_trim else "=",
+            store.session_max_bytes or 0]
     order = []
     for (session_id, stream_key), indexes in groups.items():
         args += [names.stream(session_id, stream_key), names.session_streams(session_id),
@@ -272,7 +349,7 @@ class _LoopState:
 
 class RedisEventStore(EventStore):
     """The default store. Options: the ring limits (``maxlen``, ``ttl``,
-    ``session_max_events``), ``persist`` ("batched", "write_through", "off"),
+    ``session_max_events``, and ``session_max_bytes``: SESSION_MAX_BYTES, None for none), ``persist`` ("batched", "write_through", "off"),
     ``flush_interval`` (seconds, 0.2), ``flush_max`` (events, 500) and ``max_unwritten``
     (events, None: no limit; appends wait while this many are not in the database yet) for
     "batched", and ``approximate_trim`` (XADD MAXLEN ~: cheaper, keeps up to ~100 more events than maxlen)."""
@@ -280,8 +357,10 @@ class RedisEventStore(EventStore):
     source = "redis"
 
     def __init__(self, *, persist: str = "batched", flush_interval: float = 0.2, flush_max: int = 500,
-                 max_unwritten=None, approximate_trim: bool = False, **ring):
+                 max_unwritten=None, approximate_trim: bool = False, session_max_bytes="default", **ring):
         super().__init__(**ring)
+        self.session_max_bytes = (get_config()["SESSION_MAX_BYTES"] if session_max_bytes == "default"
+                                  else session_max_bytes)
         if persist not in PERSIST_MODES:
             raise ImproperlyConfigured(f"EVENT_STORE option persist must be one of {PERSIST_MODES}, not {persist!r}.")
         self.persist, self.approximate_trim = persist, approximate_trim

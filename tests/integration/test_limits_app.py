@@ -5,6 +5,7 @@ Every refusal is counted in the shared metrics hash (``limit_refusals:<limit>``)
 """
 import itertools
 import json
+from concurrent.futures import ThreadPoolExecutor
 import os
 import time
 
@@ -16,7 +17,8 @@ from mcp_transport.testing import HttpClient
 DEADLINE = 60
 LIMITS = {"MAX_SESSIONS_PER_ADDRESS": 3, "TRUSTED_PROXIES": ["127.0.0.1"], "MAX_CLIENT_INFO_BYTES": 4096,
           "MAX_SUBSCRIPTIONS_PER_SESSION": 5, "MAX_URI_BYTES": 200, "MAX_CALLS_PER_SESSION": 2,
-          "TOOL_MAX_SECONDS": 1, "MAX_EVENT_BYTES": 64 * 1024, "HEARTBEAT_SECONDS": 0.5}
+          "TOOL_MAX_SECONDS": 1, "MAX_EVENT_BYTES": 64 * 1024, "SESSION_MAX_BYTES": 300_000,
+          "HEARTBEAT_SECONDS": 0.5}
 SSE_FIRST = {"Accept": "text/event-stream, application/json"}
 _addresses = (f"198.51.100.{n}" for n in itertools.count(1))
 
@@ -90,6 +92,18 @@ def test_sessions_per_address_are_capped_with_429_and_retry_after(limited_server
     wait_until(lambda: refusals(store, "sessions_per_address") > before, "the refusal was not counted")
 
 
+def test_sessions_asked_for_at_once_do_not_pass_the_cap(limited_server):
+    """20 initialize at once from one address: the ones still being created count too."""
+    clients = [Client(limited_server.url, "203.0.113.30") for _ in range(20)]
+
+    def ask(client):
+        return client.request("POST", client.message("initialize", init_params()), session=False).status
+
+    with ThreadPoolExecutor(20) as pool:
+        statuses = list(pool.map(ask, clients))
+    assert sorted(statuses) == [200] * 3 + [429] * 17, statuses
+
+
 def test_a_forwarded_for_from_an_untrusted_peer_is_ignored(start_server):
     """The same header through a server that trusts no proxy: all sessions are 127.0.0.1's."""
     # A key prefix of its own: the run's other sessions from 127.0.0.1 do not count here.
@@ -160,6 +174,19 @@ def test_an_oversized_sse_event_becomes_an_error_result_and_is_not_stored(sessio
     # A JSON reply is not stored: it is not limited by MAX_EVENT_BYTES.
     assert session.call("tools/call", {"name": "echo", "arguments": {"text": text}},
                         headers={"Accept": "application/json"})["result"]["content"][0]["text"] == text
+
+
+def stored_bytes(store, session_id):
+    return sum(len(fields.get("m", "").encode()) for key in store.scan_iter(match=f"{prefix()}:stream:{session_id}:*")
+               for _, fields in store.xrange(key))
+
+
+def test_a_session_keeps_at_most_session_max_bytes_in_redis(session, store):
+    """Ten echoes of about 50 KB each over SSE: the session's oldest go past 300,000 bytes."""
+    for n in range(10):
+        reply = session.call("tools/call", {"name": "echo", "arguments": {"text": str(n) * 25_000}}, headers=SSE_FIRST)
+        assert reply["result"]["content"][0]["text"] == str(n) * 25_000
+    assert 200_000 < stored_bytes(store, session.session_id) <= 300_000
 
 
 # -- running requests ------------------------------------------------------------------------

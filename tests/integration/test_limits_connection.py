@@ -220,7 +220,8 @@ def test_refusals_are_counted_in_the_metrics(small_server):
     while True:
         request = urllib.request.Request(metrics_url, headers={"Authorization": f"Bearer {METRICS_TOKEN}"})
         text = urllib.request.urlopen(request, timeout=DEADLINE).read().decode()
-        counted = [line for line in text.splitlines() if line.startswith('mcp_limit_refusals_total{limit="body_bytes"}')]
+        metric = 'mcp_limit_refusals_total{limit="body_bytes"}'
+        counted = [line for line in text.splitlines() if line.startswith(metric)]
         if counted and float(counted[0].split()[-1]) >= 1:
             return
         assert time.monotonic() < deadline, counted

@@ -312,3 +312,48 @@ async def test_a_closed_session_keeps_no_late_event(stores, session_id, stream_k
     assert late.position == "0-0"
     assert await row_count(store, session_id) == 0
     assert await async_redis().xlen(StoreKeys().stream(session_id, stream_key)) == 0
+
+
+# -- SESSION_MAX_BYTES ---------------------------------------------------------------------
+
+async def kept_bytes(session_id):
+    """(bytes the bookkeeping counts, bytes of the messages Redis really holds) for a session,
+    and the same per stream."""
+    names, client = StoreKeys(), async_redis()
+    session_key = names.session_streams(session_id)
+    streams = await client.zrange(session_key, 0, -1)
+    lengths = names.shared[1]
+    real = {key: sum(len(fields.get("m", "").encode()) for _, fields in await client.xrange(key)) for key in streams}
+    counted = {key: int(await client.hget(lengths, f"b|{key}") or 0) for key in streams}
+    return int(await client.hget(lengths, f"b|{session_key}") or 0), sum(real.values()), counted, real
+
+
+def sized(i, size=1000):
+    return {"jsonrpc": "2.0", "method": "notifications/message", "params": {"i": i, "data": "x" * (size - 60)}}
+
+
+async def test_a_session_keeps_at_most_session_max_bytes(stores, session_id):
+    """A 4 MiB echo over SSE kept 8 MB per session for an hour; now the session's oldest events
+    go once its messages pass the byte cap, across its streams, and the bookkeeping is exact."""
+    store = stores(session_max_bytes=10_000, maxlen=6)
+    streams = ["one", "two"]
+    appended = [await store.append(session_id, streams[i % 2], sized(i)) for i in range(30)]
+    counted, real, per_stream_counted, per_stream_real = await kept_bytes(session_id)
+    assert counted == real and per_stream_counted == per_stream_real
+    assert 10_000 - 2 * 1000 < real <= 10_000
+    newest = await store.read_after(session_id, "two", "0-0")
+    assert newest[-1].id == appended[-1]
+    stats = await store.stats()
+    assert stats["evicted"]["session_cap"] > 0
+
+
+async def test_byte_bookkeeping_follows_trims_and_deletes(stores, session_id):
+    store = stores(session_max_bytes=None, maxlen=3)
+    for i in range(10):
+        await store.append(session_id, "s", sized(i, size=100 + i))
+    counted, real, _, _ = await kept_bytes(session_id)
+    assert counted == real > 0
+    await store.delete_session(session_id)
+    names = StoreKeys()
+    fields = await async_redis().hkeys(names.shared[1])
+    assert not [field for field in fields if session_id in field]
