@@ -166,6 +166,9 @@ DEFAULTS = {
     #: Seconds a token's validation result (and its user) is cached, and how many a process keeps.
     "AUTH_CACHE_SECONDS": 60,
     "AUTH_CACHE_SIZE": 10000,
+    #: Multi-round-trip requests (2026-07-28): seconds a requestState stays valid; a background
+    #: call waiting on the client's answer waits CLIENT_REQUEST_TIMEOUT at most.
+    "REQUEST_STATE_TTL": 600,
 }
 
 

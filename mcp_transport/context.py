@@ -107,9 +107,15 @@ class Context:
     async def error(self, data, logger_name=None):
         await Context.log(self, "error", data, logger_name)
 
+    #: Whether an unanswered question of a 2026-07-28 round parks this handler (async) or
+    #: ends the round at once (sync: a blocked thread cannot be cancelled). rounds.py.
+    parks = True
+
     async def send_request(self, method: str, params: Optional[dict] = None,
-                           capability: Optional[str] = None) -> dict:
-        """Send a request to the client on this call's stream and wait for its result.
+                           capability: Optional[str] = None, *, key: Optional[str] = None) -> dict:
+        """Send a request to the client and wait for its result: on this call's stream
+        (2025-11-25), or as an entry of an ``InputRequiredResult`` (2026-07-28, where ``key`` names
+        it in ``inputRequests``; by default questions are numbered in the order they are asked).
 
         "Both parties MUST ... Only use capabilities that were successfully negotiated"
         -- spec 2025-11-25 basic/lifecycle
@@ -118,25 +124,26 @@ class Context:
             raise ClientCapabilityError(f"The client did not declare the {capability!r} capability.")
         try:
             # A sync tool's thread waits without its tool thread slot (threads.py).
-            return await threads.client_wait(lambda: self._channel.request(method, params or {}))
+            return await threads.client_wait(lambda: self._channel.request(method, params or {}, key=key, park=self.parks))
         except threads.TooManyWaiting as exc:
             raise ClientRequestError(method, str(exc)) from None
 
-    async def sample(self, messages: list, *, max_tokens: int, **params) -> dict:
+    async def sample(self, messages: list, *, max_tokens: int, key: Optional[str] = None, **params) -> dict:
         """``sampling/createMessage``; ``messages`` may be plain strings (user text)."""
         messages = [{"role": "user", "content": {"type": "text", "text": m}} if isinstance(m, str) else m
                     for m in messages]
         return await Context.send_request(self, "sampling/createMessage",
-                                          {"messages": messages, "maxTokens": max_tokens, **params}, "sampling")
+                                          {"messages": messages, "maxTokens": max_tokens, **params}, "sampling",
+                                          key=key)
 
-    async def elicit(self, message: str, requested_schema: dict) -> dict:
+    async def elicit(self, message: str, requested_schema: dict, *, key: Optional[str] = None) -> dict:
         """``elicitation/create`` (form mode); returns ``{"action": ..., "content": ...}``."""
         return await Context.send_request(self, "elicitation/create",
                                           {"message": message, "requestedSchema": requested_schema},
-                                          "elicitation")
+                                          "elicitation", key=key)
 
-    async def list_roots(self) -> list:
-        result = await Context.send_request(self, "roots/list", {}, "roots")
+    async def list_roots(self, *, key: Optional[str] = None) -> list:
+        result = await Context.send_request(self, "roots/list", {}, "roots", key=key)
         return result.get("roots", [])
 
     async def close_stream(self, retry_ms: Optional[int] = None) -> None:
@@ -163,6 +170,8 @@ def make_sync_method(method_name, run=None):
 
 class SyncContext(Context):
     """The same API for sync tools, which run in a worker thread."""
+
+    parks = False
 
     for _name in ("report_progress", "log", "debug", "info", "warning", "error", "send_request", "sample",
                   "elicit", "list_roots", "close_stream"):

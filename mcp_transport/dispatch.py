@@ -87,11 +87,21 @@ def may_send(request: Request) -> bool:
     """Whether the handler can send messages before its result (then the reply must be SSE)."""
     if request.method == "tasks/result":
         return True  # the requests of a task waiting on input go out on its stream
+    if request.method in ("prompts/get", "resources/read"):  # one taking a Context may ask the client
+        return getattr(_carrier_spec(request), "context_param", None) is not None
     if request.method != "tools/call":
         return False
     name = request.params.get("name")
     spec = registry.tools.get(name) if isinstance(name, str) else None  # a list is unhashable
     return spec is not None and spec.may_send
+
+
+def _carrier_spec(request: Request):
+    if request.method == "prompts/get":
+        name = request.params.get("name")
+        return registry.prompts.get(name) if isinstance(name, str) else None
+    uri = request.params.get("uri")
+    return registry.find_resource(uri)[0] if isinstance(uri, str) else None
 
 
 # -- pagination ------------------------------------------------------------------------------
@@ -307,7 +317,9 @@ async def resources_read(params, call):
     spec, variables = registry.find_resource(uri)
     if spec is None or not may_use(spec, call.principal):
         raise ResourceNotFound(f"Resource not found: {uri}.", data={"uri": uri})
-    value = await run_sync_or_async(spec.func, kwargs=variables, call=call)
+    if spec.context_param:
+        variables = {**variables, spec.context_param: make_context(spec, params, call)}
+    value = await run_sync_or_async(spec.func, kwargs=variables, call=call, calls_back=spec.context_param is not None)
     return {"contents": spec.to_contents(uri, value)}
 
 
@@ -337,7 +349,10 @@ async def prompts_get(params, call):
     if missing:
         raise InvalidParams(f"Missing required arguments for prompt {name}: {', '.join(missing)}.")
     known = {a["name"] for a in spec.arguments}
-    value = await run_sync_or_async(spec.func, kwargs={k: v for k, v in arguments.items() if k in known}, call=call)
+    kwargs = {k: v for k, v in arguments.items() if k in known}
+    if spec.context_param:
+        kwargs[spec.context_param] = make_context(spec, params, call)
+    value = await run_sync_or_async(spec.func, kwargs=kwargs, call=call, calls_back=spec.context_param is not None)
     return spec.to_result(value)
 
 

@@ -117,11 +117,12 @@ def _active_job_of_request(session_id, request_id):
 # -- submitting ------------------------------------------------------------------------------
 
 async def submit(spec, arguments: dict, *, session_id: str, request_id, stream_key: str, user_id=None,
-                 principal="", progress_token=None, is_task=False, ttl_ms=None) -> McpJob:
-    """Create the job and queue it; its answer will come on ``stream_key``."""
+                 principal="", progress_token=None, is_task=False, ttl_ms=None, context=None) -> McpJob:
+    """Create the job and queue it; its answer will come on ``stream_key`` (``context``: what a
+    2026-07-28 call brings instead of a session, ``modern_context()``)."""
     job = McpJob(id=new_job_id(), session_id=session_id, user_id=user_id, principal=principal, request_id=request_id,
                  stream_key=stream_key, tool=spec.name, arguments=arguments, progress_token=progress_token,
-                 is_task=is_task, ttl_ms=ttl_ms, celery_task_id=str(uuid.uuid4()))
+                 is_task=is_task, ttl_ms=ttl_ms, celery_task_id=str(uuid.uuid4()), context=context or {})
     await _insert(job)
     metrics.incr("jobs_submitted")
     await control.register_call(_CallRecord(job), job=job.id)
@@ -130,7 +131,7 @@ async def submit(spec, arguments: dict, *, session_id: str, request_id, stream_k
     except Exception:
         logger.exception("queueing job %s (%s) failed", short_id(job.id), spec.name)
         text = f"Tool {spec.name} could not be queued: the task broker is unreachable."
-        await finish(job, Status.FAILED, error_result(text), error=text)
+        await finish(job, Status.FAILED, error_result(text), error=text, **internal_failure(job))
     return job
 
 
@@ -203,7 +204,7 @@ async def announce(job) -> None:
     """``notifications/tasks/status`` on the session's GET stream, for task-augmented jobs:
     "clients SHOULD expect messages to be delivered on any SSE stream, including the HTTP GET
     stream" -- spec 2025-11-25 basic/utilities/tasks"""
-    if job.is_task:
+    if job.is_task and not is_modern(job):  # the 2026 extension has no session stream to put it on
         message = notification_message("notifications/tasks/status", task_view(job))
         await get_event_store().append(job.session_id, GET_STREAM, message)
 
@@ -346,7 +347,7 @@ async def worker_lost(job, hard_limit=False) -> None:
         text = (f"The worker running tool {job.tool} was lost before it finished"
                 + (f" ({job.attempts} attempts)." if spec is not None and spec.idempotent
                    else "; the call was not retried because the tool is not declared idempotent."))
-    await finish(job, Status.FAILED, error_result(text), error=text)
+    await finish(job, Status.FAILED, error_result(text), error=text, **internal_failure(job))
 
 
 def hard_limit_text(limit) -> str:
@@ -363,6 +364,65 @@ def mark_stopped(session_id: str, stream_key: str, reason: str) -> None:
         client.hset(keys().call(session_id, stream_key), mapping={"beat": 0, "stopped": reason})
     finally:
         client.close()
+
+
+# -- 2026-07-28 calls ------------------------------------------------------------------------
+
+MODERN_ERA = "2026-07-28"
+
+
+def modern_context(client_capabilities: dict, log_level=None) -> dict:
+    """What a 2026-07-28 call keeps on its job in place of a session."""
+    return {"era": MODERN_ERA, "clientCapabilities": client_capabilities, "logLevel": log_level}
+
+
+def is_modern(job) -> bool:
+    return (job.context or {}).get("era") == MODERN_ERA
+
+
+def internal_failure(job) -> dict:
+    """The row fields that say a job failed for the server's reasons, not its tool's: the tasks
+    extension shows those as ``failed`` (a tool's error result is ``completed``, isError)."""
+    return {"context": {**(job.context or {}), "failure": "internal"}}
+
+
+def failed_internally(job) -> bool:
+    return (job.context or {}).get("failure") == "internal"
+
+
+def inputs_key(job) -> str:
+    """The questions a 2026-07-28 job waits on the client for: a hash of inputRequests key ->
+    ``{"id": <reply id>, "method", "params"}``. tasks/get shows them; tasks/update and the retry
+    of a call deliver their answers (``deliver_inputs``)."""
+    return f"{keys().prefix}:jobinput:{job.id}"
+
+
+async def pending_inputs(job) -> dict:
+    """The job's unanswered questions, as ``inputRequests``."""
+    entries = await async_redis().hgetall(inputs_key(job))
+    return {key: {"method": entry["method"], "params": entry["params"]}
+            for key, entry in ((key, json.loads(raw)) for key, raw in sorted(entries.items()))}
+
+
+async def deliver_inputs(job, responses: dict) -> list:
+    """Hand the worker the answers to the questions it asked (keys it did not ask are ignored:
+    "The server SHOULD ignore the extra keys"); the keys answered now. A key is claimed with
+    HDEL, so of two concurrent deliveries exactly one reaches the tool."""
+    client, answered = async_redis(), []
+    entries = await client.hgetall(inputs_key(job)) if responses else {}
+    for key, value in responses.items():
+        raw = entries.get(key)
+        if raw is None or not await client.hdel(inputs_key(job), key):
+            continue
+        # What streams.deliver_reply does (not imported: streams imports dispatch, which imports this).
+        reply_key = keys().reply(job.session_id, json.loads(raw)["id"])
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.set(reply_key, dumps({"id": json.loads(raw)["id"], "result": value}),
+                     ex=get_config()["CLIENT_REQUEST_TIMEOUT"] + 60)
+            pipe.publish(reply_key, "1")
+            await pipe.execute()
+        answered.append(key)
+    return answered
 
 
 def related_task_meta(job) -> dict:

@@ -129,6 +129,10 @@ class McpJob(models.Model):
     result = SafeJSONField(null=True, blank=True)
     #: Why the job failed or was cancelled, in one sentence (empty otherwise).
     error = SafeTextField(blank=True)
+    #: A 2026-07-28 call, which has no session to read from: ``era``, the request's
+    #: ``clientCapabilities`` and ``logLevel``; and ``failure: "internal"`` once it failed for
+    #: the server's reasons (a crash, a limit, a lost worker) rather than the tool's.
+    context = SafeJSONField(default=dict, blank=True)
 
     class Meta:
         verbose_name = "MCP job"

@@ -280,6 +280,13 @@ class ResourceSpec:
     pattern: Any = None
     permission: Optional[str] = None
     scopes: tuple = ()
+    #: Name of the parameter that receives the Context, if any (it may ask the client, in the
+    #: 2026-07-28 era: an InputRequiredResult).
+    context_param: Optional[str] = None
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.func)
 
     @property
     def is_template(self) -> bool:
@@ -324,6 +331,12 @@ class PromptSpec:
     arguments: list = field(default_factory=list)
     permission: Optional[str] = None
     scopes: tuple = ()
+    #: Name of the parameter that receives the Context, if any (as for resources).
+    context_param: Optional[str] = None
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.func)
 
     def describe(self) -> dict:
         entry = {"name": self.name, "arguments": self.arguments}
@@ -352,10 +365,10 @@ def _user_message(text: str) -> dict:
     return {"role": "user", "content": content.text(text)}
 
 
-def _prompt_arguments(func, param_docs):
+def _prompt_arguments(func, param_docs, context_param=None):
     arguments = []
     for param in inspect.signature(func).parameters.values():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or param.name == context_param:
             continue
         argument = {"name": param.name, "required": param.default is param.empty}
         if param.name in param_docs:
@@ -406,7 +419,8 @@ class Registry:
         def register(f):
             doc, _ = parse_docstring(f.__doc__)
             spec = ResourceSpec(uri=uri, func=f, name=name or f.__name__, title=title,
-                                description=description or doc, mime_type=mime_type, **access)
+                                description=description or doc, mime_type=mime_type,
+                                context_param=_context_param(f, typing.get_type_hints(f)), **access)
             if "{" in uri:
                 spec.pattern = _template_pattern(uri)
                 self.templates[uri] = spec
@@ -420,8 +434,10 @@ class Registry:
 
         def register(f):
             doc, param_docs = parse_docstring(f.__doc__)
+            context_param = _context_param(f, typing.get_type_hints(f))
             spec = PromptSpec(name=name or f.__name__, func=f, title=title, description=description or doc,
-                              arguments=_prompt_arguments(f, param_docs), **access)
+                              arguments=_prompt_arguments(f, param_docs, context_param), context_param=context_param,
+                              **access)
             self.prompts[spec.name] = spec
             return f
         return register(func) if func is not None else register

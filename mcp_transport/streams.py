@@ -253,9 +253,10 @@ class RequestStream:
         if writer is not None:
             writer.finish_with_retry(retry_ms)
 
-    async def request(self, method: str, params: dict) -> dict:
+    async def request(self, method: str, params: dict, **_options) -> dict:
         """Send a server-to-client request on this stream and wait for the reply, which may
-        arrive as a POST at any process: it comes back through Redis (``deliver_reply``)."""
+        arrive as a POST at any process: it comes back through Redis (``deliver_reply``).
+        (``_options``: what a 2026-07-28 round uses, rounds.py; nothing here.)"""
         client, names = async_redis(), keys()
         async with client.pipeline(transaction=False) as pipe:
             pipe.incr(names.outbound_ids(self.session_id))
@@ -297,7 +298,7 @@ class JsonReplyChannel:
     async def notify(self, method, params):
         return None
 
-    async def request(self, method, params):
+    async def request(self, method, params, **_options):
         raise ClientCapabilityError(f"Cannot send {method}: the client accepts only a JSON reply.")
 
     async def close_stream(self, retry_ms=None):
@@ -315,6 +316,10 @@ async def _wait_for_reply(client, reply_key, subscription, stream):
         if raw is not None:
             return raw
     return None
+
+
+#: For the worker's 2026-07-28 questions (worker.JobChannel), which wait the same way.
+wait_for_reply = _wait_for_reply
 
 
 async def deliver_reply(session_id: str, reply: dict) -> None:

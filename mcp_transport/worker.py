@@ -16,6 +16,7 @@ import asyncio
 import collections
 import concurrent.futures
 import inspect
+import json
 import logging
 import math
 import os
@@ -31,15 +32,17 @@ from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
 
 from . import control, jobs, quotas, sessions
+from .bell import doorbell
 from .conf import get_config
 from .logs import short_id
-from .connections import async_redis
+from .connections import async_redis, keys
 from .content import error_result
 from .context import ClientCapabilityError, ClientRequestError, Context, ToolCancelled, make_sync_method
-from .protocol import jsonrpc
+from .protocol import jsonrpc, mrtr
+from .protocol.jsonrpc import request_message
 from .registry import ArgumentError, ToolError, registry
 from .storage import RedisEventStore, get_event_store
-from .streams import RequestStream
+from .streams import RequestStream, wait_for_reply
 
 logger = logging.getLogger(__name__)
 
@@ -105,9 +108,12 @@ class JobChannel(RequestStream):
         self.last_total = None
         self._progress_written_at = 0.0
         self._unwritten = None
+        #: A 2026-07-28 call: its questions wait as inputRequests (jobs.inputs_key).
+        self.modern = jobs.is_modern(job)
+        self._asking = 0
 
     async def emit(self, message, final=False):
-        if self.job.is_task and message and "params" in message:
+        if self.job.is_task and not self.modern and message and "params" in message:
             params = message["params"]
             params["_meta"] = {**params.get("_meta", {}), **jobs.related_task_meta(self.job)}
         if message and "method" in message and "id" in message and self.job.is_task:
@@ -127,16 +133,52 @@ class JobChannel(RequestStream):
         if method == "notifications/progress":
             await self._record_progress(params)
 
-    async def request(self, method, params):
+    async def request(self, method, params, key=None, **_options):
         """While the tool waits on the client the job is ``input_required`` ("When the task
         receiver has messages for the requestor that are necessary to complete the task, the
         receiver SHOULD move the task to the input_required status")."""
+        if self.modern:
+            return await self._ask(method, params, key)
         await self._move(Status.INPUT_REQUIRED, Status.WORKING)
         try:
             return await super().request(method, params)
         finally:
             await async_redis().delete(jobs.pending_request_key(self.job))
             await self._move(Status.WORKING, Status.INPUT_REQUIRED)
+
+    async def _ask(self, method, params, key):
+        """A 2026-07-28 job's question: kept as an inputRequests entry (written before the job
+        turns input_required, so whoever sees the status sees the question) until tasks/update or
+        the call's retry delivers its answer, from any process. The job stays input_required
+        while any of its questions waits ("The task MUST stay in input_required until every
+        pending request has been answered")."""
+        client, names = async_redis(), keys()
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.incr(names.outbound_ids(self.session_id))
+            pipe.expire(names.outbound_ids(self.session_id), get_config()["STREAM_TTL"])
+            reply_id, _ = await pipe.execute()
+        key = key or f"{mrtr.key_prefix(method)}-{reply_id}"
+        reply_key = names.reply(self.session_id, reply_id)
+        inputs = jobs.inputs_key(self.job)
+        async with doorbell().listen(reply_key) as subscription:
+            async with client.pipeline(transaction=False) as pipe:
+                pipe.hset(inputs, key, jobs.dumps({"id": reply_id, "method": method, "params": params}))
+                pipe.expire(inputs, get_config()["CLIENT_REQUEST_TIMEOUT"] + 60)
+                await pipe.execute()
+            self._asking += 1
+            try:
+                if self._asking == 1:
+                    await self._move(Status.INPUT_REQUIRED, Status.WORKING)
+                await self.emit(request_message(reply_id, method, params))  # wakes whoever follows the call
+                raw = await wait_for_reply(client, reply_key, subscription)
+            finally:
+                await client.hdel(inputs, key)
+                self._asking -= 1
+                if self._asking == 0:
+                    await self._move(Status.WORKING, Status.INPUT_REQUIRED)
+        if raw is None:
+            raise ClientRequestError(method, {"code": -32603, "message": "no answer in time"})
+        return json.loads(raw).get("result") or {}
 
     async def _move(self, status, from_status):
         if await jobs.transition(self.job.id, status, (from_status,)):
@@ -258,7 +300,7 @@ def run_job(self, job_id: str, session_id: str = "", stream_key: str = ""):
     spec = registry.tools.get(job.tool)
     if spec is None:
         text = f"Tool {job.tool} is not registered in this worker."
-        bridge().run(jobs.finish(job, Status.FAILED, error_result(text), error=text))
+        bridge().run(jobs.finish(job, Status.FAILED, error_result(text), error=text, **jobs.internal_failure(job)))
         return
     JobRun(job, spec).execute(worker=f"{self.request.hostname}:{os.getpid()}")
 
@@ -274,6 +316,8 @@ class JobRun:
         self.handle = _Handle()
         self.context = None
         self._watchers = []
+        #: The tool did not end on its own terms (a crash or a time limit), not "it reported an error".
+        self.failed_internally = False
 
     def execute(self, worker: str) -> None:
         if not bridge().run(self.start(worker)):
@@ -306,12 +350,17 @@ class JobRun:
         return True
 
     async def _make_context(self):
-        session = await sessions.load(self.job.session_id)
         context_class = Context if inspect.iscoroutinefunction(self.spec.func) else WorkerContext
+        if self.channel.modern:  # no session: the call brought its capabilities and log level
+            capabilities = self.job.context.get("clientCapabilities") or {}
+            log_level = self.job.context.get("logLevel") or "emergency"
+        else:
+            session = await sessions.load(self.job.session_id)
+            capabilities = session.client_capabilities if session else {}
+            log_level = session.log_level if session else get_config()["DEFAULT_LOG_LEVEL"]
         return context_class(channel=self.channel, session_id=self.job.session_id, request_id=self.job.request_id,
                              progress_token=self.job.progress_token, user=await _user(self.job.user_id),
-                             client_capabilities=session.client_capabilities if session else {},
-                             log_level=session.log_level if session else get_config()["DEFAULT_LOG_LEVEL"])
+                             client_capabilities=capabilities, log_level=log_level)
 
     async def _progress_sent(self):
         """The last progress value an earlier attempt sent: a retry continues above it, since
@@ -337,6 +386,7 @@ class JobRun:
             value = self.call()
         except SoftTimeLimitExceeded:
             self.handle.cancel()
+            self.failed_internally = True
             return error_result(f"Tool {name} exceeded its soft time limit of {options.get('soft_time_limit')} s.")
         except (ToolCancelled, concurrent.futures.CancelledError):
             if self.channel.cancelled:
@@ -346,6 +396,7 @@ class JobRun:
             return error_result(str(exc))
         except Exception as exc:
             logger.exception("background tool %s raised", name)
+            self.failed_internally = True
             return error_result(f"Tool {name} failed: {type(exc).__name__}.")
         return None if self.channel.cancelled else self.spec.to_result(value)
 
@@ -361,6 +412,8 @@ class JobRun:
         if result is None:
             await jobs.finish(self.job, Status.CANCELLED, error=jobs.CANCELLED_BY_CLIENT, **progress)
         else:
+            if self.failed_internally:
+                progress.update(jobs.internal_failure(self.job))
             await jobs.finish(self.job, jobs.outcome_status(result), result, error=jobs.error_text(result), **progress)
         for store in {job_store(), get_event_store()}:  # an ended job's events are in the database
             await store.flush()

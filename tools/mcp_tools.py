@@ -692,3 +692,7 @@ async def stamp_inline(steps: int, interval_ms: int, ctx: Context) -> str:
         await asyncio.sleep(max(0, interval_ms) / 1000)
         await ctx.report_progress(i, steps, repr(time.time()))
     return f"done {steps}"
+
+
+# The 2026-07-28 era's fixtures (multi-round trips, the tasks extension) live in their own module.
+from . import modern_fixtures  # noqa: E402,F401

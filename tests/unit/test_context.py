@@ -24,7 +24,7 @@ class FakeChannel:
         self.threads.append(threading.current_thread())
         self.notifications.append((method, params))
 
-    async def request(self, method, params):
+    async def request(self, method, params, **_options):
         self.threads.append(threading.current_thread())
         self.requests.append((method, params))
         return self.response

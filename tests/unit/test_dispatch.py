@@ -30,7 +30,7 @@ class FakeChannel:
     async def notify(self, method, params):
         self.notifications.append((method, params))
 
-    async def request(self, method, params):
+    async def request(self, method, params, **_options):
         self.requests.append((method, params))
         return self.response
 
@@ -630,7 +630,7 @@ async def test_client_request_error_is_error_result(reg, call):
     from mcp_transport.context import ClientRequestError
 
     class RefusingChannel(FakeChannel):
-        async def request(self, method, params):
+        async def request(self, method, params, **_options):
             raise ClientRequestError(method, {"code": -1, "message": "User rejected sampling"})
 
     call.channel = RefusingChannel()

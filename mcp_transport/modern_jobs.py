@@ -1,0 +1,104 @@
+"""Plain (not task) 2026-07-28 calls of background tools: the job runs in a Celery worker, and
+the web process serving the call relays what it sends until its result.
+
+Disconnect = cancel: "Closing the SSE response stream MUST be treated by the server as
+cancellation of that request ... The server SHOULD stop work" (spec 2026-07-28 transports): a
+call whose client goes away cancels its job (revoked if no worker took it yet, ``ctx.cancelled``
+otherwise), and nothing more is sent for it.
+
+Questions (multi-round trip, SEP-2322). A background tool is not replayed as an inline one is
+(rounds.py): its job waits in the worker. The round ends with an ``InputRequiredResult`` whose
+sealed ``requestState`` names the job and how far the call's stream was read; the retry, on any
+web process, hands the job its answers (jobs.deliver_inputs) and relays the stream from there,
+to the result or the next question. The job is not cancelled while it waits for a retry (the
+round ended with a complete response); it waits ``CLIENT_REQUEST_TIMEOUT`` at most.
+"""
+import asyncio
+import logging
+
+from . import jobs, request_state, streams
+from .bell import doorbell
+from .conf import get_config
+from .connections import keys
+from .modern_tasks import stateless_session_id
+from .protocol import mrtr
+from .protocol.errors import InvalidParams
+from .protocol.ids import new_stream_key
+from .storage import get_event_store
+
+logger = logging.getLogger(__name__)
+
+METHOD = "tools/call"
+
+
+async def call(spec, params: dict, call, request_id, notify):
+    """Serve the call (or one round of it): the final JSON-RPC message of the job (its result;
+    None if it was cancelled) or, when the tool waits on the client, an ``InputRequiredResult``
+    (a dict with ``resultType``). ``notify(method, params)`` relays the job's notifications."""
+    payload = request_state.payload_of(params, METHOD, call.user)
+    responses = mrtr.input_responses(params)
+    if "job" in payload:
+        job, position = await _resumed(payload)
+        await jobs.deliver_inputs(job, responses)
+    else:
+        job, position = await _submit(spec, params, call, request_id), "0-0"
+    parked = False
+    try:
+        # Questions still unanswered after this retry were asked before ``position``: ask again.
+        waiting = await jobs.pending_inputs(job) if "job" in payload else None
+        outcome = (waiting, position) if waiting else await follow(job, position, notify)
+        parked = isinstance(outcome, tuple)
+        if parked:
+            inputs, position = outcome
+            state = request_state.seal(METHOD, params, call.user, {"job": job.id, "position": position})
+            return mrtr.input_required_result(inputs, state)
+        return outcome
+    finally:
+        if not parked and not await _ended(job):
+            # The client went away (or this process failed) before the call ended: cancel it.
+            asyncio.get_running_loop().create_task(jobs.acancel(job.id, "The client closed the request."))
+
+
+async def _submit(spec, params, call, request_id):
+    meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+    return await jobs.submit(spec, params.get("arguments") or {}, session_id=stateless_session_id(),
+                             request_id=request_id, stream_key=new_stream_key(), user_id=call.session.user_id,
+                             progress_token=meta.get("progressToken"),
+                             context=jobs.modern_context(call.session.client_capabilities,
+                                                         meta.get("io.modelcontextprotocol/logLevel")))
+
+
+async def _resumed(payload):
+    job = await jobs.load(payload.get("job"))
+    if job is None or not isinstance(payload.get("position"), str):
+        raise InvalidParams("The call this requestState continues is no longer known; send it again without it.")
+    return job, payload["position"]
+
+
+async def _ended(job) -> bool:
+    row = await jobs.load(job.id)
+    return row is None or row.is_terminal
+
+
+async def follow(job, position: str, notify):
+    """Relay the job's stream after ``position`` until its final event (returns that event's
+    message) or a question the client must answer (returns ``(inputRequests, position)``)."""
+    store, session_id, stream_key = get_event_store(), job.session_id, job.stream_key
+    quiet = min(get_config()["KEEPALIVE_SECONDS"], get_config()["HEARTBEAT_SECONDS"])
+    async with doorbell().listen(keys().stream_bell(session_id, stream_key)) as bell:
+        while True:
+            for event in await store.read_after(session_id, stream_key, position):
+                position = event.id.position
+                message = event.message
+                if event.final:
+                    return message
+                if message is None:
+                    continue
+                if "id" in message and "method" in message:  # the tool asks: the round ends here
+                    inputs = await jobs.pending_inputs(job)
+                    if inputs:
+                        return inputs, position
+                elif "method" in message:
+                    await notify(message["method"], message.get("params") or {})
+            if await bell.wait(quiet) is None:
+                await streams.answer_orphan(session_id, stream_key)  # a lost worker is answered for

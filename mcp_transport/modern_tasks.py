@@ -1,0 +1,130 @@
+"""The tasks extension of the 2026-07-28 era (``io.modelcontextprotocol/tasks``) over the
+background jobs of jobs.py: the same ``McpJob`` rows, Celery worker and event store as the
+2025-11-25 tasks utility (tasks.py); the wire is protocol/tasks_extension.py.
+
+A modern client that declares the extension and calls a background tool gets a
+``CreateTaskResult`` once the job's row is written ("A server MUST NOT return CreateTaskResult
+until the task is durably created"), and polls ``tasks/get`` on any web process, across web
+restarts, until the job ends; the outcome stays readable for the task's ttl. A question the tool
+asks (``ctx.elicit``...) turns the task ``input_required`` with the question in
+``inputRequests``; ``tasks/update`` hands the answer to the worker.
+
+Modern tasks have no session: they are bound to the principal that created them (the Django
+user, once authorization gives one; ``request_state.principal`` is where issue 12 binds it),
+and to knowing the taskId (192 random bits).
+"""
+import secrets
+from datetime import timedelta
+
+from django.utils import timezone
+
+from . import jobs
+from .conf import get_config
+from .protocol import mrtr, tasks_extension
+from .protocol.errors import ProtocolError
+from .protocol.ids import new_stream_key
+from .registry import ArgumentError
+
+Status = jobs.Status
+
+
+def missing_extension(what: str) -> ProtocolError:
+    """"the server MUST return an error with the code -32021 (Missing Required Client
+    Capability), indicating the required extension in the error response"."""
+    return ProtocolError(f"{what} needs the {tasks_extension.EXTENSION} extension in the request's clientCapabilities.",
+                         code=tasks_extension.MISSING_CLIENT_CAPABILITY, http_status=400,
+                         data=tasks_extension.required_capabilities())
+
+
+def stateless_session_id() -> str:
+    """The event-store namespace of one modern call's job (no session owns it)."""
+    return f"stateless-{secrets.token_hex(8)}"
+
+
+# -- tools/call -------------------------------------------------------------------------------
+
+async def start(spec, params: dict, call, request_id):
+    """A ``CreateTaskResult`` when the tool supports tasks and the request declares the
+    extension; -32021 for a tool that requires a task when it does not; None when the call
+    runs as a plain one (no task support, no extension, or arguments the tool refuses, whose
+    error result the plain call gives)."""
+    if not spec.task_support:
+        return None  # "MUST NOT promote a sync-only tool to a task", whatever ``task`` says
+    if not tasks_extension.declared(call.session.client_capabilities):
+        if spec.task_support == "required":
+            raise missing_extension(f"Tool {spec.name}")
+        return None
+    arguments = params.get("arguments") if isinstance(params.get("arguments"), dict) else {}
+    try:
+        spec.bind(arguments)
+    except ArgumentError:
+        return None
+    meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+    job = await jobs.submit(spec, arguments, session_id=stateless_session_id(), request_id=request_id,
+                            stream_key=new_stream_key(), user_id=call.session.user_id,
+                            progress_token=meta.get("progressToken"), is_task=True,
+                            ttl_ms=get_config()["TASK_DEFAULT_TTL_MS"],
+                            context=jobs.modern_context(call.session.client_capabilities,
+                                                        meta.get("io.modelcontextprotocol/logLevel")))
+    job = await jobs.load(job.id)  # its timestamps, as the database keeps them
+    return tasks_extension.create_task_result(view(job))
+
+
+def view(job) -> dict:
+    status = tasks_extension.wire_status(job.status, jobs.failed_internally(job))
+    message = "Queued: waiting for a worker." if job.status == Status.QUEUED else (job.error or job.message)
+    return tasks_extension.task(job.id, status, _iso(job.created_at), _iso(job.updated_at), job.ttl_ms,
+                                get_config()["TASK_POLL_INTERVAL_MS"], message)
+
+
+def _iso(moment) -> str:
+    return (moment or timezone.now()).isoformat().replace("+00:00", "Z")
+
+
+# -- tasks/* ------------------------------------------------------------------------------------
+
+async def owned(params, call):
+    """The task named by ``taskId`` if this request may see it: -32021 without the extension,
+    -32602 for an unknown, foreign or expired one."""
+    if not tasks_extension.declared(call.session.client_capabilities):
+        raise missing_extension("This method")
+    job = await jobs.load(tasks_extension.task_id(params))
+    if job is None or not job.is_task or not jobs.is_modern(job) or job.user_id != call.session.user_id:
+        raise tasks_extension.not_found()
+    if job.ttl_ms is not None and timezone.now() > job.created_at + timedelta(milliseconds=job.ttl_ms):
+        raise tasks_extension.not_found()
+    return job
+
+
+async def tasks_get(params, call):
+    job = await owned(params, call)
+    if not job.is_terminal:
+        await jobs.watch_job(job)  # a task whose worker died must not stay "working" forever
+        job = await jobs.load(job.id)
+    task = view(job)
+    error = None
+    if task["status"] == "failed":
+        error = {"code": -32603, "message": job.error or "The task failed."}
+    inputs = await jobs.pending_inputs(job) if task["status"] == "input_required" else None
+    return tasks_extension.detailed_task(task, result=job.result, error=error, input_requests=inputs)
+
+
+async def tasks_update(params, call):
+    """"The client delivers responses through tasks/update with inputResponses keyed to match
+    the server-emitted ids. The server MUST return an empty {resultType:"complete"} ack"."""
+    job = await owned(params, call)
+    responses = mrtr.input_responses(params)
+    if not job.is_terminal:
+        await jobs.deliver_inputs(job, responses)
+    return tasks_extension.ack()
+
+
+async def tasks_cancel(params, call):
+    """"tasks/cancel against a terminal task returns the same empty ack (idempotent)"."""
+    job = await owned(params, call)
+    if not job.is_terminal:
+        await jobs.acancel(job.id, "The task was cancelled by request.")
+    return tasks_extension.ack()
+
+
+HANDLERS = {"tasks/get": tasks_get, "tasks/update": tasks_update, "tasks/cancel": tasks_cancel}

@@ -1,0 +1,168 @@
+"""Multi-round-trip requests (SEP-2322, spec 2026-07-28 basic/patterns/mrtr), without I/O.
+
+In the modern era a server cannot send a request to the client. A method that needs input
+instead ends the round with an ``InputRequiredResult``::
+
+    {"resultType": "input_required",
+     "inputRequests": {"<key>": {"method": "elicitation/create", "params": {...}}, ...},
+     "requestState": "<opaque>"}
+
+and the client retries the same request with a new id, ``inputResponses`` (the same keys) and
+the ``requestState`` it was given. This module holds what does not need I/O: which methods may
+ask, the round's known answers and new questions (``Round``), the claims a ``requestState``
+carries and their check. Sealing the claims (HMAC keyed from Django's secret) is the caller's:
+``request_state.py``.
+
+"servers MUST treat requestState as an attacker-controlled input ... MUST reject state that
+fails verification" and SHOULD bind the principal, a TTL and the request (MR26): the claims bind
+the method, its target (tool or prompt name, resource URI), a digest of its arguments, and the
+principal; the seal adds the expiry.
+"""
+import hashlib
+import json
+from typing import Optional
+
+from .errors import InvalidParams
+
+#: "InputRequiredResult ... is allowed only on tools/call, prompts/get and resources/read".
+CARRIERS = ("tools/call", "prompts/get", "resources/read")
+#: The requests a server may put in inputRequests, and the client capability each needs.
+INPUT_METHODS = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
+#: Short key prefixes for requests the tool did not name.
+_KEY_PREFIX = {"elicitation/create": "elicit", "sampling/createMessage": "sample", "roots/list": "roots"}
+
+CLAIMS_VERSION = 1
+
+
+class InputRequired(BaseException):
+    """Ends the round: the request cannot go on without the client's answers to ``requests``.
+
+    A BaseException, as ``asyncio.CancelledError`` is: a tool's ``except Exception`` must not
+    swallow the end of a round (the tool runs again, from the start, on the retry)."""
+
+    def __init__(self, requests: dict):
+        super().__init__(f"input required: {', '.join(requests)}")
+        self.requests = requests
+
+
+class BadRequestState(InvalidParams):
+    """A requestState that fails verification: -32602 with ``data.reason``."""
+
+    def __init__(self, message, reason):
+        super().__init__(message, data={"reason": reason})
+        self.reason = reason
+
+
+def tampered() -> BadRequestState:
+    return BadRequestState("The requestState failed verification: it was altered or not issued by this server.",
+                           "invalid")
+
+
+def expired() -> BadRequestState:
+    return BadRequestState("The requestState has expired: send the request again without it.", "expired")
+
+
+def foreign() -> BadRequestState:
+    return BadRequestState("The requestState was issued for another request or principal.", "foreign")
+
+
+# -- the request a state belongs to ---------------------------------------------------------
+
+def target(method: str, params: dict) -> str:
+    """What the request acts on: a tool or prompt name, a resource URI."""
+    value = params.get("uri") if method == "resources/read" else params.get("name")
+    return value if isinstance(value, str) else ""
+
+
+def arguments_digest(params: dict) -> str:
+    """A digest of the request's arguments, so state minted for one call is refused by another
+    call of the same tool with other arguments."""
+    arguments = params.get("arguments")
+    canonical = json.dumps(arguments if isinstance(arguments, dict) else {}, sort_keys=True, separators=(",", ":"),
+                           ensure_ascii=True, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+def make_claims(method: str, params: dict, principal: Optional[str], payload: dict) -> dict:
+    """What a requestState carries, before it is sealed (the seal adds the time it was made)."""
+    return {"v": CLAIMS_VERSION, "m": method, "t": target(method, params), "a": arguments_digest(params),
+            "p": principal, "s": payload}
+
+
+def check_claims(claims, method: str, params: dict, principal: Optional[str]) -> dict:
+    """The payload of verified ``claims`` if they belong to this request and principal; raises
+    ``BadRequestState`` otherwise."""
+    if not isinstance(claims, dict) or claims.get("v") != CLAIMS_VERSION or not isinstance(claims.get("s"), dict):
+        raise tampered()
+    if (claims.get("m"), claims.get("t"), claims.get("a")) != (method, target(method, params),
+                                                                arguments_digest(params)):
+        raise foreign()
+    if claims.get("p") != principal:
+        raise foreign()
+    return claims["s"]
+
+
+# -- the client's answers -----------------------------------------------------------------------
+
+def input_responses(params: dict) -> dict:
+    """``params.inputResponses``: an object of results (``{}`` when absent). Anything else is
+    -32602: "The server SHOULD validate them and return a JSON-RPC error"."""
+    responses = params.get("inputResponses")
+    if responses is None:
+        return {}
+    if not isinstance(responses, dict) or not all(isinstance(value, dict) for value in responses.values()):
+        raise InvalidParams("inputResponses must be an object whose values are the results of the input requests.")
+    return responses
+
+
+def request_state(params: dict) -> Optional[str]:
+    """``params.requestState`` (an explicit null counts as absent)."""
+    state = params.get("requestState")
+    if state is not None and not isinstance(state, str):
+        raise tampered()
+    return state
+
+
+def key_prefix(method: str) -> str:
+    return _KEY_PREFIX.get(method, "input")
+
+
+class Round:
+    """One round of a request: the answers known so far and the questions it asks now.
+
+    Questions get keys in the order the handler asks them (``elicit-1``, ``sample-2``...), unless
+    it names them: a handler that runs again from the start on the retry asks the same questions
+    in the same order, so the key of each finds its answer."""
+
+    def __init__(self, answers: Optional[dict] = None):
+        self.answers = dict(answers or {})
+        self.asked = {}
+        self._used = set()
+        self._count = 0
+
+    def key_for(self, method: str, key: Optional[str] = None) -> str:
+        self._count += 1
+        return key if key else f"{key_prefix(method)}-{self._count}"
+
+    def answer(self, key: str):
+        """The client's answer for ``key``, or None."""
+        found = self.answers.get(key)
+        if found is not None:
+            self._used.add(key)
+        return found
+
+    def ask(self, key: str, method: str, params: dict) -> None:
+        self.asked[key] = {"method": method, "params": params}
+
+    def used_answers(self) -> dict:
+        """The answers this round used, what the next round's state carries (keys the handler
+        never asked for are dropped: "The server SHOULD ignore the extra keys")."""
+        return {key: self.answers[key] for key in sorted(self._used)}
+
+
+def input_required_result(requests: dict, state: Optional[str]) -> dict:
+    """"at least one of the two fields MUST be present"."""
+    result = {"resultType": "input_required", "inputRequests": requests}
+    if state is not None:
+        result["requestState"] = state
+    return result

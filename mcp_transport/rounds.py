@@ -1,0 +1,90 @@
+"""Multi-round-trip requests served inline (in the web process), over protocol/mrtr.py.
+
+``Context.elicit``, ``sample`` and ``list_roots`` keep their signatures in both eras. In the
+modern era they cannot send a request to the client, so the handler is *replayed*: on each
+round it runs from the start; a question whose answer the round knows (from the sealed
+``requestState`` or the retry's ``inputResponses``) returns it at once, and the first one it
+does not know ends the round with an ``InputRequiredResult``. A handler should therefore ask
+before it does anything it must not do twice.
+
+An async handler that asks several questions at once (``asyncio.gather``) asks them all in one
+round: an unanswered question parks its branch, and the round ends once no branch asks anything
+new. A sync handler (in a worker thread) ends the round at its first unanswered question.
+
+Background (Celery) tools do not replay: their job waits in the worker, and the retry hands it
+the answers (``background.py``).
+"""
+import asyncio
+
+from . import request_state
+from .protocol import mrtr
+
+#: Loop turns without a new question after which an async handler's round ends: enough for
+#: every branch of an ``asyncio.gather`` to reach its first question (one turn each).
+SETTLE_TURNS = 3
+
+
+class LiveRound:
+    """The round a handler runs in; what its channel's ``request`` consults."""
+
+    def __init__(self, answers: dict):
+        self.round = mrtr.Round(answers)
+        self.changed = asyncio.Event()
+
+    async def request(self, method: str, params: dict, key=None, park=True) -> dict:
+        key = self.round.key_for(method, key)
+        answer = self.round.answer(key)
+        if answer is not None:
+            return answer
+        self.round.ask(key, method, params)
+        self.changed.set()
+        if not park:
+            raise mrtr.InputRequired(dict(self.round.asked))
+        await asyncio.get_running_loop().create_future()  # until the round ends (cancelled)
+
+
+async def run(coroutine, live: LiveRound):
+    """Run ``coroutine`` in ``live``; its value, or ``mrtr.InputRequired`` once it asks."""
+    task = asyncio.ensure_future(coroutine)
+    try:
+        while not task.done():
+            waiter = asyncio.ensure_future(live.changed.wait())
+            try:
+                await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
+            if task.done():
+                break
+            live.changed.clear()
+            if await _settled(task, live):
+                raise mrtr.InputRequired(dict(live.round.asked))
+        return task.result()
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def _settled(task, live) -> bool:
+    """True when SETTLE_TURNS loop turns passed with no new question and the handler still runs."""
+    for _ in range(SETTLE_TURNS):
+        await asyncio.sleep(0)
+        if task.done() or live.changed.is_set():
+            return False
+    return True
+
+
+async def serve(handler, method: str, params: dict, call) -> dict:
+    """Run a carrier method's handler (tools/call, prompts/get, resources/read) for one round:
+    its result, or the ``InputRequiredResult`` that asks what it needs."""
+    payload = request_state.payload_of(params, method, call.user)
+    answers = {**payload.get("answers", {}), **mrtr.input_responses(params)}
+    live = LiveRound(answers)
+    call.channel.round = live
+    try:
+        return await run(handler(params, call), live)
+    except mrtr.InputRequired as exc:
+        state = request_state.seal(method, params, call.user, {"answers": live.round.used_answers()})
+        return mrtr.input_required_result(exc.requests, state)
+    finally:
+        call.channel.round = None

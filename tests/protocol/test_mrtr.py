@@ -1,0 +1,89 @@
+"""protocol/mrtr.py: the claims of a requestState, the client's answers, a round's keys."""
+import pytest
+
+from mcp_transport.protocol import mrtr
+from mcp_transport.protocol.errors import InvalidParams
+
+PARAMS = {"name": "deploy", "arguments": {"env": "prod", "count": 2}}
+
+
+def test_claims_of_this_request_and_principal_give_the_payload_back():
+    claims = mrtr.make_claims("tools/call", PARAMS, "user:7", {"answers": {"a": {}}})
+    assert mrtr.check_claims(claims, "tools/call", dict(PARAMS), "user:7") == {"answers": {"a": {}}}
+
+
+def test_arguments_in_another_order_are_the_same_request():
+    claims = mrtr.make_claims("tools/call", PARAMS, None, {})
+    reordered = {"arguments": {"count": 2, "env": "prod"}, "name": "deploy"}
+    assert mrtr.check_claims(claims, "tools/call", reordered, None) == {}
+
+
+@pytest.mark.parametrize("method, params, principal", [
+    ("tools/call", {"name": "deploy", "arguments": {"env": "dev", "count": 2}}, None),  # other arguments
+    ("tools/call", {"name": "rollback", "arguments": PARAMS["arguments"]}, None),     # other tool
+    ("prompts/get", PARAMS, None),                                                     # other method
+    ("tools/call", PARAMS, "user:8"),                                                  # other principal
+])
+def test_state_of_another_request_or_principal_is_foreign(method, params, principal):
+    claims = mrtr.make_claims("tools/call", PARAMS, None, {})
+    with pytest.raises(mrtr.BadRequestState) as caught:
+        mrtr.check_claims(claims, method, params, principal)
+    assert caught.value.code == -32602 and caught.value.data == {"reason": "foreign"}
+
+
+def test_state_bound_to_a_principal_is_foreign_to_an_anonymous_request():
+    claims = mrtr.make_claims("tools/call", PARAMS, "user:7", {})
+    with pytest.raises(mrtr.BadRequestState, match="another request or principal"):
+        mrtr.check_claims(claims, "tools/call", PARAMS, None)
+
+
+@pytest.mark.parametrize("claims", [None, [], {"v": 2, "s": {}}, {"v": 1, "s": "x"}])
+def test_claims_of_an_unknown_shape_are_tampered(claims):
+    with pytest.raises(mrtr.BadRequestState) as caught:
+        mrtr.check_claims(claims, "tools/call", PARAMS, None)
+    assert caught.value.data == {"reason": "invalid"}
+
+
+def test_resources_bind_their_uri():
+    claims = mrtr.make_claims("resources/read", {"uri": "file:///a"}, None, {})
+    with pytest.raises(mrtr.BadRequestState):
+        mrtr.check_claims(claims, "resources/read", {"uri": "file:///b"}, None)
+
+
+@pytest.mark.parametrize("responses", [12345, [], "x", {"user_name": 12345}, {"k": [1]}])
+def test_input_responses_that_are_not_an_object_of_results_are_invalid_params(responses):
+    with pytest.raises(InvalidParams, match="inputResponses must be an object"):
+        mrtr.input_responses({"inputResponses": responses})
+
+
+def test_absent_input_responses_are_none_given():
+    assert mrtr.input_responses({}) == {} and mrtr.input_responses({"inputResponses": None}) == {}
+
+
+def test_a_request_state_that_is_not_a_string_is_tampered():
+    assert mrtr.request_state({"requestState": None}) is None
+    with pytest.raises(mrtr.BadRequestState):
+        mrtr.request_state({"requestState": {"forged": True}})
+
+
+def test_round_numbers_unnamed_questions_in_asking_order_and_keeps_named_ones():
+    first = mrtr.Round()
+    assert [first.key_for("elicitation/create"), first.key_for("sampling/createMessage", "q"),
+            first.key_for("roots/list")] == ["elicit-1", "q", "roots-3"]
+
+
+def test_round_state_carries_only_the_answers_it_used():
+    round_ = mrtr.Round({"user_name": {"action": "accept"}, "extra": {"x": 1}})
+    assert round_.answer("user_name") == {"action": "accept"}
+    assert round_.answer("missing") is None
+    assert round_.used_answers() == {"user_name": {"action": "accept"}}
+
+
+def test_input_required_result_has_its_result_type_and_state():
+    result = mrtr.input_required_result({"k": {"method": "roots/list", "params": {}}}, "sealed")
+    assert result == {"resultType": "input_required", "inputRequests": {"k": {"method": "roots/list", "params": {}}},
+                      "requestState": "sealed"}
+
+
+def test_input_required_is_not_an_exception_a_tool_would_catch():
+    assert not issubclass(mrtr.InputRequired, Exception)

@@ -1,0 +1,195 @@
+"""rounds.py and request_state.py: inline handlers across the rounds of a 2026-07-28 request,
+and the seal of their requestState (Django's signing, keyed from SECRET_KEY)."""
+import asyncio
+import threading
+import time
+
+import pytest
+from django.core import signing
+from django.test import override_settings
+
+from mcp_transport import dispatch, request_state, rounds
+from mcp_transport.context import Context, SyncContext
+from mcp_transport.protocol import mrtr
+from mcp_transport.sessions import SessionRecord
+
+SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}}
+
+
+class Channel:
+    request_id = 1
+    cancelled = False
+    round = None
+
+    async def request(self, method, params, key=None, park=True):
+        return await self.round.request(method, params, key=key, park=park)
+
+    async def notify(self, method, params):
+        pass
+
+
+class User:
+    def __init__(self, pk):
+        self.pk, self.is_authenticated = pk, True
+
+
+def make_call(user=None, capabilities=None):
+    session = SessionRecord(id="", protocol_version="2026-07-28",
+                            client_capabilities=capabilities or {"elicitation": {}, "sampling": {}, "roots": {}})
+    return dispatch.Call(session=session, user=user, channel=Channel())
+
+
+def handler_of(body, context_class=Context):
+    async def handler(params, call):
+        ctx = context_class(channel=call.channel, session_id="", request_id=1,
+                            client_capabilities=call.session.client_capabilities)
+        if context_class is SyncContext:
+            return {"text": await asyncio.to_thread(body, ctx)}
+        return {"text": await body(ctx)}
+    return handler
+
+
+async def ask_name(ctx):
+    answer = await ctx.elicit("Name?", SCHEMA, key="user_name")
+    return f"Hello, {answer['content']['name']}!"
+
+
+def rounds_of(handler, params, user=None, answers_by_round=()):
+    """Serve ``params`` round after round, answering each with the next of ``answers_by_round``."""
+    results = []
+    params = dict(params)
+    for answers in [*answers_by_round, None]:
+        result = asyncio.run(rounds.serve(handler, "tools/call", params, make_call(user)))
+        results.append(result)
+        if result.get("resultType") != "input_required" or answers is None:
+            return results
+        params = {**params, "inputResponses": answers, "requestState": result["requestState"]}
+    return results
+
+
+def test_an_unanswered_question_ends_the_round_and_its_answer_completes_the_retry():
+    first, second = rounds_of(handler_of(ask_name), {"name": "t"},
+                              answers_by_round=[{"user_name": {"action": "accept", "content": {"name": "Ada"}}}])
+    assert first["resultType"] == "input_required"
+    assert first["inputRequests"] == {"user_name": {"method": "elicitation/create",
+                                                    "params": {"message": "Name?", "requestedSchema": SCHEMA}}}
+    assert isinstance(first["requestState"], str)
+    assert second == {"text": "Hello, Ada!"}
+
+
+def test_questions_asked_together_come_in_one_round():
+    async def body(ctx):
+        name, sampled, roots = await asyncio.gather(ctx.elicit("Name?", SCHEMA, key="n"),
+                                                    ctx.sample(["hi"], max_tokens=5, key="s"),
+                                                    ctx.list_roots(key="r"))
+        return f"{name['content']['name']} {sampled['content']['text']} {len(roots)}"
+    answers = {"n": {"action": "accept", "content": {"name": "Ada"}},
+               "s": {"role": "assistant", "content": {"type": "text", "text": "yo"}, "model": "m"},
+               "r": {"roots": [{"uri": "file:///x"}]}}
+    first, second = rounds_of(handler_of(body), {"name": "t"}, answers_by_round=[answers])
+    assert sorted(first["inputRequests"]) == ["n", "r", "s"]
+    assert second == {"text": "Ada yo 1"}
+
+
+def test_later_rounds_carry_earlier_answers_in_the_state():
+    async def body(ctx):
+        first = await ctx.elicit("1?", SCHEMA, key="step1")
+        second = await ctx.elicit("2?", SCHEMA, key="step2")
+        return first["content"]["name"] + second["content"]["name"]
+    one, two, three = rounds_of(handler_of(body), {"name": "t"}, answers_by_round=[
+        {"step1": {"action": "accept", "content": {"name": "a"}}},
+        {"step2": {"action": "accept", "content": {"name": "b"}}}])
+    assert list(one["inputRequests"]) == ["step1"] and list(two["inputRequests"]) == ["step2"]
+    assert three == {"text": "ab"}
+
+
+def test_a_sync_handler_ends_the_round_at_its_question():
+    def body(ctx):
+        answer = ctx.elicit("Name?", SCHEMA, key="user_name")
+        return answer["content"]["name"]
+    first, second = rounds_of(handler_of(body, SyncContext), {"name": "t"},
+                              answers_by_round=[{"user_name": {"action": "accept", "content": {"name": "Bo"}}}])
+    assert list(first["inputRequests"]) == ["user_name"] and second == {"text": "Bo"}
+
+
+def test_a_handler_that_catches_exceptions_still_ends_its_round():
+    async def body(ctx):
+        try:
+            await ctx.elicit("Name?", SCHEMA, key="user_name")
+        except Exception:
+            return "swallowed"
+        return "answered"
+    first, = rounds_of(handler_of(body), {"name": "t"})
+    assert first["resultType"] == "input_required"
+
+
+def test_the_parked_handler_is_cancelled_when_its_round_ends():
+    stopped = threading.Event()
+
+    async def body(ctx):
+        try:
+            await ctx.elicit("Name?", SCHEMA)
+        finally:
+            stopped.set()
+    rounds_of(handler_of(body), {"name": "t"})
+    assert stopped.is_set()
+
+
+def test_answers_without_a_state_are_used():
+    result = asyncio.run(rounds.serve(handler_of(ask_name), "tools/call",
+                                      {"name": "t", "inputResponses": {"user_name": {"content": {"name": "Cy"}},
+                                                                       "extra": {"ignored": True}}},
+                                      make_call()))
+    assert result == {"text": "Hello, Cy!"}
+
+
+def test_a_tampered_state_is_refused():
+    first, = rounds_of(handler_of(ask_name), {"name": "t"})
+    with pytest.raises(mrtr.BadRequestState) as caught:
+        asyncio.run(rounds.serve(handler_of(ask_name), "tools/call",
+                                 {"name": "t", "requestState": first["requestState"] + "-TAMPERED"}, make_call()))
+    assert caught.value.code == -32602 and caught.value.data == {"reason": "invalid"}
+
+
+def test_a_state_signed_with_another_key_is_refused():
+    forged = signing.dumps(mrtr.make_claims("tools/call", {"name": "t"}, None, {"answers": {}}),
+                           key="another-secret-key-" * 3, salt=request_state.SALT, compress=True)
+    with pytest.raises(mrtr.BadRequestState, match="altered or not issued"):
+        request_state.unseal(forged, "tools/call", {"name": "t"}, None)
+
+
+def test_an_expired_state_is_refused(monkeypatch):
+    sealed = request_state.seal("tools/call", {"name": "t"}, None, {"answers": {}})
+    later = time.time() + 601
+    monkeypatch.setattr(signing.time, "time", lambda: later)
+    with pytest.raises(mrtr.BadRequestState) as caught:
+        request_state.unseal(sealed, "tools/call", {"name": "t"}, None)
+    assert caught.value.data == {"reason": "expired"}
+
+
+@override_settings(MCP_TRANSPORT={"REQUEST_STATE_TTL": 10_000})
+def test_the_ttl_is_a_setting(monkeypatch):
+    sealed = request_state.seal("tools/call", {"name": "t"}, None, {"k": 1})
+    later = time.time() + 601
+    monkeypatch.setattr(signing.time, "time", lambda: later)
+    assert request_state.unseal(sealed, "tools/call", {"name": "t"}, None) == {"k": 1}
+
+
+def test_a_state_is_bound_to_the_user_and_the_arguments():
+    sealed = request_state.seal("tools/call", {"name": "t", "arguments": {"a": 1}}, User(7), {})
+    assert request_state.unseal(sealed, "tools/call", {"name": "t", "arguments": {"a": 1}}, User(7)) == {}
+    for user, arguments in ((User(8), {"a": 1}), (None, {"a": 1}), (User(7), {"a": 2})):
+        with pytest.raises(mrtr.BadRequestState, match="another request or principal"):
+            request_state.unseal(sealed, "tools/call", {"name": "t", "arguments": arguments}, user)
+
+
+def test_invalid_input_responses_are_refused_before_the_handler_runs():
+    ran = []
+
+    async def body(ctx):
+        ran.append(True)
+        return "ran"
+    with pytest.raises(mrtr.BadRequestState.__mro__[1]):  # InvalidParams
+        asyncio.run(rounds.serve(handler_of(body), "tools/call", {"name": "t", "inputResponses": {"k": 1}},
+                                 make_call()))
+    assert not ran

@@ -1,0 +1,150 @@
+"""Fixtures the 0.2.0 conformance harness calls in the 2026-07-28 era: multi-round-trip requests
+(SEP-2322, ``input-required-result-*``) and the tasks extension (SEP-2663, ``tasks-*``). Names,
+keys and texts are the ones the scenario sources in
+``@modelcontextprotocol/conformance`` ask for. Every question goes through ``Context.elicit``,
+``sample`` or ``list_roots``, as it would in the 2025-11-25 era.
+"""
+import asyncio
+import time
+
+from mcp_transport import Context, ToolError, prompt, tool
+
+NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+def _content(answer: dict) -> dict:
+    return answer.get("content") or {} if isinstance(answer, dict) else {}
+
+
+def _sampled_text(answer: dict) -> str:
+    content = answer.get("content") if isinstance(answer, dict) else None
+    return content.get("text", "") if isinstance(content, dict) else ""
+
+
+# -- input-required-result-* (inline tools: replayed each round) --------------------------------
+
+@tool(structured_output=False)
+async def test_input_required_result_elicitation(ctx: Context) -> str:
+    """Ask the user's name (inputRequests key "user_name"), then greet them."""
+    answer = await ctx.elicit("What is your name?", NAME_SCHEMA, key="user_name")
+    return f"Hello, {_content(answer).get('name', 'stranger')}!"
+
+
+@tool(structured_output=False)
+async def test_input_required_result_sampling(ctx: Context) -> str:
+    """Ask the client's model for the capital of France (key "capital_question")."""
+    answer = await ctx.sample(["What is the capital of France?"], max_tokens=100, key="capital_question")
+    return f"The model said: {_sampled_text(answer)}"
+
+
+@tool(structured_output=False)
+async def test_input_required_result_list_roots(ctx: Context) -> str:
+    """Ask the client's roots (key "client_roots") and name them."""
+    roots = await ctx.list_roots(key="client_roots")
+    return "Roots: " + ", ".join(root.get("uri", "?") for root in roots)
+
+
+@tool(structured_output=False)
+async def test_input_required_result_request_state(ctx: Context) -> str:
+    """Ask for a confirmation (key "confirm"); the retry's requestState is verified before it runs."""
+    answer = await ctx.elicit("Please confirm", {"type": "object", "properties": {"ok": {"type": "boolean"}},
+                                                 "required": ["ok"]}, key="confirm")
+    return f"state-ok: confirmed={_content(answer).get('ok')}"
+
+
+@tool(structured_output=False)
+async def test_input_required_result_multiple_inputs(ctx: Context) -> str:
+    """Ask three things at once: a name, a sampled greeting and the roots."""
+    name, greeting, roots = await asyncio.gather(
+        ctx.elicit("What is your name?", NAME_SCHEMA, key="user_name"),
+        ctx.sample(["Generate a greeting"], max_tokens=50, key="greeting"),
+        ctx.list_roots(key="client_roots"))
+    return f"{_sampled_text(greeting)} {_content(name).get('name')} ({len(roots)} roots)"
+
+
+@tool(structured_output=False)
+async def test_input_required_result_multi_round(ctx: Context) -> str:
+    """Two rounds: a name (key "step1"), then a favourite colour (key "step2")."""
+    name = await ctx.elicit("Step 1: What is your name?", NAME_SCHEMA, key="step1")
+    color = await ctx.elicit("Step 2: What is your favorite color?",
+                             {"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]},
+                             key="step2")
+    return f"{_content(name).get('name')} likes {_content(color).get('color')}"
+
+
+@tool(structured_output=False)
+async def test_input_required_result_tampered_state(ctx: Context) -> str:
+    """Ask for a confirmation; a retry whose requestState was altered gets -32602."""
+    answer = await ctx.elicit("Please confirm", {"type": "object", "properties": {"ok": {"type": "boolean"}}},
+                              key="confirm")
+    return f"confirmed={_content(answer).get('ok')}"
+
+
+@tool(structured_output=False)
+async def test_input_required_result_capabilities(ctx: Context) -> str:
+    """Ask only what the request's clientCapabilities allow (sampling and/or elicitation)."""
+    questions = []
+    if "sampling" in ctx.client_capabilities:
+        questions.append(ctx.sample(["Say something"], max_tokens=20, key="sampling_question"))
+    if "elicitation" in ctx.client_capabilities:
+        questions.append(ctx.elicit("What is your name?", NAME_SCHEMA, key="user_name"))
+    answers = await asyncio.gather(*questions)
+    return f"{len(answers)} answers"
+
+
+@prompt(title="Prompt That Asks First")
+async def test_input_required_result_prompt(ctx: Context) -> str:
+    """A prompt that asks the user for its context (key "user_context") before it is built."""
+    answer = await ctx.elicit("What context should the prompt use?",
+                              {"type": "object", "properties": {"context": {"type": "string"}},
+                               "required": ["context"]}, key="user_context")
+    return f"Use this context: {_content(answer).get('context')}"
+
+
+# -- tasks-* (the tasks extension: background tools) ---------------------------------------------
+
+@tool(structured_output=False)
+def greet(name: str) -> str:
+    """Return "Hello, {name}!" at once (a tool without task support)."""
+    return f"Hello, {name}!"
+
+
+@tool(background=True, structured_output=False)
+def slow_compute(seconds: float, label: str = "", ctx: Context = None) -> str:
+    """Sleep in a worker for ``seconds``, stopping at once when cancelled; a task for clients
+    that declare the tasks extension."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        ctx.check_cancelled()
+        time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+    return f"computed {label or 'it'} in {seconds} s"
+
+
+@tool(background=True, task_support="required", structured_output=False)
+def failing_job(ctx: Context = None) -> str:
+    """Report a tool error after about a second (it must run as a task)."""
+    time.sleep(1)
+    raise ToolError("failing_job failed, as it always does.")
+
+
+@tool(background=True, structured_output=False)
+def protocol_error_job() -> str:
+    """Crash (an unexpected exception): the task fails with a protocol-level error."""
+    raise RuntimeError("protocol_error_job crashed on purpose")
+
+
+@tool(background=True, structured_output=False)
+def confirm_delete(filename: str, ctx: Context) -> str:
+    """Ask the user to confirm deleting ``filename``, then say what was done."""
+    answer = ctx.elicit(f"Delete {filename}?", {"type": "object", "properties": {"confirm": {"type": "boolean"}},
+                                               "required": ["confirm"]})
+    confirmed = answer.get("action") == "accept" and _content(answer).get("confirm") is True
+    return f"{'Deleted' if confirmed else 'Kept'} {filename}"
+
+
+@tool(background=True, structured_output=False)
+async def multi_input(ctx: Context) -> str:
+    """Ask two questions at once (two inputRequests pending together), then combine the answers."""
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "confirm": {"type": "boolean"}}}
+    first, second = await asyncio.gather(ctx.elicit("First name?", schema), ctx.elicit("Second name?", schema))
+    return f"{_content(first).get('name')} and {_content(second).get('name')}"
