@@ -26,6 +26,15 @@ class ClientCapabilityError(Exception):
     """The client did not declare the capability a request needs."""
 
 
+class TaskStarted(BaseException):
+    """Ends a call with the ``CreateTaskResult`` of the background tool it handed its work to
+    (``Context.run_as_task``). A BaseException: a tool's ``except Exception`` must not catch it."""
+
+    def __init__(self, result: dict):
+        super().__init__(f"task {result.get('taskId')} started")
+        self.result = result
+
+
 class ClientRequestError(Exception):
     """The client answered a request (sampling, elicitation, roots) with an error, or not in time."""
 
@@ -146,6 +155,17 @@ class Context:
         result = await Context.send_request(self, "roots/list", {}, "roots", key=key)
         return result.get("roots", [])
 
+    async def run_as_task(self, tool: str, **arguments) -> None:
+        """Hand the rest of the work to the background tool ``tool``, as a task: the call ends
+        now with its ``CreateTaskResult`` (the tasks extension of 2026-07-28: "A tool that
+        gathers input via the SEP-2322 MRTR loop and then escalates to async on the final round
+        MUST return a CreateTaskResult on that final round"). A client that did not declare the
+        extension gets -32021; in the 2025-11-25 era the call gets an error result."""
+        start = getattr(self._channel, "start_task", None)
+        if start is None:
+            raise ClientCapabilityError("Only a 2026-07-28 client with the tasks extension can be handed a task.")
+        raise TaskStarted(await start(tool, arguments))
+
     async def close_stream(self, retry_ms: Optional[int] = None) -> None:
         """Close this call's SSE connection now; the client resumes with GET + Last-Event-ID.
 
@@ -174,6 +194,6 @@ class SyncContext(Context):
     parks = False
 
     for _name in ("report_progress", "log", "debug", "info", "warning", "error", "send_request", "sample",
-                  "elicit", "list_roots", "close_stream"):
+                  "elicit", "list_roots", "run_as_task", "close_stream"):
         locals()[_name] = make_sync_method(_name)
     del _name

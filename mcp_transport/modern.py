@@ -10,22 +10,21 @@ the list-changed and resource-updated notifications reach it through a Redis doo
 process (notify.py rings it).
 """
 import asyncio
+import functools
 import json
 import logging
-import secrets
 
 import redis
 
-from . import auth, dispatch, jobs, logs, sessions, streams
+from . import auth, dispatch, logs, modern_jobs, modern_tasks, rounds, sessions, streams
 from .bell import doorbell
 from .conf import get_config
 from .connections import keys
 from .context import LOG_LEVELS, ClientCapabilityError
-from .protocol import ids, modern
+from .protocol import modern, mrtr, tasks_extension
 from .protocol.errors import ErrorCode, ProtocolError
 from .protocol.jsonrpc import Notification, dumps, error_message, notification_message, result_message
 from .registry import registry
-from .storage import get_event_store
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +54,7 @@ def cache_hint(method):
 #: Extensions this era declares, by id (e.g. "io.modelcontextprotocol/tasks"): a function
 #: returning the extension's settings object, or None when it has nothing to offer now (the
 #: module that implements an extension registers it here, with its methods in HANDLERS).
-EXTENSIONS = {}
+EXTENSIONS = {tasks_extension.EXTENSION: modern_tasks.offer}
 
 
 def capabilities() -> dict:
@@ -90,6 +89,7 @@ HANDLERS = {
        if method not in modern.REMOVED_METHODS and not method.startswith("tasks/")},
     "tools/list": tools_list,
     "server/discover": discover,
+    **modern_tasks.HANDLERS,
 }
 
 #: The capability each method needs the server to declare (else -32601).
@@ -101,6 +101,10 @@ def handler_for(method):
     feature = next((name for prefix, name in _FEATURES.items() if method.startswith(prefix)), None)
     if handler is None or (feature is not None and feature not in capabilities()):
         raise modern.UnknownMethod(f"Method not found: {method}.")
+    if method.startswith("tasks/") and "extensions" not in capabilities():
+        raise modern.UnknownMethod(f"Method not found: {method} (no tool of this server runs as a task).")
+    if method in mrtr.CARRIERS:
+        return functools.partial(rounds.serve, handler, method)  # its handler may ask the client (MRTR)
     return handler
 
 
@@ -127,11 +131,29 @@ async def post(consumer, message):
                          user=consumer.user, principal=consumer.principal)
     reply = ModernReply(consumer, request.id)
     call.channel = ModernChannel(reply, request.id, meta.get(modern.META_LOG_LEVEL))
+    call.channel.call = call
+    if request.method == "tools/call":
+        # "A v1 client may still send task: {ttl, pollInterval} ... The server MUST tolerate it ...
+        # AND MUST NOT promote a sync-only tool to a task": the server alone decides (SEP-2663).
+        request.params.pop("task", None)
+        try:
+            created = await start_task(request, call)
+        except ProtocolError as exc:
+            return await consumer.send_json(error_status(exc), error_reply(request.id, exc))
+        if created is not None:
+            return await reply.finish(200, result_message(request.id, modern.stamp(created, dispatch.server_info())))
     if dispatch.runs_in_background(request, call.principal):
         return consumer.run_task(guarded(reply, follow_job(reply, request, call)))
     if not dispatch.may_send(request):
         return await reply.finish(*await answer(request, handler, call))
     consumer.run_task(guarded(reply, run_inline(reply, request, handler, call)))
+
+
+async def start_task(request, call):
+    """The CreateTaskResult of a call the tasks extension runs as a task, or None."""
+    name = request.params.get("name")
+    spec = registry.tools.get(name) if isinstance(name, str) else None
+    return await modern_tasks.start(spec, request.params, call, request.id) if spec is not None else None
 
 
 def check_tool_headers(request, headers):
@@ -273,6 +295,10 @@ class ModernChannel:
     def __init__(self, reply: ModernReply, request_id, log_level):
         self.reply, self.request_id, self.log_level = reply, request_id, log_level
         self.cancelled = False
+        #: The multi-round-trip round the handler runs in (rounds.serve sets it).
+        self.round = None
+        #: The request's dispatch.Call (what a task started from it needs).
+        self.call = None
 
     async def notify(self, method, params):
         # "The server MUST NOT emit notifications/message for a request that does not include
@@ -286,44 +312,51 @@ class ModernChannel:
         return self.log_level is not None and level in LOG_LEVELS and \
             LOG_LEVELS.index(level) >= LOG_LEVELS.index(self.log_level)
 
-    async def request(self, method, params):
-        # "The server MUST NOT send independent JSON-RPC requests on this stream."
-        raise ClientCapabilityError(f"Cannot send {method}: protocol 2026-07-28 has no server-to-client requests.")
+    async def request(self, method, params, key=None, park=True):
+        """"The server MUST NOT send independent JSON-RPC requests on this stream": a question
+        ends the round with an InputRequiredResult instead (rounds.py)."""
+        if self.round is None:
+            raise ClientCapabilityError(f"Cannot send {method}: only tools/call, prompts/get and resources/read "
+                                        "may ask the client in protocol 2026-07-28.")
+        return await self.round.request(method, params, key=key, park=park)
 
     async def close_stream(self, retry_ms=None):
         return None  # no resumption in this era: the stream stays open until the result
+
+    async def start_task(self, tool, arguments):
+        """Context.run_as_task: the CreateTaskResult of ``tool`` run as a task, or -32021."""
+        spec = registry.tools.get(tool)
+        if spec is None or not spec.background:
+            raise ValueError(f"run_as_task needs a background tool; {tool!r} is not one.")
+        if not tasks_extension.declared(self.call.session.client_capabilities):
+            raise modern_tasks.missing_extension(f"Tool {tool}")
+        spec.bind(arguments)
+        return await modern_tasks.submit(spec, arguments, self.call, self.request_id, {})
 
 
 # -- background tools ---------------------------------------------------------------------------
 
 async def follow_job(reply, request, call):
     """A background tool: a worker runs it and appends what it sends to a stream of its own in
-    the event store (jobs.py); this connection relays that stream until its final event."""
-    session_id, stream_key = f"stateless-{secrets.token_hex(8)}", ids.new_stream_key()
-    params = request.params
-    meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
-    async with doorbell().listen(keys().stream_bell(session_id, stream_key)) as subscription:
-        await jobs.submit(registry.tools[params["name"]], params.get("arguments") or {}, session_id=session_id,
-                          request_id=request.id, stream_key=stream_key, user_id=call.session.user_id,
-                          principal=call.session.principal, progress_token=meta.get("progressToken"))
-        await relay(reply, call.channel, session_id, stream_key, subscription)
-
-
-async def relay(reply, channel, session_id, stream_key, subscription):
-    store, position = get_event_store(), "0-0"
-    quiet = min(get_config()["KEEPALIVE_SECONDS"], get_config()["HEARTBEAT_SECONDS"])
-    while True:
-        for event in await store.read_after(session_id, stream_key, position):
-            position = event.id.position
-            message = event.message
-            if event.final:
-                if message is not None and "result" in message:
-                    message = {**message, "result": modern.stamp(message["result"], dispatch.server_info())}
-                return await reply.finish(200, message) if message is not None else None
-            if message is not None and "method" in message and "id" not in message:
-                await channel.notify(message["method"], message.get("params"))
-        if await subscription.wait(quiet) is None:
-            await streams.answer_orphan(session_id, stream_key)  # a lost worker is answered for
+    the event store (jobs.py); this connection relays that stream until its final event, or
+    until the tool asks the client something (modern_jobs.py: the round ends, the job waits for
+    the retry). A client that closes the response cancels the job."""
+    spec = registry.tools[request.params["name"]]
+    try:
+        outcome = await modern_jobs.call(spec, request.params, call, request.id, call.channel.notify)
+    except ProtocolError as exc:
+        return await reply.finish(error_status(exc), error_reply(request.id, exc))
+    if outcome is None:  # cancelled by someone else (the admin): the call still gets its one answer
+        message = error_message(request.id, ErrorCode.INTERNAL_ERROR, "The call was cancelled before it finished.")
+    elif "jsonrpc" not in outcome:  # an InputRequiredResult
+        message = result_message(request.id, modern.stamp(outcome, dispatch.server_info()))
+    elif "result" in outcome:  # the job's answer, under this round's request id
+        message = result_message(request.id, modern.stamp(dict(outcome["result"]), dispatch.server_info()))
+    else:
+        error = outcome.get("error") or {}
+        message = error_message(request.id, error.get("code", ErrorCode.INTERNAL_ERROR), error.get("message", ""),
+                                error.get("data"))
+    await reply.finish(200, message)
 
 
 # -- subscriptions/listen -----------------------------------------------------------------------

@@ -35,7 +35,7 @@ async def call(spec, params: dict, call, request_id, notify):
     """Serve the call (or one round of it): the final JSON-RPC message of the job (its result;
     None if it was cancelled) or, when the tool waits on the client, an ``InputRequiredResult``
     (a dict with ``resultType``). ``notify(method, params)`` relays the job's notifications."""
-    payload = request_state.payload_of(params, METHOD, call.user)
+    payload = request_state.payload_of(params, METHOD, call)
     responses = mrtr.input_responses(params)
     if "job" in payload:
         job, position = await _resumed(payload)
@@ -50,7 +50,7 @@ async def call(spec, params: dict, call, request_id, notify):
         parked = isinstance(outcome, tuple)
         if parked:
             inputs, position = outcome
-            state = request_state.seal(METHOD, params, call.user, {"job": job.id, "position": position})
+            state = request_state.seal(METHOD, params, call, {"job": job.id, "position": position})
             return mrtr.input_required_result(inputs, state)
         return outcome
     finally:
@@ -63,14 +63,14 @@ async def _submit(spec, params, call, request_id):
     meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
     return await jobs.submit(spec, params.get("arguments") or {}, session_id=stateless_session_id(),
                              request_id=request_id, stream_key=new_stream_key(), user_id=call.session.user_id,
-                             progress_token=meta.get("progressToken"),
+                             principal=call.session.principal, progress_token=meta.get("progressToken"),
                              context=jobs.modern_context(call.session.client_capabilities,
                                                          meta.get("io.modelcontextprotocol/logLevel")))
 
 
 async def _resumed(payload):
     job = await jobs.load(payload.get("job"))
-    if job is None or not isinstance(payload.get("position"), str):
+    if job is None or not isinstance(payload.get("position"), str):  # (the state is this principal's)
         raise InvalidParams("The call this requestState continues is no longer known; send it again without it.")
     return job, payload["position"]
 

@@ -9,9 +9,8 @@ restarts, until the job ends; the outcome stays readable for the task's ttl. A q
 asks (``ctx.elicit``...) turns the task ``input_required`` with the question in
 ``inputRequests``; ``tasks/update`` hands the answer to the worker.
 
-Modern tasks have no session: they are bound to the principal that created them (the Django
-user, once authorization gives one; ``request_state.principal`` is where issue 12 binds it),
-and to knowing the taskId (192 random bits).
+Modern tasks have no session: they are bound to the principal that created them (auth.Principal's
+key; nobody's when authorization is off) and to knowing the taskId (192 random bits).
 """
 import secrets
 from datetime import timedelta
@@ -23,7 +22,7 @@ from .conf import get_config
 from .protocol import mrtr, tasks_extension
 from .protocol.errors import ProtocolError
 from .protocol.ids import new_stream_key
-from .registry import ArgumentError
+from .registry import ArgumentError, registry
 
 Status = jobs.Status
 
@@ -34,6 +33,12 @@ def missing_extension(what: str) -> ProtocolError:
     return ProtocolError(f"{what} needs the {tasks_extension.EXTENSION} extension in the request's clientCapabilities.",
                          code=tasks_extension.MISSING_CLIENT_CAPABILITY, http_status=400,
                          data=tasks_extension.required_capabilities())
+
+
+def offer():
+    """The extension's entry in server/discover's ``capabilities.extensions`` (modern.EXTENSIONS):
+    declared while some tool can run as a task."""
+    return {} if any(spec.task_support for spec in registry.tools.values()) else None
 
 
 def stateless_session_id() -> str:
@@ -60,9 +65,14 @@ async def start(spec, params: dict, call, request_id):
     except ArgumentError:
         return None
     meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+    return await submit(spec, arguments, call, request_id, meta)
+
+
+async def submit(spec, arguments: dict, call, request_id, meta: dict) -> dict:
+    """Create the task's job and queue it; its CreateTaskResult."""
     job = await jobs.submit(spec, arguments, session_id=stateless_session_id(), request_id=request_id,
                             stream_key=new_stream_key(), user_id=call.session.user_id,
-                            progress_token=meta.get("progressToken"), is_task=True,
+                            principal=call.session.principal, progress_token=meta.get("progressToken"), is_task=True,
                             ttl_ms=get_config()["TASK_DEFAULT_TTL_MS"],
                             context=jobs.modern_context(call.session.client_capabilities,
                                                         meta.get("io.modelcontextprotocol/logLevel")))
@@ -89,7 +99,8 @@ async def owned(params, call):
     if not tasks_extension.declared(call.session.client_capabilities):
         raise missing_extension("This method")
     job = await jobs.load(tasks_extension.task_id(params))
-    if job is None or not job.is_task or not jobs.is_modern(job) or job.user_id != call.session.user_id:
+    # Another principal's task is as unknown as a task that never existed.
+    if job is None or not job.is_task or not jobs.is_modern(job) or job.principal != call.session.principal:
         raise tasks_extension.not_found()
     if job.ttl_ms is not None and timezone.now() > job.created_at + timedelta(milliseconds=job.ttl_ms):
         raise tasks_extension.not_found()

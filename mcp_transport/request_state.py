@@ -20,20 +20,18 @@ from .protocol import mrtr
 SALT = "mcp_transport.request_state"
 
 
-def principal(user) -> Optional[str]:
-    """Who a state is bound to: the one place to change when authorization (issue 12) gives
-    requests an OAuth principal. Today: the authenticated Django user, or None."""
-    if user is not None and getattr(user, "is_authenticated", False):
-        return f"user:{user.pk}"
-    return None
+def principal(call) -> Optional[str]:
+    """Who a state is bound to, in one place: the request's authenticated principal
+    (``auth.Principal.key``: ``user:<pk>``, ``client:<id>``), None when authorization is off."""
+    return getattr(call.session, "principal", "") or None
 
 
-def seal(method: str, params: dict, user, payload: dict) -> str:
-    claims = mrtr.make_claims(method, params, principal(user), payload)
+def seal(method: str, params: dict, call, payload: dict) -> str:
+    claims = mrtr.make_claims(method, params, principal(call), payload)
     return signing.dumps(claims, salt=SALT, compress=True)
 
 
-def unseal(token: str, method: str, params: dict, user) -> dict:
+def unseal(token: str, method: str, params: dict, call) -> dict:
     """The payload of a state this server sealed for this request and principal, not older than
     ``REQUEST_STATE_TTL``; ``mrtr.BadRequestState`` (-32602) otherwise."""
     try:
@@ -42,10 +40,10 @@ def unseal(token: str, method: str, params: dict, user) -> dict:
         raise mrtr.expired() from None
     except (signing.BadSignature, ValueError, TypeError):
         raise mrtr.tampered() from None
-    return mrtr.check_claims(claims, method, params, principal(user))
+    return mrtr.check_claims(claims, method, params, principal(call))
 
 
-def payload_of(params: dict, method: str, user) -> dict:
+def payload_of(params: dict, method: str, call) -> dict:
     """The verified payload of the request's ``requestState``, or ``{}`` when it has none."""
     token = mrtr.request_state(params)
-    return {} if token is None else unseal(token, method, params, user)
+    return {} if token is None else unseal(token, method, params, call)

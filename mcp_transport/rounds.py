@@ -17,6 +17,7 @@ the answers (``background.py``).
 import asyncio
 
 from . import request_state
+from .context import TaskStarted
 from .protocol import mrtr
 
 #: Loop turns without a new question after which an async handler's round ends: enough for
@@ -77,14 +78,16 @@ async def _settled(task, live) -> bool:
 async def serve(handler, method: str, params: dict, call) -> dict:
     """Run a carrier method's handler (tools/call, prompts/get, resources/read) for one round:
     its result, or the ``InputRequiredResult`` that asks what it needs."""
-    payload = request_state.payload_of(params, method, call.user)
+    payload = request_state.payload_of(params, method, call)
     answers = {**payload.get("answers", {}), **mrtr.input_responses(params)}
     live = LiveRound(answers)
     call.channel.round = live
     try:
         return await run(handler(params, call), live)
     except mrtr.InputRequired as exc:
-        state = request_state.seal(method, params, call.user, {"answers": live.round.used_answers()})
+        state = request_state.seal(method, params, call, {"answers": live.round.used_answers()})
         return mrtr.input_required_result(exc.requests, state)
+    except TaskStarted as started:  # the handler escalated to a task (Context.run_as_task)
+        return started.result
     finally:
         call.channel.round = None

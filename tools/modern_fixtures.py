@@ -148,3 +148,17 @@ async def multi_input(ctx: Context) -> str:
     schema = {"type": "object", "properties": {"name": {"type": "string"}, "confirm": {"type": "boolean"}}}
     first, second = await asyncio.gather(ctx.elicit("First name?", schema), ctx.elicit("Second name?", schema))
     return f"{_content(first).get('name')} and {_content(second).get('name')}"
+
+
+@tool(structured_output=False)
+async def test_tool_with_task(ctx: Context) -> str:
+    """Ask the user's name (key "user_name"), then hand the greeting to a background task: the
+    retry that brings the name answers with a CreateTaskResult (needs the tasks extension)."""
+    answer = await ctx.elicit("What is your name?", NAME_SCHEMA, key="user_name")
+    await ctx.run_as_task("greet_in_background", name=_content(answer).get("name", "stranger"))
+
+
+@tool(background=True, structured_output=False)
+def greet_in_background(name: str) -> str:
+    """Return "Hello, {name}!" from a worker."""
+    return f"Hello, {name}!"
