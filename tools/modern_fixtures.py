@@ -162,3 +162,24 @@ async def test_tool_with_task(ctx: Context) -> str:
 def greet_in_background(name: str) -> str:
     """Return "Hello, {name}!" from a worker."""
     return f"Hello, {name}!"
+
+
+@tool(structured_output=False)
+def count_inline(key: str, steps: int, interval_ms: int, ctx: Context) -> str:
+    """Count to ``steps`` in the cache key ``key`` in the web process, one per interval (a
+    visible side effect), reporting progress; stops once the call is cancelled (in 2026-07-28:
+    its client closed the response).
+
+    Args:
+        key: The cache key to count in.
+        steps: How many ticks.
+        interval_ms: Milliseconds between ticks.
+    """
+    from django.core.cache import cache
+
+    for i in range(1, steps + 1):
+        time.sleep(interval_ms / 1000)
+        ctx.check_cancelled()
+        cache.set(key, i, timeout=600)
+        ctx.report_progress(i, steps)
+    return f"counted {steps}"

@@ -303,7 +303,8 @@ class ModernClient(HttpClient):
     and the standard headers (MCP-Protocol-Version, Mcp-Method, Mcp-Name); no session."""
 
     VERSION = "2026-07-28"
-    NAME_KEYS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+    NAME_KEYS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+                 "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
 
     def __init__(self, url, capabilities=None, log_level=None):
         super().__init__(url, self.VERSION)
