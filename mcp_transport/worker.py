@@ -111,6 +111,8 @@ class JobChannel(RequestStream):
         #: A 2026-07-28 call: its questions wait as inputRequests (jobs.inputs_key).
         self.modern = jobs.is_modern(job)
         self._asking = 0
+        #: Tasks waiting for the client's answers, on the loop thread.
+        self.waiting = set()
 
     async def emit(self, message, final=False):
         if self.job.is_task and not self.modern and message and "params" in message:
@@ -137,14 +139,20 @@ class JobChannel(RequestStream):
         """While the tool waits on the client the job is ``input_required`` ("When the task
         receiver has messages for the requestor that are necessary to complete the task, the
         receiver SHOULD move the task to the input_required status")."""
-        if self.modern:
-            return await self._ask(method, params, key)
-        await self._move(Status.INPUT_REQUIRED, Status.WORKING)
+        # Registered so that a cancel stops the wait too (a sync tool blocks on it: _Handle.cancel).
+        waiting = asyncio.current_task()
+        self.waiting.add(waiting)
         try:
-            return await super().request(method, params)
+            if self.modern:
+                return await self._ask(method, params, key)
+            await self._move(Status.INPUT_REQUIRED, Status.WORKING)
+            try:
+                return await super().request(method, params)
+            finally:
+                await async_redis().delete(jobs.pending_request_key(self.job))
+                await self._move(Status.WORKING, Status.INPUT_REQUIRED)
         finally:
-            await async_redis().delete(jobs.pending_request_key(self.job))
-            await self._move(Status.WORKING, Status.INPUT_REQUIRED)
+            self.waiting.discard(waiting)
 
     async def _ask(self, method, params, key):
         """A 2026-07-28 job's question: kept as an inputRequests entry (written before the job
@@ -280,13 +288,19 @@ class WorkerContext(Context):
 
 
 class _Handle:
-    """What ``control.cancel_local`` cancels: the coroutine of an async tool, if it runs one."""
+    """What ``control.cancel_local`` cancels: the coroutine of an async tool, if it runs one, and
+    the waits of its channel for the client's answers (a sync tool blocks on them)."""
 
     future = None
+
+    def __init__(self, channel):
+        self.channel = channel
 
     def cancel(self):
         if self.future is not None:
             self.future.cancel()
+        for waiting in list(self.channel.waiting):  # from the loop thread or the tool's
+            waiting.get_loop().call_soon_threadsafe(waiting.cancel)
 
 
 # -- running a job ---------------------------------------------------------------------------
@@ -313,7 +327,7 @@ class JobRun:
     def __init__(self, job, spec):
         self.job, self.spec = job, spec
         self.channel = JobChannel(job)
-        self.handle = _Handle()
+        self.handle = _Handle(self.channel)
         self.context = None
         self._watchers = []
         #: The tool did not end on its own terms (a crash or a time limit), not "it reported an error".

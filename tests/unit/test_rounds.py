@@ -28,15 +28,10 @@ class Channel:
         pass
 
 
-class User:
-    def __init__(self, pk):
-        self.pk, self.is_authenticated = pk, True
-
-
-def make_call(user=None, capabilities=None):
-    session = SessionRecord(id="", protocol_version="2026-07-28",
+def make_call(principal="", capabilities=None):
+    session = SessionRecord(id="", protocol_version="2026-07-28", principal=principal,
                             client_capabilities=capabilities or {"elicitation": {}, "sampling": {}, "roots": {}})
-    return dispatch.Call(session=session, user=user, channel=Channel())
+    return dispatch.Call(session=session, channel=Channel())
 
 
 def handler_of(body, context_class=Context):
@@ -54,12 +49,12 @@ async def ask_name(ctx):
     return f"Hello, {answer['content']['name']}!"
 
 
-def rounds_of(handler, params, user=None, answers_by_round=()):
+def rounds_of(handler, params, answers_by_round=()):
     """Serve ``params`` round after round, answering each with the next of ``answers_by_round``."""
     results = []
     params = dict(params)
     for answers in [*answers_by_round, None]:
-        result = asyncio.run(rounds.serve(handler, "tools/call", params, make_call(user)))
+        result = asyncio.run(rounds.serve(handler, "tools/call", params, make_call()))
         results.append(result)
         if result.get("resultType") != "input_required" or answers is None:
             return results
@@ -155,32 +150,32 @@ def test_a_state_signed_with_another_key_is_refused():
     forged = signing.dumps(mrtr.make_claims("tools/call", {"name": "t"}, None, {"answers": {}}),
                            key="another-secret-key-" * 3, salt=request_state.SALT, compress=True)
     with pytest.raises(mrtr.BadRequestState, match="altered or not issued"):
-        request_state.unseal(forged, "tools/call", {"name": "t"}, None)
+        request_state.unseal(forged, "tools/call", {"name": "t"}, make_call())
 
 
 def test_an_expired_state_is_refused(monkeypatch):
-    sealed = request_state.seal("tools/call", {"name": "t"}, None, {"answers": {}})
+    sealed = request_state.seal("tools/call", {"name": "t"}, make_call(), {"answers": {}})
     later = time.time() + 601
     monkeypatch.setattr(signing.time, "time", lambda: later)
     with pytest.raises(mrtr.BadRequestState) as caught:
-        request_state.unseal(sealed, "tools/call", {"name": "t"}, None)
+        request_state.unseal(sealed, "tools/call", {"name": "t"}, make_call())
     assert caught.value.data == {"reason": "expired"}
 
 
 @override_settings(MCP_TRANSPORT={"REQUEST_STATE_TTL": 10_000})
 def test_the_ttl_is_a_setting(monkeypatch):
-    sealed = request_state.seal("tools/call", {"name": "t"}, None, {"k": 1})
+    sealed = request_state.seal("tools/call", {"name": "t"}, make_call(), {"k": 1})
     later = time.time() + 601
     monkeypatch.setattr(signing.time, "time", lambda: later)
-    assert request_state.unseal(sealed, "tools/call", {"name": "t"}, None) == {"k": 1}
+    assert request_state.unseal(sealed, "tools/call", {"name": "t"}, make_call()) == {"k": 1}
 
 
-def test_a_state_is_bound_to_the_user_and_the_arguments():
-    sealed = request_state.seal("tools/call", {"name": "t", "arguments": {"a": 1}}, User(7), {})
-    assert request_state.unseal(sealed, "tools/call", {"name": "t", "arguments": {"a": 1}}, User(7)) == {}
-    for user, arguments in ((User(8), {"a": 1}), (None, {"a": 1}), (User(7), {"a": 2})):
+def test_a_state_is_bound_to_the_principal_and_the_arguments():
+    sealed = request_state.seal("tools/call", {"name": "t", "arguments": {"a": 1}}, make_call("user:7"), {})
+    assert request_state.unseal(sealed, "tools/call", {"name": "t", "arguments": {"a": 1}}, make_call("user:7")) == {}
+    for principal, arguments in (("user:8", {"a": 1}), ("", {"a": 1}), ("user:7", {"a": 2})):
         with pytest.raises(mrtr.BadRequestState, match="another request or principal"):
-            request_state.unseal(sealed, "tools/call", {"name": "t", "arguments": arguments}, user)
+            request_state.unseal(sealed, "tools/call", {"name": "t", "arguments": arguments}, make_call(principal))
 
 
 def test_invalid_input_responses_are_refused_before_the_handler_runs():
