@@ -178,7 +178,7 @@ class JobChannel(RequestStream):
                 if self._asking == 1:
                     await self._move(Status.INPUT_REQUIRED, Status.WORKING)
                 await self.emit(request_message(reply_id, method, params))  # wakes whoever follows the call
-                raw = await wait_for_reply(client, reply_key, subscription)
+                raw = await wait_for_reply(client, reply_key, subscription, self)
             finally:
                 await client.hdel(inputs, key)
                 self._asking -= 1
