@@ -4,6 +4,7 @@ the official SDK server with its token verifier, side by side.
 
     .venv/bin/python bench/auth.py                     # 2 interleaved repeats, 16 clients, 8 s each
     .venv/bin/python bench/auth.py --repeat 3 --seconds 10 --clients 16
+    .venv/bin/python bench/auth.py --repeat 0          # only the auth step alone (below)
 
 Targets (each a closed loop of ``tools/call echo`` with JSON answers, every request carrying
 its bearer token, after ``initialize`` on one session per client):
@@ -12,14 +13,20 @@ its bearer token, after ``initialize`` on one session per client):
 - ``ours-static``      daphne, MCP_AUTH on, a static token (``manage.py mcp_tokens create``)
 - ``ours-toolkit``     the same server, a django-oauth-toolkit access token
 - ``ours-jwt``         the same server, an RS256 JWT checked against a JWKS served here
+- ``ours-static-mem``  another daphne with AUTH_REVOCABLE_MEMORY_SECONDS=30, a static token
 - ``sdk-open``         bench/server_sdk_auth.py (mcp 2.3.0 MCPServer, uvicorn) without auth
 - ``sdk-static``       the same with a dict-lookup TokenVerifier (the cheapest one possible)
 - ``sdk-jwt``          the same with a PyJWT TokenVerifier against the same JWKS
 
 For each: calls/s, latency p50/p99 (ms), the server process's CPU per call (µs, from
 /proc/<pid>/stat over the measured window), and for ours Redis's CPU per call (an embedded
-redis-server of its own, so nobody else's commands are counted). Nothing is written to
-RESULTS.md by this script: copy the table it prints.
+redis-server of its own, so nobody else's commands are counted).
+
+Then, because a shared machine's load moves the end-to-end figures by more than what auth
+costs, the auth step alone: ``mcp_transport.auth.authenticate()`` in one process against the
+same Redis and database, warm caches, for each kind of token and both memory settings (µs per
+call, the median of 5 rounds of 2,000). Nothing is written to RESULTS.md by this script: copy
+the tables it prints.
 """
 import argparse
 import asyncio
@@ -120,7 +127,8 @@ async def client_loop(session, url, token, deadline, measure_from, latencies, er
     if token:
         headers["Authorization"] = f"Bearer {token}"
     init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}}
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "bench", "version": "0"}}}
     async with session.post(url, json=init, headers=headers) as response:
         assert response.status == 200, (response.status, await response.text())
         headers["Mcp-Session-Id"] = response.headers["Mcp-Session-Id"]
@@ -190,7 +198,45 @@ def manage(env, *args) -> str:
     return done.stdout
 
 
+def micro():
+    """The auth step alone, in this process (run as a child with the bench's environment)."""
+    import django
+
+    django.setup()
+    from django.test.utils import override_settings
+
+    from mcp_transport import auth
+
+    tokens, resource = json.loads(os.environ["BENCH_TOKENS"]), os.environ["BENCH_RESOURCE"]
+    port = resource.split(":")[2].split("/")[0]
+    scope = {"scheme": "http", "path": "/mcp", "type": "http"}
+
+    async def rounds(token):
+        headers = {"host": f"127.0.0.1:{port}", "authorization": f"Bearer {token}"}
+        await auth.authenticate(scope, headers)  # validated once (database, JWKS), then cached
+        results = []
+        for _ in range(5):
+            started = time.process_time()
+            for _ in range(2000):
+                await auth.authenticate(scope, headers)
+            results.append((time.process_time() - started) / 2000 * 1e6)
+        return statistics.median(results)
+
+    print("| token | auth step, Redis read per request (default) µs | AUTH_REVOCABLE_MEMORY_SECONDS=30 µs |")
+    print("|---|---|---|")
+    rows = {}
+    for memory in (0, 30):
+        config = {**django.conf.settings.MCP_TRANSPORT, "AUTH_REVOCABLE_MEMORY_SECONDS": memory}
+        with override_settings(MCP_TRANSPORT=config):
+            for kind, token in tokens.items():
+                rows.setdefault(kind, []).append(asyncio.run(rounds(token)))
+    for kind, (plain, memory) in rows.items():
+        print(f"| {kind} | {plain:.1f} | {memory:.1f} |")
+
+
 def main():
+    if "--micro-child" in sys.argv:
+        return micro()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=8)
@@ -203,7 +249,8 @@ def main():
     embedded = EmbeddedRedis().start()
     workdir = tempfile.mkdtemp(prefix="bench-auth-")
     jwks = Jwks()
-    ours_port, open_port, sdk_ports = free_port(), free_port(), {n: free_port() for n in ("off", "static", "jwt")}
+    ours_port, open_port, mem_port = free_port(), free_port(), free_port()
+    sdk_ports = {n: free_port() for n in ("off", "static", "jwt")}
     ours_url = f"http://127.0.0.1:{ours_port}/mcp"
     validators = [{"BACKEND": "mcp_transport.auth.validators.StaticTokenValidator"},
                   {"BACKEND": "mcp_transport.auth.validators.OAuthToolkitValidator"},
@@ -227,8 +274,8 @@ def main():
     uvicorn = str(Path(sys.executable).with_name("uvicorn"))
     servers = []
     try:
-        def start_ours(name, port, auth):
-            extra = {"MCP_AUTH": auth, "MCP_TRANSPORT_JSON": json.dumps({"AUTH_VALIDATORS": validators})}
+        def start_ours(name, port, auth, **settings):
+            extra = {"MCP_AUTH": auth, "MCP_TRANSPORT_JSON": json.dumps({"AUTH_VALIDATORS": validators, **settings})}
             servers.append(Server(name, [daphne, "-v", "0", "-b", "127.0.0.1", "-p", str(port),
                                          "mcpserver.asgi:application"], {**env, **extra}, port).wait())
             return servers[-1]
@@ -244,9 +291,11 @@ def main():
             return servers[-1]
 
         ours_open, ours_auth = start_ours("ours-open", open_port, "off"), start_ours("ours-auth", ours_port, "on")
+        ours_mem = start_ours("ours-mem", mem_port, "on", AUTH_REVOCABLE_MEMORY_SECONDS=30)
         sdk = {auth: start_sdk(auth) for auth in sdk_ports}
         targets = [("ours-open", ours_open, None), ("ours-static", ours_auth, static_token),
                    ("ours-toolkit", ours_auth, toolkit_token), ("ours-jwt", ours_auth, jwks.token(ours_url)),
+                   ("ours-static-mem", ours_mem, static_token),
                    ("sdk-open", sdk["off"], None), ("sdk-static", sdk["static"], "sdk-static-" + "x" * 32),
                    ("sdk-jwt", sdk["jwt"], jwks.token(sdk["jwt"].url))]
         client = redis.Redis.from_url(embedded.url)
@@ -257,7 +306,14 @@ def main():
                 row = measure(target, args, client)
                 results.setdefault(row["target"], []).append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
-        print_table(results, args)
+        if results:
+            print_table(results, args)
+        micro_env = {**env, "MCP_AUTH": "on", "MCP_TRANSPORT_JSON": json.dumps({"AUTH_VALIDATORS": validators}),
+                     "BENCH_TOKENS": json.dumps({"static": static_token, "toolkit": toolkit_token,
+                                                 "jwt": jwks.token(ours_url)}), "BENCH_RESOURCE": ours_url}
+        done = subprocess.run([sys.executable, __file__, "--micro-child"], env=micro_env, cwd=ROOT,
+                              capture_output=True, text=True, timeout=600)
+        print(done.stdout, done.stderr[-3000:] if done.returncode else "")
     finally:
         for server in servers:
             server.stop()
@@ -274,7 +330,8 @@ def print_table(results, args):
             "sdk": mid(results["sdk-open"], "server_cpu_us_per_call")}
     print(f"\n{args.clients} clients, {args.seconds:g} s after {args.warmup:g} s warm-up, {args.repeat} repeats "
           "(medians; CPU per call of the server process; Redis separately for ours)\n")
-    print("| target | calls/s | p50 ms | p99 ms | server CPU µs/call | vs its open server | Redis CPU µs/call | errors |")
+    print("| target | calls/s | p50 ms | p99 ms | server CPU µs/call | vs its open server | Redis CPU µs/call "
+          "| errors |")
     print("|---|---|---|---|---|---|---|---|")
     for name, rows in results.items():
         cpu = mid(rows, "server_cpu_us_per_call")

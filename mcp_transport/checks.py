@@ -47,7 +47,8 @@ POSITIVE = ("SESSION_IDLE_TIMEOUT", "MAX_REQUEST_BYTES", "KEEPALIVE_SECONDS", "H
 #: Keys that may be None, else numbers >= 0.
 OPTIONAL_NON_NEGATIVE = ("SSE_RETRY_MS", "POLL_AFTER_SECONDS", "CLOSED_SESSION_RETENTION", "EVENT_RETENTION",
                          "JOB_RETENTION", "PROGRESS_HEARTBEAT_SECONDS", "TASK_MAX_TTL_MS",
-                         "JOB_QUEUE_TIMEOUT", "TOOL_MAX_SECONDS", "SESSION_MAX_BYTES")
+                         "JOB_QUEUE_TIMEOUT", "TOOL_MAX_SECONDS", "SESSION_MAX_BYTES",
+                         "AUTH_REVOCABLE_MEMORY_SECONDS")
 METRICS_ACCESS = ("off", "staff", "token")
 PROCESS_LOCAL_STORES = ("mcp_transport.storage.memory.InMemoryEventStore",)
 PROCESS_LOCAL_LAYERS = ("channels.layers.InMemoryChannelLayer",)

@@ -169,6 +169,11 @@ DEFAULTS = {
     #: Multi-round-trip requests (2026-07-28): seconds a requestState stays valid; a background
     #: call waiting on the client's answer waits CLIENT_REQUEST_TIMEOUT at most.
     "REQUEST_STATE_TTL": 600,
+    #: Seconds a process may trust its memory for revocable tokens (static, django-oauth-toolkit)
+    #: instead of reading Redis on every request. 0: revocation takes effect on the very next
+    #: request; above 0 a revocation reaches every process through the control channel at once,
+    #: and a request racing with that message may pass for at most this long.
+    "AUTH_REVOCABLE_MEMORY_SECONDS": 0,
 }
 
 

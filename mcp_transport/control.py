@@ -97,6 +97,10 @@ def handle(payload: dict) -> None:
         for writer in list(writers.get((session_id, payload["k"]), ())):
             if writer.token != payload["t"]:
                 writer.finish_with_retry()
+    elif kind == "auth_forget":  # a token was revoked or changed (session_id is its digest)
+        from .auth import forget_local
+
+        forget_local(session_id)
     elif kind == "closed":
         sessions.forget(session_id)
         cancel_local(session_id, None)

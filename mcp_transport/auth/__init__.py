@@ -14,9 +14,11 @@ Caching (so that an authenticated request costs no database query): a validation
 in Redis for ``AUTH_CACHE_SECONDS`` (never past the token's expiry), keyed by the token's
 SHA-256, which is also django-oauth-toolkit's ``token_checksum``. Results of tokens that cannot
 be revoked before they expire (JWTs) are also kept in process memory. Revocable ones (static
-tokens, the toolkit's) are read from Redis on every request, and revoking one replaces its entry
-with a tombstone (``revoked()``), so revocation takes effect on the very next request, on every
-process, and a validation racing with the revocation cannot cache the token again.
+tokens, the toolkit's) are read from Redis on every request (unless AUTH_REVOCABLE_MEMORY_SECONDS
+says otherwise), and revoking one replaces its entry with a tombstone (``revoked()``), so
+revocation takes effect on the very next request, on every process, and a validation racing
+with the revocation cannot cache the token again. The revocation is also published on the
+control channel, so that every process drops the token from its memory at once.
 """
 import copy
 import hashlib
@@ -311,8 +313,16 @@ def _cache_seconds(principal: Principal, now: float) -> float:
 
 
 def _remember(digest, principal, now):
-    if not principal.revocable:
-        _principals.put(digest, principal, now + _cache_seconds(principal, now))
+    seconds = _cache_seconds(principal, now)
+    if principal.revocable:
+        seconds = min(seconds, get_config()["AUTH_REVOCABLE_MEMORY_SECONDS"] or 0)
+    if seconds > 0:
+        _principals.put(digest, principal, now + seconds)
+
+
+def forget_local(digest: str) -> None:
+    """A revocation reached this process (the control channel): drop its memory of the token."""
+    _principals.entries.pop(digest, None)
 
 
 async def load_user(user_id):
@@ -344,10 +354,13 @@ def revoked(digests) -> None:
     digests = list(digests)
     if not digests:
         return
+    from ..control import message
+
     ttl = int(get_config()["AUTH_CACHE_SECONDS"]) + 60
     with sync_redis().pipeline(transaction=False) as pipe:
         for digest in digests:
             pipe.set(keys().auth_token(digest), TOMBSTONE, ex=ttl)
+            pipe.publish(keys().control_channel(), message("auth_forget", digest))
         pipe.execute()
 
 
@@ -355,6 +368,13 @@ def changed(digests) -> None:
     """Forget the cached results of these tokens (their scope or expiry changed)."""
     from ..connections import sync_redis
 
+    from ..control import message
+
     digests = list(digests)
-    if digests:
-        sync_redis().delete(*[keys().auth_token(digest) for digest in digests])
+    if not digests:
+        return
+    with sync_redis().pipeline(transaction=False) as pipe:
+        pipe.delete(*[keys().auth_token(digest) for digest in digests])
+        for digest in digests:
+            pipe.publish(keys().control_channel(), message("auth_forget", digest))
+        pipe.execute()

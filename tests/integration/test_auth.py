@@ -2,8 +2,10 @@
 ``MCP_AUTH=on``: protected resource metadata, 401/403 challenges, static tokens made by
 ``manage.py mcp_tokens`` and django-oauth-toolkit tokens, revocation and expiry on the next
 request, and sessions, replays and tasks bound to the principal that created them."""
+import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -359,3 +361,55 @@ async def test_the_sdk_client_with_a_bearer_header(auth_server, alice, bob):
     with pytest.raises(Exception):  # no token: the 401 ends the connection attempt
         async with Client(transport("not-a-token"), mode="legacy") as client:
             await client.list_tools()
+
+
+def test_trusting_memory_for_revocable_tokens_still_drops_them_on_revocation(start_server, server_env):
+    """AUTH_REVOCABLE_MEMORY_SECONDS: the process keeps the token in memory (no Redis read per
+    request), and a revocation's control message makes every process forget it at once."""
+    server = start_server(MCP_AUTH="on", MCP_TRANSPORT_JSON=json.dumps({"AUTH_REVOCABLE_MEMORY_SECONDS": 300}))
+    token = new_token(server_env, "henry")
+    client = client_of(server, token)
+    assert client.request("POST", client.message("ping")).status == 200
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    # Revoked behind the app's back (no signal, the Redis entry simply gone): only memory knows it.
+    manage(server_env, "shell", "-c", "from django.utils import timezone; from mcp_transport.models import McpToken; "
+           "from mcp_transport.connections import keys, sync_redis; "
+           f"McpToken.objects.filter(digest={digest!r}).update(revoked_at=timezone.now()); "
+           f"sync_redis().delete(keys().auth_token({digest!r}))")
+    assert client.request("POST", client.message("ping")).status == 200  # served from memory
+    manage(server_env, "shell", "-c", f"from mcp_transport import auth; auth.revoked([{digest!r}])")
+    deadline = time.monotonic() + 30  # far less than the 300 s the memory would keep it
+    while client.request("POST", client.message("ping")).status != 401:
+        assert time.monotonic() < deadline, "the revocation never reached the process's memory"
+        time.sleep(0.05)
+
+
+# -- the admin: static tokens, and each session's user ------------------------------------------
+
+def test_admin_creates_lists_and_revokes_tokens_and_shows_session_users(auth_server, admin_login, server_env):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("admin_helpers", Path(__file__).with_name("test_admin.py"))
+    helpers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(helpers)
+    admin = helpers.Admin(auth_server, admin_login)
+    kate = new_token(server_env, "kate")  # makes the user the form below picks
+    client_of(auth_server, kate)
+    sessions = admin.get("/admin/mcp_transport/mcpsession/?q=kate")[1]
+    assert "kate" in sessions  # the session list shows the session's user
+    user_id = manage(server_env, "shell", "-c",
+                     "from django.contrib.auth.models import User; print(User.objects.get(username='kate').pk)")
+    status, html = admin.send("/admin/mcp_transport/mcptoken/add/", {
+        "user": user_id.split()[-1], "name": "from the admin", "scope": "mcp", "expires_at_0": "", "expires_at_1": "",
+        "csrfmiddlewaretoken": admin.csrf, "_save": "Save"})
+    assert status == 200 and "shown only now" in html, re.findall(r'class="errorlist.*?</ul>', html, re.S) or html[:500]
+    token = re.search(r"shown only now: (mcp_[A-Za-z0-9_-]+)", html).group(1)
+    client = client_of(auth_server, token)
+    assert text_of(client.call("tools/call", {"name": "whoami"})) == "kate"
+    listing = admin.get("/admin/mcp_transport/mcptoken/?q=from+the+admin")[1]
+    assert token[:12] in listing and token not in listing  # the prefix, never the token
+    token_id = re.search(r'name="_selected_action" value="(\d+)"', listing).group(1)
+    status, html = admin.send("/admin/mcp_transport/mcptoken/", {
+        "action": "revoke", "_selected_action": token_id, "csrfmiddlewaretoken": admin.csrf, "index": "0"})
+    assert status == 200 and "Revoked 1 token(s)." in html
+    assert client.request("POST", client.message("ping")).status == 401  # the next request

@@ -39,7 +39,8 @@ class AuthorizationServer:
     def jwks(self):
         entries = []
         for kid, key in self.keys.items():
-            algorithm = jwt.algorithms.RSAAlgorithm if isinstance(key, rsa.RSAPrivateKey) else jwt.algorithms.ECAlgorithm
+            rsa_key = isinstance(key, rsa.RSAPrivateKey)
+            algorithm = jwt.algorithms.RSAAlgorithm if rsa_key else jwt.algorithms.ECAlgorithm
             entry = json.loads(algorithm.to_jwk(key.public_key()))
             entries.append({**entry, "kid": kid, "use": "sig"})
         return {"keys": entries}
