@@ -585,6 +585,21 @@ def whoami_job(ctx: Context) -> str:
     return ctx.user.get_username() if ctx.user is not None and ctx.user.is_authenticated else "anonymous"
 
 
+# The background tool of docs/testing.md, verbatim (tests/integration/test_testing_kit.py checks).
+@tool(background=True)
+def export_report(rows: int, ctx: Context, delay: float = 0.05) -> str:
+    """Export `rows` rows in a worker, reporting progress after each one.
+
+    Args:
+        rows: How many rows to export.
+        delay: Seconds each row takes.
+    """
+    for row in range(1, rows + 1):
+        time.sleep(delay)
+        ctx.report_progress(row, rows, f"row {row}")
+    return f"exported {rows} rows"
+
+
 @tool(background=True, structured_output=False)
 def confirm_job(question: str, ctx: Context) -> str:
     """Ask the user a yes/no question from a worker (elicitation), then answer with the choice.

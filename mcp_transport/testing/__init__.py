@@ -186,6 +186,19 @@ class SseStream:
             collected.append(event)
         return collected
 
+    def next_message(self, timeout=10.0) -> dict:
+        """The next JSON-RPC message (events without data, such as priming events, are skipped)."""
+        while True:
+            event = self.next_event(timeout)
+            assert event is not None, "the server ended the stream"
+            if event.data:
+                return json.loads(event.data)
+
+    @property
+    def last_event_id(self) -> str:
+        """The id of the last event read: what a client resumes from (``HttpClient.resume``)."""
+        return self.decoder.last_event_id
+
     def messages(self, timeout=10.0):
         return [json.loads(e.data) for e in self.events(timeout) if e.data]
 
@@ -293,6 +306,17 @@ class HttpClient:
         stream.connection.close()
         assert stream.status == 200, (stream.status, body)
         return json.loads(body)
+
+    def call_tool_stream(self, name, arguments=None, progress_token="progress") -> SseStream:
+        """``tools/call`` with a progress token, answered as an SSE stream to read event by
+        event (``next_message()``) or drop (``close()``)."""
+        params = {"name": name, "arguments": arguments or {}, "_meta": {"progressToken": progress_token}}
+        return self.stream("POST", self.message("tools/call", params))
+
+    def resume(self, last_event_id, timeout=30.0) -> SseStream:
+        """``GET`` with ``Last-Event-ID``: the rest of a dropped stream, from any server."""
+        return self.stream("GET", headers={"Accept": "text/event-stream", "Last-Event-ID": last_event_id},
+                           timeout=timeout)
 
     def delete(self) -> Reply:
         return self.request("DELETE")
