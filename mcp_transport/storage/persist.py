@@ -141,9 +141,13 @@ class Flusher:
             if retry:
                 logger.warning("the database is failing; %d events wait for a retry (Redis has them)", len(retry))
             self.count_refused(refused)
-            await self.forget_closed(rows)
         except Exception:  # the table's thread itself failed (shut down): nothing was written
             logger.exception("%d events could not be written to the database; Redis still has them", len(rows))
+        else:
+            try:
+                await self.forget_closed(rows)
+            except Exception:  # Redis is failing: the cleanup's retention deletes such rows later
+                logger.warning("checking for sessions closed during a write failed", exc_info=True)
         finally:
             self._writing -= len(rows)
             self._rows[:0] = retry  # before anything added meanwhile: positions stay in order

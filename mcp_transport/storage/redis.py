@@ -466,28 +466,32 @@ class RedisEventStore(EventStore):
     async def _settled_rows(self, read, session_id, stream_key, position, newer):
         """``read(session_id, stream_key, position)`` from the database, once it can stand in for
         what Redis lost. The events Redis lost may still wait in another process's batch (the
-        last ones before a Redis failover always do), for at most ``settle_seconds()`` after they
-        were appended: so read again until the position itself is there (``read`` returns None
-        while it is not) and the events older than Redis's oldest (``newer[0]``) are out of every
-        batch, or until those moments have passed (positions are Redis's clock, so is ``now``)."""
+        last ones before a Redis failover always do), for up to ``settle_seconds()`` after they
+        were appended. So read again (every ``SETTLE_POLL``) while the position itself is not
+        there (``read`` returns None) but was appended recently enough to come still, or while
+        the events older than Redis's oldest (``newer[0]``) may still be in a batch; positions
+        are Redis's clock, and so is "now". Since every event this read can miss was appended
+        before it began, it never waits longer than ``settle_seconds()`` in all."""
         loop = asyncio.get_running_loop()
         settle = self.settle_seconds()
-        deadline = loop.time() + settle  # whatever was appended before this read is settled by then
+        deadline = loop.time() + settle
         while True:
             await self.flush()  # this process's own recent events first
             rows = await self.table.run(read, session_id, stream_key, position)
             if loop.time() >= deadline:
                 return rows
             settled_before = await self._redis_ms() - settle * 1000
-            if (rows is not None or position_key(position)[0] <= settled_before) and \
-                    (not newer or newer[0].id.sort_key[0] <= settled_before):
+            missing = rows is None and position_key(position)[0] > settled_before
+            unsettled = bool(newer) and newer[0].id.sort_key[0] > settled_before
+            if not (missing or unsettled):
                 return rows
             await asyncio.sleep(self.SETTLE_POLL)
 
     #: Seconds between reads while the database catches up with the other processes' batches.
     SETTLE_POLL = 0.05
-    #: Seconds a batch may take to be written once its flush began (a loaded database).
-    WRITE_ALLOWANCE = 0.5
+    #: Seconds a batch may take to be written once its flush is due (a loaded machine's loop
+    #: and database are late by that much).
+    WRITE_ALLOWANCE = 1.0
     #: The longest a read waits for other processes' batches, whatever ``flush_interval`` says.
     MAX_SETTLE = 2.0
 
