@@ -142,6 +142,11 @@ DEFAULTS = {
     #: Background tools: seconds a call may wait in the broker for a worker before it fails with
     #: an error result saying that no worker took it (None: wait for ever).
     "JOB_QUEUE_TIMEOUT": 60,
+    #: Background tools: a sync tool that asks its client (elicit, sample, list_roots) gives
+    #: its worker slot back and runs again from its start when the answer arrives, its earlier
+    #: answers replayed (what it does before an ask must be safe to repeat); False: it waits
+    #: for the answer in its slot.
+    "JOB_PARK_ON_ASK": True,
     #: MCP tasks: the ttl (ms) of a task whose request names none, the largest ttl granted
     #: (None: unlimited), and the pollInterval (ms) suggested to clients.
     "TASK_DEFAULT_TTL_MS": 3600 * 1000,

@@ -80,6 +80,14 @@ class Keys:
     def reply(self, session_id, request_id):
         return f"{self.prefix}:reply:{session_id}:{request_id}"
 
+    def parked(self, session_id, request_id):
+        """The background job that gave its worker back until this request of ours is answered."""
+        return f"{self.prefix}:parked:{session_id}:{request_id}"
+
+    def job_answers(self, job_id):
+        """The client's answers a parked job has had so far, in the order it asked."""
+        return f"{self.prefix}:jobanswers:{job_id}"
+
     def listen_bell(self):
         """Every list_changed / resources/updated, for the 2026-07-28 subscriptions/listen streams."""
         return f"{self.prefix}:listen"

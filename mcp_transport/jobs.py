@@ -26,6 +26,7 @@ import json
 import logging
 import re
 import secrets
+import time
 import uuid
 
 import redis as redis_sync
@@ -278,7 +279,11 @@ async def _revoke(job):
 async def watch(session_id: str, stream_key: str, call: dict) -> bool:
     """Called when a job's stream has been quiet: True if the job turned out lost (or ended
     without its answer on the stream) and was dealt with now."""
-    if "done" in call or control.beat_age_ms(call) < control.orphan_after_ms():
+    if "done" in call:
+        return False
+    if "parked" in call:  # no worker runs it: it waits for its client, for a while
+        return await expire_parked(session_id, call)
+    if control.beat_age_ms(call) < control.orphan_after_ms():
         return False
     job = await load(call.get("job"))
     if job is None:
@@ -290,6 +295,73 @@ async def watch(session_id: str, stream_key: str, call: dict) -> bool:
         return True
     await worker_lost(job, hard_limit=call.get("stopped") == "time_limit")
     return True
+
+
+# -- jobs waiting for their client ---------------------------------------------------------------
+# A sync background tool that asks its client (worker.JobChannel.park) does not wait in its
+# worker slot: the request goes out, the job is ``input_required`` with the request's id in its
+# call record, and the Celery task ends. The client's answer (streams.deliver_reply, on any web
+# process) is added to the job's answers and the job is queued again; its tool runs from its start
+# and gets its earlier answers back in order, asking only what is new.
+
+async def resume_parked(job_id: str, reply: dict) -> bool:
+    """Queue again a job that waited for this answer of its client; True if it was queued."""
+    job = await load(job_id)
+    spec = registry.tools.get(job.tool) if job is not None else None
+    if job is None or spec is None or job.status != Status.INPUT_REQUIRED:
+        return False  # cancelled (or ended) meanwhile: the answer comes too late
+    names, ttl = keys(), get_config()["STREAM_TTL"]
+    async with async_redis().pipeline(transaction=False) as pipe:
+        pipe.rpush(names.job_answers(job.id), dumps({k: reply.get(k) for k in ("result", "error")}))
+        pipe.expire(names.job_answers(job.id), ttl)
+        pipe.hdel(names.call(job.session_id, job.stream_key), "parked", "parked_until")
+        pipe.delete(pending_request_key(job))
+        await pipe.execute()
+    retry_id = str(uuid.uuid4())
+    # attempts - 1: the run that starts now goes on with the same attempt (worker.JobRun.start
+    # counts one), so a lost worker's retries are not spent by the client's answers.
+    if not await transition(job.id, Status.QUEUED, (Status.INPUT_REQUIRED,), where={"attempts": job.attempts},
+                            celery_task_id=retry_id, attempts=job.attempts - 1,
+                            message="The client answered; queued again to go on."):
+        return False
+    job.celery_task_id, job.status = retry_id, Status.QUEUED
+    await control.beat(job.session_id, job.stream_key)
+    await enqueue(job, spec)
+    return True
+
+
+async def expire_parked(session_id: str, call: dict) -> bool:
+    """A parked job whose client did not answer within CLIENT_REQUEST_TIMEOUT goes on with the
+    answer "no answer in time" (its tool gets ClientRequestError, as an inline wait would), and
+    the client is told to stop: "the sender SHOULD issue a cancellation notification for that
+    request and stop waiting for a response" -- spec 2025-11-25 basic/lifecycle (Timeouts)."""
+    if int(call.get("parked_until", 0)) > time.time() * 1000:
+        return False
+    outbound_id = int(call["parked"])
+    job_id = await async_redis().getdel(keys().parked(session_id, outbound_id))
+    if job_id is None:
+        return False  # answered meanwhile, or someone else expired it
+    job = await load(job_id)
+    if job is not None:
+        cancelled = notification_message("notifications/cancelled", {"requestId": outbound_id, "reason": "timed out"})
+        await get_event_store().append(session_id, job.stream_key, cancelled)
+    return await resume_parked(job_id, {"error": {"code": -32603, "message": "no answer in time"}})
+
+
+async def end_session_jobs(session_ids) -> int:
+    """Cancel the background jobs of sessions that closed (DELETE, terminate, expiry): a job
+    waiting for its gone client, parked or in its slot, ends now rather than at its timeout."""
+    active = await _active_jobs_of_sessions(list(session_ids))
+    ended = 0
+    for job_id in active:
+        ended += await acancel(job_id, "Its session was closed.")
+    return ended
+
+
+@database_sync_to_async
+def _active_jobs_of_sessions(session_ids):
+    return list(McpJob.objects.filter(session_id__in=session_ids, status__in=McpJob.ACTIVE)
+                .values_list("id", flat=True))
 
 
 async def watch_job(job) -> None:
@@ -309,7 +381,7 @@ async def expire_unclaimed(job) -> bool:
     if not await finish(job, Status.FAILED, error_result(text), error=text, allowed=(Status.QUEUED,),
                         where={"celery_task_id": job.celery_task_id}):
         return False  # a worker took it meanwhile
-    logger.warning("job %s (%s): %s", job.id, job.tool, text)
+    logger.warning("job %s (%s): %s", short_id(job.id), job.tool, text)
     await _revoke(job)
     return True
 

@@ -192,7 +192,7 @@ async def close(session_id: str, reason: str) -> None:
 async def close_many(session_ids: list, reason: str) -> None:
     """``close()`` for many sessions at once: one UPDATE, one Redis round trip for the keys and
     the control messages, and the event store's deletions side by side (the cleanup's path)."""
-    from . import control
+    from . import control, jobs
     from .storage import get_event_store
 
     names = keys()
@@ -200,6 +200,9 @@ async def close_many(session_ids: list, reason: str) -> None:
         forget(session_id)
     await _close_rows(session_ids, reason)
     metrics.incr(f"sessions_closed:{reason}", len(session_ids))
+    # Background jobs end with their session: one waiting for the gone client's answer, parked or
+    # in its worker slot, would otherwise hold on until CLIENT_REQUEST_TIMEOUT.
+    await jobs.end_session_jobs(session_ids)
     subscribed, addresses = await _subscriptions_and_addresses(session_ids)
     async with async_redis().pipeline(transaction=False) as pipe:
         for session_id, uris, address in zip(session_ids, subscribed, addresses):

@@ -258,10 +258,7 @@ class RequestStream:
         arrive as a POST at any process: it comes back through Redis (``deliver_reply``).
         (``_options``: what a 2026-07-28 round uses, rounds.py; nothing here.)"""
         client, names = async_redis(), keys()
-        async with client.pipeline(transaction=False) as pipe:
-            pipe.incr(names.outbound_ids(self.session_id))
-            pipe.expire(names.outbound_ids(self.session_id), sessions.side_key_ttl())
-            outbound_id, _ = await pipe.execute()
+        outbound_id = await next_outbound_id(self.session_id)
         reply_key = names.reply(self.session_id, outbound_id)
         async with doorbell().listen(reply_key) as subscription:
             self._asking.add(subscription)
@@ -305,6 +302,16 @@ class JsonReplyChannel:
         return None
 
 
+async def next_outbound_id(session_id: str) -> int:
+    """The id of the session's next server-to-client request (unique across processes)."""
+    names = keys()
+    async with async_redis().pipeline(transaction=False) as pipe:
+        pipe.incr(names.outbound_ids(session_id))
+        pipe.expire(names.outbound_ids(session_id), sessions.side_key_ttl())
+        outbound_id, _ = await pipe.execute()
+    return outbound_id
+
+
 async def _wait_for_reply(client, reply_key, subscription, stream):
     loop = asyncio.get_running_loop()
     deadline = loop.time() + get_config()["CLIENT_REQUEST_TIMEOUT"]
@@ -329,7 +336,14 @@ async def deliver_reply(session_id: str, reply: dict) -> None:
     async with async_redis().pipeline(transaction=False) as pipe:
         pipe.set(reply_key, json.dumps(reply), ex=get_config()["CLIENT_REQUEST_TIMEOUT"] + 60)
         pipe.publish(reply_key, "1")
-        await pipe.execute()
+        # A background job that gave its worker back to wait for this answer (jobs.park); taken
+        # after the reply is stored, so that either the job's last look or this one finds it.
+        pipe.getdel(names.parked(session_id, reply["id"]))
+        _, _, parked_job = await pipe.execute()
+    if parked_job is not None:
+        from . import jobs
+
+        await jobs.resume_parked(parked_job, reply)
 
 
 # -- running requests and cancellation -------------------------------------------------------

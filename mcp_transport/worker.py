@@ -42,7 +42,7 @@ from .protocol import jsonrpc, mrtr
 from .protocol.jsonrpc import request_message
 from .registry import ArgumentError, ToolError, registry
 from .storage import RedisEventStore, get_event_store
-from .streams import RequestStream, wait_for_reply
+from .streams import RequestStream, next_outbound_id, wait_for_reply
 
 logger = logging.getLogger(__name__)
 
@@ -100,9 +100,14 @@ class JobChannel(RequestStream):
     notifications, and responses related to a task MUST include the
     io.modelcontextprotocol/related-task key" -- spec 2025-11-25 basic/utilities/tasks)."""
 
-    def __init__(self, job):
+    def __init__(self, job, answers=(), may_park=False):
         super().__init__(job.session_id, job.request_id, job.stream_key)
         self.job = job
+        #: The client's answers to the questions an earlier run of this call asked (jobs.py:
+        #: parked jobs), and how many the tool has asked in this run.
+        self.answers, self.asked = list(answers), 0
+        #: A sync tool asks one question at a time: it can give its slot back while it waits.
+        self.may_park = may_park
         #: monotonic time of the last progress notification (the tool's or a heartbeat).
         self.last_progress_at = time.monotonic()
         self.last_total = None
@@ -128,7 +133,15 @@ class JobChannel(RequestStream):
             message = fitted
         return await job_store().append(self.session_id, self.stream_key, message, final=final)
 
+    @property
+    def replaying(self) -> bool:
+        """The tool is redoing what an earlier run did before its last answered question: what it
+        sends now was sent then."""
+        return self.asked < len(self.answers)
+
     async def notify(self, method, params):
+        if self.replaying:
+            return
         # Appended first: the store queues appends in call order before its first await, so
         # notifications the tool sent without waiting keep their order on the stream.
         await super().notify(method, params)
@@ -145,6 +158,11 @@ class JobChannel(RequestStream):
         try:
             if self.modern:
                 return await self._ask(method, params, key)
+            index, self.asked = self.asked, self.asked + 1
+            if index < len(self.answers):
+                return _answer(method, self.answers[index])  # asked and answered in an earlier run
+            if self.may_park and get_config()["JOB_PARK_ON_ASK"]:
+                return await self.park(method, params)
             await self._move(Status.INPUT_REQUIRED, Status.WORKING)
             try:
                 return await super().request(method, params)
@@ -188,6 +206,35 @@ class JobChannel(RequestStream):
             raise ClientRequestError(method, {"code": -32603, "message": "no answer in time"})
         return json.loads(raw).get("result") or {}
 
+    async def park(self, method, params):
+        """Ask the client, and give the worker slot back until it answers (JobParked ends the
+        run; jobs.resume_parked queues the job again with the answer)."""
+        client, names = async_redis(), keys()
+        outbound_id = await next_outbound_id(self.session_id)
+        parked, timeout = names.parked(self.session_id, outbound_id), get_config()["CLIENT_REQUEST_TIMEOUT"]
+        await self._move(Status.INPUT_REQUIRED, Status.WORKING)
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.set(parked, self.job.id, ex=timeout + 60)
+            pipe.hset(names.call(self.session_id, self.stream_key),
+                      mapping={"parked": outbound_id, "parked_until": int((time.time() + timeout) * 1000)})
+            await pipe.execute()
+        await self.emit(request_message(outbound_id, method, params))
+        # An answer that came before the parked key could be seen: whoever deletes the key goes
+        # on with it (streams.deliver_reply stores the reply before it looks).
+        raw = await client.get(names.reply(self.session_id, outbound_id))
+        if raw is None or not await client.getdel(parked):
+            raise JobParked()
+        reply = json.loads(raw)
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.rpush(names.job_answers(self.job.id), jobs.dumps({k: reply.get(k) for k in ("result", "error")}))
+            pipe.expire(names.job_answers(self.job.id), get_config()["STREAM_TTL"])
+            pipe.hdel(names.call(self.session_id, self.stream_key), "parked", "parked_until")
+            pipe.delete(jobs.pending_request_key(self.job))
+            await pipe.execute()
+        self.answers.append(reply)
+        await self._move(Status.WORKING, Status.INPUT_REQUIRED)
+        return _answer(method, reply)
+
     async def _move(self, status, from_status):
         if await jobs.transition(self.job.id, status, (from_status,)):
             self.job.status, self.job.updated_at = status, timezone.now()
@@ -210,6 +257,17 @@ class JobChannel(RequestStream):
     def unwritten_progress(self) -> dict:
         fields, self._unwritten = self._unwritten or {}, None
         return fields
+
+
+class JobParked(BaseException):
+    """The tool asked its client and its run ends here (a BaseException: a tool's ``except
+    Exception`` does not swallow it); it runs again when the answer arrives."""
+
+
+def _answer(method, reply: dict) -> dict:
+    if reply.get("error") is not None:
+        raise ClientRequestError(method, reply["error"])
+    return reply.get("result") or {}
 
 
 _job_stores = {}
@@ -316,17 +374,25 @@ def run_job(self, job_id: str, session_id: str = "", stream_key: str = ""):
         text = f"Tool {job.tool} is not registered in this worker."
         bridge().run(jobs.finish(job, Status.FAILED, error_result(text), error=text, **jobs.internal_failure(job)))
         return
-    JobRun(job, spec).execute(worker=f"{self.request.hostname}:{os.getpid()}")
+    answers = bridge().run(_answers_of(job))
+    JobRun(job, spec, answers).execute(worker=f"{self.request.hostname}:{os.getpid()}")
+
+
+async def _answers_of(job) -> list:
+    """The client's answers to what earlier runs of this call asked (jobs.py: parked jobs)."""
+    return [json.loads(raw) for raw in await async_redis().lrange(keys().job_answers(job.id), 0, -1)]
 
 
 #: The outcome of a tool that did not return or raise an Exception (its process is stopping).
 _UNFINISHED = object()
+#: The outcome of a run that ended to wait for the client's answer (JobChannel.park).
+_PARKED = object()
 
 
 class JobRun:
-    def __init__(self, job, spec):
+    def __init__(self, job, spec, answers=()):
         self.job, self.spec = job, spec
-        self.channel = JobChannel(job)
+        self.channel = JobChannel(job, answers, may_park=not inspect.iscoroutinefunction(spec.func))
         self.handle = _Handle(self.channel)
         self.context = None
         self._watchers = []
@@ -356,7 +422,7 @@ class JobRun:
         control.running[(self.job.session_id, jobs.cancel_key(self.job))] = (self.channel, self.handle)
         await control.beat(self.job.session_id, self.job.stream_key)
         self.context = await self._make_context()
-        if self.job.attempts > 1:
+        if self.job.attempts > 1 or self.channel.answers:
             self.context._last_progress = await self._progress_sent()
         loop = asyncio.get_running_loop()
         self._watchers = [loop.create_task(self._progress_heartbeat()), loop.create_task(self._watch_row())]
@@ -398,6 +464,8 @@ class JobRun:
         name, options = self.spec.name, self.spec.job_options
         try:
             value = self.call()
+        except JobParked:
+            return _PARKED
         except SoftTimeLimitExceeded:
             self.handle.cancel()
             self.failed_internally = True
@@ -419,6 +487,9 @@ class JobRun:
             watcher.cancel()
         control.running.pop((self.job.session_id, jobs.cancel_key(self.job)), None)
         progress = self.channel.unwritten_progress()
+        if result is _PARKED:
+            await job_store().flush()  # the question is in the database before the slot is free
+            return
         if result is _UNFINISHED:
             # The process is being stopped (Celery's hard time limit sends SIGTERM first, then
             # SIGKILL): its heart stops here, and Celery's main process says why (jobs.watch).

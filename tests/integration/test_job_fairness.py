@@ -1,0 +1,92 @@
+"""Background tools waiting for their client's answer hold no Celery slot: a sync tool's ask
+ends its run (the job is parked, ``input_required``), and the answer queues it again, to run
+from its start with the answers so far replayed (jobs.resume_parked). A session's DELETE ends
+its waiting jobs at once.
+
+Before, two jobs waiting for elicitation answers pinned both slots of a two-process worker and
+every other user's job queued for CLIENT_REQUEST_TIMEOUT (300 s); deleting the session released
+nothing. The deadlines below are far under that stall and far over a loaded machine's latency.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mcp_transport.testing import HttpClient, LiveWorker
+
+ROOT = Path(__file__).resolve().parents[2]
+DEADLINE = 60.0
+SCHEMA_TOOL = {"name": "confirm_job", "arguments": {"question": "Ship it?"}}
+
+
+@pytest.fixture(scope="module")
+def server(start_server, server_env):
+    """A server and a worker of two pool processes, on a queue of their own."""
+    queue = f"{server_env['CELERY_QUEUE']}-fair"
+    server = start_server(CELERY_QUEUE=queue)
+    worker = LiveWorker(queue=queue, cwd=ROOT, concurrency=2,
+                        env={**server_env, "CELERY_QUEUE": queue, "LOG_LEVEL": "INFO",
+                             "MCP_TRANSPORT_JSON": json.dumps({"HEARTBEAT_SECONDS": 0.3})}).start()
+    yield server
+    worker.stop()
+
+
+def ask_and_wait(server):
+    """A session whose confirm_job has sent its elicitation: (client, open stream, request)."""
+    client = HttpClient(server.url)
+    client.initialize(capabilities={"elicitation": {}})
+    message = client.message("tools/call", SCHEMA_TOOL)
+    stream = client.stream("POST", message, timeout=DEADLINE)
+    while True:
+        event = stream.next_event(timeout=DEADLINE)
+        assert event is not None, stream.raw
+        asked = json.loads(event.data) if event.data else {}
+        if asked.get("method") == "elicitation/create":
+            return client, stream, message, asked
+
+
+def job_statuses(server_env, session_id) -> list:
+    code = ("from mcp_transport.models import McpJob; "
+            f"print(list(McpJob.objects.filter(session_id={session_id!r}).values_list('status', flat=True)))")
+    done = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, env={**os.environ, **server_env}, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1].replace("'", '"'))
+
+
+def test_other_users_jobs_start_while_two_jobs_wait_for_answers_and_an_answer_resumes(server):
+    first, first_stream, first_call, first_ask = ask_and_wait(server)
+    second, second_stream, _call, _ask = ask_and_wait(server)
+
+    other = HttpClient(server.url)
+    other.initialize()
+    started = time.monotonic()
+    reply = other.call("tools/call", {"name": "slow_job", "arguments": {"steps": 1, "interval_ms": 1}})
+    assert reply["result"]["content"][0]["text"] == "done 1", reply
+    assert time.monotonic() - started < DEADLINE
+
+    # The first user answers: the job runs again with the answer and its response arrives on the
+    # stream the client kept open.
+    answer = {"jsonrpc": "2.0", "id": first_ask["id"], "result": {"action": "accept", "content": {"confirm": True}}}
+    assert first.request("POST", answer).status == 202
+    while (event := first_stream.next_event(timeout=DEADLINE)) is not None:
+        message = json.loads(event.data) if event.data else {}
+        if message.get("id") == first_call["id"] and "result" in message:
+            assert message["result"]["content"][0]["text"] == "confirmed"
+            break
+        assert message.get("method") != "elicitation/create", "asked again"
+    else:
+        raise AssertionError(first_stream.raw)
+    first_stream.close()
+    second_stream.close()
+
+
+def test_delete_ends_a_job_waiting_for_its_client(server, server_env):
+    client, stream, _call, _ask = ask_and_wait(server)
+    stream.close()
+    assert job_statuses(server_env, client.session_id) == ["input_required"]
+    assert client.delete().status == 200
+    assert job_statuses(server_env, client.session_id) == ["cancelled"]
