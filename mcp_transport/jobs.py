@@ -314,6 +314,8 @@ async def resume_parked(job_id: str, reply: dict) -> bool:
     async with async_redis().pipeline(transaction=False) as pipe:
         pipe.rpush(names.job_answers(job.id), dumps({k: reply.get(k) for k in ("result", "error")}))
         pipe.expire(names.job_answers(job.id), ttl)
+        # A beat with it: a job neither parked nor beating would look lost to jobs.watch.
+        pipe.hset(names.call(job.session_id, job.stream_key), "beat", int(time.time() * 1000))
         pipe.hdel(names.call(job.session_id, job.stream_key), "parked", "parked_until")
         pipe.delete(pending_request_key(job))
         await pipe.execute()

@@ -20,6 +20,8 @@ from mcp_transport.testing import HttpClient, LiveWorker
 
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE = 60.0
+#: The pair's CLIENT_REQUEST_TIMEOUT: short, for the test of a question nobody answers.
+ASK_TIMEOUT = 15
 SCHEMA_TOOL = {"name": "confirm_job", "arguments": {"question": "Ship it?"}}
 
 
@@ -27,10 +29,10 @@ SCHEMA_TOOL = {"name": "confirm_job", "arguments": {"question": "Ship it?"}}
 def server(start_server, server_env):
     """A server and a worker of two pool processes, on a queue of their own."""
     queue = f"{server_env['CELERY_QUEUE']}-fair"
-    server = start_server(CELERY_QUEUE=queue)
+    server = start_server(CELERY_QUEUE=queue, MCP_TRANSPORT_JSON=json.dumps({"CLIENT_REQUEST_TIMEOUT": ASK_TIMEOUT}))
     worker = LiveWorker(queue=queue, cwd=ROOT, concurrency=2,
-                        env={**server_env, "CELERY_QUEUE": queue, "LOG_LEVEL": "INFO",
-                             "MCP_TRANSPORT_JSON": json.dumps({"HEARTBEAT_SECONDS": 0.3})}).start()
+                        env={**server_env, "CELERY_QUEUE": queue, "LOG_LEVEL": "INFO", "MCP_TRANSPORT_JSON":
+                             json.dumps({"HEARTBEAT_SECONDS": 0.3, "CLIENT_REQUEST_TIMEOUT": ASK_TIMEOUT})}).start()
     yield server
     worker.stop()
 
@@ -90,3 +92,20 @@ def test_delete_ends_a_job_waiting_for_its_client(server, server_env):
     assert job_statuses(server_env, client.session_id) == ["input_required"]
     assert client.delete().status == 200
     assert job_statuses(server_env, client.session_id) == ["cancelled"]
+
+
+def test_a_question_nobody_answers_times_out_and_the_tool_goes_on(server):
+    """The parked job's question expires after CLIENT_REQUEST_TIMEOUT (noticed by the web process
+    following the stream): the client is told to stop, and the tool gets ClientRequestError."""
+    client, stream, call, asked = ask_and_wait(server)
+    seen = []
+    while (event := stream.next_event(timeout=DEADLINE)) is not None:
+        message = json.loads(event.data) if event.data else {}
+        seen.append(message)
+        if message.get("id") == call["id"] and "method" not in message:
+            break
+    cancels = [m for m in seen if m.get("method") == "notifications/cancelled"]
+    assert [m["params"]["requestId"] for m in cancels] == [asked["id"]], seen
+    result = seen[-1]["result"]
+    assert result["isError"] is True and "no answer in time" in result["content"][0]["text"], result
+    stream.close()
