@@ -171,6 +171,14 @@ DEFAULTS = {
     #: Seconds a token's validation result (and its user) is cached, and how many a process keeps.
     "AUTH_CACHE_SECONDS": 60,
     "AUTH_CACHE_SIZE": 10000,
+    # -- the authorization server (mcp_transport.oauth, opt-in): dynamic client registration bounds.
+    #: Registrations one client address may make per OAUTH_REGISTRATION_WINDOW seconds (429 above).
+    "OAUTH_REGISTRATIONS_PER_ADDRESS": 20,
+    "OAUTH_REGISTRATION_WINDOW": 3600,
+    #: Dynamically registered clients kept in all; when full, those never used (no refresh
+    #: token) for OAUTH_UNUSED_CLIENT_SECONDS are deleted, and if it is still full: 503.
+    "OAUTH_MAX_REGISTERED_CLIENTS": 10000,
+    "OAUTH_UNUSED_CLIENT_SECONDS": 86400,
     #: Multi-round-trip requests (2026-07-28): seconds a requestState stays valid; a background
     #: call waiting on the client's answer waits CLIENT_REQUEST_TIMEOUT at most.
     "REQUEST_STATE_TTL": 600,

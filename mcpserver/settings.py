@@ -121,6 +121,16 @@ OAUTH2_PROVIDER = {
     **{f"COMPLIANT_BCP_RFC9700_{gate}": True for gate in (
         "IMPLICIT_GRANT", "PASSWORD_GRANT", "PKCE_METHOD", "ACCESS_TOKEN_TRANSPORT", "AUTHZ_RESPONSE_ISS",
         "TOKEN_STORAGE", "REFRESH_TOKEN", "REDIRECT_URI_MATCHING", "PKCE_REQUIRED")},
+    # The project is its own authorization server (mcp_transport.oauth.urls): MCP clients
+    # register themselves (RFC 7591; mcp_transport.oauth.views bounds it and allows only public
+    # clients) or name an https client ID metadata document, then send the user here to sign in.
+    "DCR_ENABLED": True,
+    "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
+    "CIMD_ENABLED": True,
+    # What the RFC 8414 metadata advertises: what this server accepts.
+    "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
+    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token", "client_credentials"],
+    "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["none", "client_secret_basic", "client_secret_post"],
 }
 # MCP clients on the user's machine receive the authorization code on a loopback http://
 # redirect URI (RFC 8252 §7.3), which this warning would forbid.

@@ -5,4 +5,6 @@ from django.urls import include, path
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("mcp_transport.urls")),  # /metrics (MCP_TRANSPORT["METRICS_ACCESS"])
+    # The authorization server: RFC 8414 metadata, /o/authorize, /o/token, /o/register, /o/login.
+    path("", include("mcp_transport.oauth.urls")),
 ]

@@ -1,0 +1,160 @@
+"""The toolkit's authorization and registration views, with the MCP policy on top."""
+import json
+from datetime import timedelta
+from ipaddress import ip_address
+from urllib.parse import urlsplit
+
+from django.core.cache import cache
+from django.http import JsonResponse
+from django.urls import reverse_lazy
+from django.utils import timezone
+from oauth2_provider import views as toolkit
+from oauth2_provider.models import get_application_model
+
+from ..conf import get_config
+from ..protocol import http
+
+#: RFC 7591 grant types a public MCP client may register (refresh_token comes with the code).
+PUBLIC_GRANT_TYPES = {"authorization_code", "refresh_token"}
+MAX_REDIRECT_URIS = 10
+MAX_REGISTRATION_BYTES = 16 * 1024
+
+
+class AuthorizeView(toolkit.AuthorizationView):
+    """The toolkit's authorization endpoint: an anonymous user goes to the app's login page
+    first, then sees the consent page (the app's template) and approves or cancels."""
+
+    template_name = "mcp_transport/oauth/authorize.html"
+    login_url = reverse_lazy("oauth2_provider:login")
+
+
+class MetadataView(toolkit.OAuthServerMetadataView):
+    """The toolkit's RFC 8414 document, less the "none" client authentication at the
+    introspection endpoint: it is for resource servers, which authenticate."""
+
+    def get(self, request, *args, **kwargs):
+        response = super().get(request, *args, **kwargs)
+        metadata = json.loads(response.content)
+        methods = metadata.get("introspection_endpoint_auth_methods_supported")
+        if methods and "none" in methods:
+            metadata["introspection_endpoint_auth_methods_supported"] = [m for m in methods if m != "none"]
+            response = JsonResponse(metadata)
+        return response
+
+
+class RegistrationRefused(Exception):
+    def __init__(self, error, description, status=400, headers=None):
+        super().__init__(description)
+        self.response = JsonResponse({"error": error, "error_description": description}, status=status)
+        for name, value in (headers or {}).items():
+            self.response[name] = value
+
+
+class ClientRegistrationView(toolkit.DynamicClientRegistrationView):
+    """RFC 7591 registration, open to anyone (an MCP client registers before any user signs
+    in), for public clients only: "MCP clients MUST implement PKCE" and hold no secret.
+
+    The toolkit's view creates the Application; before it runs, the request must pass the
+    bounds (per address, then in total) and the metadata must be one of a public client with
+    safe redirect URIs. A request for a confidential client is registered as a public one
+    (token_endpoint_auth_method "none"): "the authorization server MAY reject or replace any of
+    the client's requested metadata values" (RFC 7591 §3.2.1)."""
+
+    def post(self, request, *args, **kwargs):
+        try:
+            data = public_client_metadata(request.body)
+            admit(client_address(request))
+        except RegistrationRefused as refused:
+            return refused.response
+        request._body = json.dumps(data).encode()
+        return super().post(request, *args, **kwargs)
+
+
+def client_address(request) -> str:
+    config = get_config()
+    return http.client_address(request.META.get("REMOTE_ADDR", ""), request.headers.get("X-Forwarded-For"),
+                               config["TRUSTED_PROXIES"])
+
+
+def admit(address: str) -> None:
+    """``OAUTH_REGISTRATIONS_PER_ADDRESS`` per ``OAUTH_REGISTRATION_WINDOW`` seconds from one
+    address (429), and at most ``OAUTH_MAX_REGISTERED_CLIENTS`` registered clients in all, after
+    the ones never used for ``OAUTH_UNUSED_CLIENT_SECONDS`` are deleted (503 when still full)."""
+    config = get_config()
+    window = config["OAUTH_REGISTRATION_WINDOW"]
+    key = f"{config['KEY_PREFIX']}:oauth:registrations:{address}"
+    cache.add(key, 0, timeout=window)
+    if cache.incr(key) > config["OAUTH_REGISTRATIONS_PER_ADDRESS"]:
+        raise RegistrationRefused("temporarily_unavailable", "Too many registrations from this address; try later.",
+                                  status=429, headers={"Retry-After": str(window)})
+    Application = get_application_model()
+    registered = Application.objects.filter(registration_source=Application.RegistrationSource.DCR)
+    if registered.count() < config["OAUTH_MAX_REGISTERED_CLIENTS"]:
+        return
+    cutoff = timezone.now() - timedelta(seconds=config["OAUTH_UNUSED_CLIENT_SECONDS"])
+    registered.filter(created__lt=cutoff, refreshtoken__isnull=True).delete()
+    if registered.count() >= config["OAUTH_MAX_REGISTERED_CLIENTS"]:
+        raise RegistrationRefused("temporarily_unavailable", "No more clients can be registered now; try later.",
+                                  status=503, headers={"Retry-After": "3600"})
+
+
+def public_client_metadata(body: bytes) -> dict:
+    """The registration request as the toolkit should see it, or RegistrationRefused with the
+    RFC 7591 §3.2.2 error ("invalid_redirect_uri", "invalid_client_metadata")."""
+    if len(body) > MAX_REGISTRATION_BYTES:
+        raise RegistrationRefused("invalid_client_metadata", f"The metadata is larger than {MAX_REGISTRATION_BYTES} bytes.")
+    try:
+        data = json.loads(body)
+    except ValueError:
+        raise RegistrationRefused("invalid_client_metadata", "The request body must be a JSON object.") from None
+    if not isinstance(data, dict):
+        raise RegistrationRefused("invalid_client_metadata", "The request body must be a JSON object.")
+    grant_types = data.get("grant_types", ["authorization_code"])
+    if not isinstance(grant_types, list) or not set(grant_types) <= PUBLIC_GRANT_TYPES or \
+            "authorization_code" not in grant_types:
+        raise RegistrationRefused("invalid_client_metadata",
+                                  "grant_types must be authorization_code, optionally with refresh_token.")
+    response_types = data.get("response_types", ["code"])
+    if response_types != ["code"]:
+        raise RegistrationRefused("invalid_client_metadata", "response_types must be [\"code\"].")
+    check_redirect_uris(data.get("redirect_uris"))
+    return {**data, "token_endpoint_auth_method": "none", "grant_types": grant_types}
+
+
+def check_redirect_uris(uris) -> None:
+    """https, or http on a loopback address for a native client (RFC 8252 §7.3); never a
+    fragment ("The endpoint URI MUST NOT include a fragment component", RFC 6749 §3.1.2)."""
+    if not isinstance(uris, list) or not uris:
+        raise RegistrationRefused("invalid_redirect_uri", "redirect_uris must be a non-empty array of URLs.")
+    if len(uris) > MAX_REDIRECT_URIS:
+        raise RegistrationRefused("invalid_redirect_uri", f"At most {MAX_REDIRECT_URIS} redirect_uris.")
+    for uri in uris:
+        if not isinstance(uri, str) or not redirect_uri_allowed(uri):
+            raise RegistrationRefused(
+                "invalid_redirect_uri",
+                f"Redirect URI {str(uri)[:200]!r} must be https, or http on 127.0.0.1, [::1] or localhost, "
+                "with no fragment.")
+
+
+def redirect_uri_allowed(uri: str) -> bool:
+    if len(uri) > 2000 or any(c.isspace() for c in uri):
+        return False
+    try:
+        parts = urlsplit(uri)
+        parts.port  # noqa: B018 (raises ValueError on a bad port)
+    except ValueError:
+        return False
+    if parts.fragment or "#" in uri or not parts.hostname or parts.username or parts.password:
+        return False
+    if parts.scheme == "https":
+        return True
+    return parts.scheme == "http" and is_loopback_host(parts.hostname)
+
+
+def is_loopback_host(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,232 @@
+"""The example project as its own authorization server (mcp_transport.oauth), end to end on a
+real daphne with ``MCP_AUTH=on``: the official SDK client's OAuth provider (mcp 2.3.0
+``OAuthClientProvider``) discovers the authorization server from the 401, registers itself
+(RFC 7591), sends the user through login and consent with PKCE, gets a token and calls tools in
+both eras. The browser is an HTTP client holding the Django session cookie: it signs in on the
+login form and posts the consent form as a person's browser would. Then the registration
+endpoint's refusals and bounds."""
+import json
+import re
+import subprocess
+import sys
+from html.parser import HTMLParser
+from urllib.parse import parse_qs, urljoin, urlsplit
+
+import httpx2
+import pytest
+
+from mcp_transport.testing import HttpClient
+
+from .test_auth import ROOT
+
+PASSWORD = "a-long-password-for-oauth-tests"
+
+
+@pytest.fixture(scope="module")
+def oauth_server(start_server):
+    # A tight registration bound, to test it without making thousands of clients.
+    # The loopback peer is a trusted proxy, so a test can register from an address of its own.
+    return start_server(MCP_AUTH="on", MCP_TRUSTED_PROXIES="127.0.0.1",
+                        MCP_TRANSPORT_JSON=json.dumps({"OAUTH_REGISTRATIONS_PER_ADDRESS": 6}))
+
+
+@pytest.fixture(scope="module")
+def people(server_env):
+    code = ("from django.contrib.auth.models import User\n"
+            "for name in ('olive', 'oscar'):\n"
+            "    user, _ = User.objects.get_or_create(username=name)\n"
+            f"    user.set_password({PASSWORD!r}); user.save()\n")
+    subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT,
+                   env={**__import__("os").environ, **server_env}, check=True, capture_output=True)
+    return "olive", "oscar"
+
+
+class Form(HTMLParser):
+    """The first form of a page: its action and its inputs' names and values."""
+
+    def __init__(self, page):
+        super().__init__()
+        self.action, self.fields = None, {}
+        self.feed(page)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "form" and self.action is None:
+            self.action = attrs.get("action") or ""
+        elif tag == "input" and attrs.get("name") and attrs.get("type") != "submit":
+            self.fields[attrs["name"]] = attrs.get("value") or ""
+
+
+class Browser:
+    """What a person's browser does with the authorization URL: sign in, then approve."""
+
+    def __init__(self, username):
+        self.username = username
+        self.redirect = None  # where the server sent the browser back to the client
+
+    async def open(self, authorization_url):
+        async with httpx2.AsyncClient(timeout=60) as http:
+            page = await self.follow(http, await http.get(authorization_url))
+            assert "Sign in" in page.text, page.text
+            login = Form(page.text)
+            page = await self.follow(http, await http.post(
+                urljoin(str(page.url), login.action),
+                data={**login.fields, "username": self.username, "password": PASSWORD},
+                headers={"Referer": str(page.url)}))
+            assert f"Signed in as <strong>{self.username}</strong>" in page.text, page.text
+            consent = Form(page.text)
+            assert consent.fields["code_challenge_method"] == "S256"
+            answer = await http.post(str(page.url), data={**consent.fields, "allow": "Authorize"},
+                                     headers={"Referer": str(page.url)})
+            assert answer.status_code == 302, answer.text
+            self.redirect = answer.headers["Location"]
+
+    async def follow(self, http, response):
+        while response.status_code in (301, 302, 303):
+            response = await http.get(urljoin(str(response.url), response.headers["Location"]))
+        assert response.status_code == 200, response.text
+        return response
+
+    async def callback(self):
+        from mcp.shared.auth import AuthorizationCodeResult
+
+        query = parse_qs(urlsplit(self.redirect).query)
+        return AuthorizationCodeResult(code=query["code"][0], state=query.get("state", [None])[0],
+                                       iss=query.get("iss", [None])[0])
+
+
+class MemoryStorage:
+    def __init__(self):
+        self.tokens = self.client_info = None
+
+    async def get_tokens(self):
+        return self.tokens
+
+    async def set_tokens(self, tokens):
+        self.tokens = tokens
+
+    async def get_client_info(self):
+        return self.client_info
+
+    async def set_client_info(self, client_info):
+        self.client_info = client_info
+
+
+def provider(server, username, storage):
+    from mcp.client.auth import OAuthClientProvider
+    from mcp.shared.auth import OAuthClientMetadata
+
+    browser = Browser(username)
+    metadata = OAuthClientMetadata(client_name=f"test client of {username}",
+                                   redirect_uris=["http://127.0.0.1:53682/callback"],
+                                   grant_types=["authorization_code", "refresh_token"], response_types=["code"])
+    return OAuthClientProvider(server.url, metadata, storage, redirect_handler=browser.open,
+                               callback_handler=browser.callback)
+
+
+def sdk_client(server, auth, mode):
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    return Client(streamable_http_client(server.url, http_client=create_mcp_http_client(auth=auth)), mode=mode)
+
+
+@pytest.mark.asyncio
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
+async def test_the_sdk_oauth_provider_runs_the_whole_flow_in_both_eras(oauth_server, people):
+    olive, oscar = people
+    storage = MemoryStorage()
+    auth = provider(oauth_server, olive, storage)
+    async with sdk_client(oauth_server, auth, "auto") as client:  # 2026-07-28
+        assert client.protocol_version == "2026-07-28"
+        assert "echo" in {tool.name for tool in (await client.list_tools()).tools}
+        assert (await client.call_tool("whoami", {})).content[0].text == olive
+    # Registered once (a public client with PKCE), then the token is reused: no second login.
+    assert storage.client_info.token_endpoint_auth_method == "none"
+    assert storage.tokens.access_token and storage.tokens.refresh_token
+    async with sdk_client(oauth_server, auth, "legacy") as client:
+        assert client.protocol_version == "2025-11-25"
+        assert (await client.call_tool("echo", {"text": "hi"})).structured_content == {"result": "hi"}
+        assert (await client.call_tool("whoami", {})).content[0].text == olive
+
+    # The second person's client gets its own token; each sees only its own sessions.
+    other = MemoryStorage()
+    async with sdk_client(oauth_server, provider(oauth_server, oscar, other), "legacy") as client:
+        assert (await client.call_tool("whoami", {})).content[0].text == oscar
+    mine = HttpClient(oauth_server.url, token=storage.tokens.access_token)
+    mine.initialize()
+    theirs = mine.with_token(other.tokens.access_token)
+    assert theirs.request("POST", theirs.message("tools/list")).status == 404
+    assert theirs.request("GET", headers={"Accept": "text/event-stream"}).status == 404
+    assert mine.request("POST", mine.message("tools/list")).json["result"]["tools"]
+
+
+# -- metadata and registration -----------------------------------------------------------------
+
+def origin_of(server):
+    return server.url.rsplit("/mcp", 1)[0]
+
+
+def test_authorization_server_metadata_matches_the_protected_resource_metadata(oauth_server):
+    origin = origin_of(oauth_server)
+    resource = httpx2.get(f"{origin}/.well-known/oauth-protected-resource/mcp").json()
+    issuer = resource["authorization_servers"][0]
+    metadata = httpx2.get(f"{issuer}/.well-known/oauth-authorization-server").json()
+    assert metadata["issuer"] == issuer == origin
+    assert metadata["code_challenge_methods_supported"] == ["S256"]
+    assert metadata["response_types_supported"] == ["code"]
+    assert "authorization_code" in metadata["grant_types_supported"]
+    assert "none" in metadata["token_endpoint_auth_methods_supported"]
+    assert "none" not in metadata.get("introspection_endpoint_auth_methods_supported", [])
+    for endpoint in ("authorization_endpoint", "token_endpoint", "registration_endpoint"):
+        assert metadata[endpoint].startswith(origin + "/o/")
+
+
+def register(server, address="192.0.2.1", **metadata):
+    return httpx2.post(f"{origin_of(server)}/o/register/", json=metadata, headers={"X-Forwarded-For": address})
+
+
+@pytest.mark.parametrize("uri", [
+    "http://example.com/callback",          # plain http off loopback
+    "https://example.com/callback#frag",    # a fragment
+    "javascript:alert(1)", "ftp://example.com/x", "https://user:pw@example.com/cb", "not a url", 7,
+])
+def test_registration_refuses_unsafe_redirect_uris(oauth_server, uri):
+    reply = register(oauth_server, redirect_uris=[uri], client_name="bad")
+    assert reply.status_code == 400
+    assert reply.json()["error"] == "invalid_redirect_uri"
+    assert reply.json()["error_description"]
+
+
+@pytest.mark.parametrize("metadata", [
+    {"redirect_uris": []}, {"client_name": "no uris"}, {"redirect_uris": "https://a.example/cb"},
+    {"redirect_uris": ["https://a.example/cb"], "grant_types": ["client_credentials"]},
+    {"redirect_uris": ["https://a.example/cb"], "grant_types": ["implicit"]},
+    {"redirect_uris": ["https://a.example/cb"], "response_types": ["token"]},
+])
+def test_registration_refuses_metadata_of_anything_but_a_public_code_client(oauth_server, metadata):
+    reply = register(oauth_server, **metadata)
+    assert reply.status_code == 400
+    assert reply.json()["error"] in ("invalid_redirect_uri", "invalid_client_metadata")
+
+
+def test_registration_refuses_a_body_that_is_not_a_json_object(oauth_server):
+    for body in (b"[1]", b"{", b"x" * 20000):
+        reply = httpx2.post(f"{origin_of(oauth_server)}/o/register/", content=body,
+                            headers={"Content-Type": "application/json"})
+        assert reply.status_code == 400
+        assert reply.json()["error"] == "invalid_client_metadata"
+
+
+def test_a_confidential_request_is_registered_as_a_public_client_and_bounded_per_address(oauth_server):
+    reply = register(oauth_server, "198.51.100.9", redirect_uris=["https://app.example/cb", "http://[::1]:8080/cb"],
+                     token_endpoint_auth_method="client_secret_post")
+    assert reply.status_code == 201, reply.text
+    assert reply.json()["token_endpoint_auth_method"] == "none"
+    assert "client_secret" not in reply.json()
+    replies = [register(oauth_server, "198.51.100.9", redirect_uris=["http://localhost:9/cb"]) for _ in range(6)]
+    assert [r.status_code for r in replies] == [201] * 5 + [429]
+    assert register(oauth_server, "198.51.100.10", redirect_uris=["http://localhost:9/cb"]).status_code == 201
+    assert replies[-1].headers["Retry-After"]
+    assert replies[-1].json()["error"] == "temporarily_unavailable"
