@@ -182,12 +182,24 @@ def test_a_dropped_stream_resumes_on_another_process_with_nothing_lost(mcp_serve
 
 
 @pytest.mark.parametrize("path", ["/sse", "/messages?session_id=x"])
-def test_a_foreign_origin_is_refused_on_both_endpoints(mcp_server, path):
+@pytest.mark.parametrize("header, status", [("Origin", 403), ("Host", 400)])
+def test_a_foreign_origin_or_host_is_refused_on_both_endpoints(mcp_server, path, header, status):
+    """DNS-rebinding protection, as on /mcp: checked before anything else."""
     connection = http.client.HTTPConnection("127.0.0.1", mcp_server.port, timeout=30)
     method = "GET" if path == "/sse" else "POST"
-    connection.request(method, path, body=b"{}", headers={"Origin": "https://evil.example", "Accept": "text/event-stream"})
+    connection.request(method, path, body=b"{}", headers={header: "https://evil.example" if header == "Origin"
+                                                          else "evil.example", "Accept": "text/event-stream"})
     response = connection.getresponse()
-    assert response.status == 403 and json.loads(response.read())["error"]["code"] == -32600
+    assert response.status == status and json.loads(response.read())["error"]["code"] == -32600
+
+
+def test_terminating_the_session_ends_its_stream(mcp_server, server_env):
+    stream, messages = open_session(mcp_server)
+    subprocess.run([sys.executable, "manage.py", "mcp_sessions", "terminate", session_of(messages)], cwd=ROOT,
+                   env={**os.environ, **server_env}, check=True, capture_output=True, timeout=120)
+    while stream.response.read1(65536):
+        pass  # keep-alives, until the server ends the response
+    assert post(mcp_server, messages, INITIALIZED)[0] == 404
 
 
 def test_bad_requests_get_clear_errors(mcp_server):

@@ -111,3 +111,19 @@ async def test_the_documented_client_configurations_start_a_working_server(serve
     async with Client(stdio_client(parameters), mode="legacy") as client:
         result = await client.call_tool("echo", {"text": "configured"})
     assert result.structured_content == {"result": "configured"}
+
+
+def test_terminating_the_session_ends_the_process(server_env):
+    """docs/stdio.md: terminating the session (admin, mcp_sessions terminate) ends the process."""
+    env = {**os.environ, **server_env, "MCP_TRANSPORT_JSON": json.dumps({"HEARTBEAT_SECONDS": 0.5})}
+    process = subprocess.Popen([sys.executable, "manage.py", "mcp_stdio"], cwd=ROOT, env=env, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        started = next(line for line in process.stderr if "stdio session" in line and "started" in line)
+        session_id = started.split("stdio session ")[1].split()[0]
+        subprocess.run([sys.executable, "manage.py", "mcp_sessions", "terminate", session_id], cwd=ROOT, env=env,
+                       check=True, capture_output=True, timeout=120)
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
