@@ -413,3 +413,14 @@ def test_admin_creates_lists_and_revokes_tokens_and_shows_session_users(auth_ser
         "action": "revoke", "_selected_action": token_id, "csrfmiddlewaretoken": admin.csrf, "index": "0"})
     assert status == 200 and "Revoked 1 token(s)." in html
     assert client.request("POST", client.message("ping")).status == 401  # the next request
+
+
+def test_mcp_tokens_list_and_bad_input(server_env):
+    token = new_token(server_env, "lena", "--scope", "mcp reports", "--expires", "2w", "--name", "nightly")
+    listing = manage(server_env, "mcp_tokens", "list", "--user", "lena")
+    assert token[:12] in listing and token not in listing and "active" in listing and "nightly" in listing
+    for args in (("create", "--user", "lena", "--expires", "soon"), ("revoke", "mcp_not-a-token")):
+        done = subprocess.run([sys.executable, "manage.py", "mcp_tokens", *args], cwd=ROOT,
+                              env={**os.environ, **server_env}, capture_output=True, text=True, timeout=120)
+        # One sentence, no traceback (the W007 warning of this open test environment may come first).
+        assert done.returncode == 1 and "CommandError: " in done.stderr and "Traceback" not in done.stderr, done

@@ -51,9 +51,11 @@ class Command(BaseCommand):
         self.stdout.write("Revoked.")
 
     def do_list(self, *, user, **_):
+        from django.contrib.auth import get_user_model
+
         rows = McpToken.objects.select_related("user")
         if user:
-            rows = rows.filter(user__username=user)
+            rows = rows.filter(**{f"user__{get_user_model().USERNAME_FIELD}": user})
         for row in rows[:500]:
             expiry = row.expires_at.isoformat() if row.expires_at else "never"
             self.stdout.write(f"{row.prefix}…  {row.user}  {row.status}  scope={row.scope or '-'}  "
