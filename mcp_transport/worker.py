@@ -115,7 +115,7 @@ class JobChannel(RequestStream):
         self._unwritten = None
         #: A 2026-07-28 call: its questions wait as inputRequests (jobs.inputs_key).
         self.modern = jobs.is_modern(job)
-        self._asking = 0
+        self._open_questions = 0
         #: Tasks waiting for the client's answers, on the loop thread.
         self.waiting = set()
 
@@ -191,16 +191,16 @@ class JobChannel(RequestStream):
                 pipe.hset(inputs, key, jobs.dumps({"id": reply_id, "method": method, "params": params}))
                 pipe.expire(inputs, get_config()["CLIENT_REQUEST_TIMEOUT"] + 60)
                 await pipe.execute()
-            self._asking += 1
+            self._open_questions += 1
             try:
-                if self._asking == 1:
+                if self._open_questions == 1:
                     await self._move(Status.INPUT_REQUIRED, Status.WORKING)
                 await self.emit(request_message(reply_id, method, params))  # wakes whoever follows the call
                 raw = await wait_for_reply(client, reply_key, subscription, self)
             finally:
                 await client.hdel(inputs, key)
-                self._asking -= 1
-                if self._asking == 0:
+                self._open_questions -= 1
+                if self._open_questions == 0:
                     await self._move(Status.WORKING, Status.INPUT_REQUIRED)
         if raw is None:
             raise ClientRequestError(method, {"code": -32603, "message": "no answer in time"})

@@ -7,7 +7,7 @@ keys and texts are the ones the scenario sources in
 import asyncio
 import time
 
-from mcp_transport import Context, ToolError, prompt, tool
+from mcp_transport import Context, ToolError, prompt, resource, tool
 
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 
@@ -99,6 +99,14 @@ async def test_input_required_result_prompt(ctx: Context) -> str:
                               {"type": "object", "properties": {"context": {"type": "string"}},
                                "required": ["context"]}, key="user_context")
     return f"Use this context: {_content(answer).get('context')}"
+
+
+@resource("test://asking-resource", name="asking-resource", title="A Resource That Asks", mime_type="text/plain")
+async def asking_resource(ctx: Context) -> str:
+    """Ask which section to show (key "section") before it is read."""
+    answer = await ctx.elicit("Which section?", {"type": "object", "properties": {"section": {"type": "string"}}},
+                              key="section")
+    return f"Section {_content(answer).get('section')}"
 
 
 # -- tasks-* (the tasks extension: background tools) ---------------------------------------------

@@ -117,6 +117,22 @@ def test_a_background_tool_question_is_answered_by_a_retry_on_another_process(mc
     assert done["resultType"] == "complete" and done["content"][0]["text"] == "Deleted b.txt"
 
 
+def test_prompts_and_resources_ask_too(mcp_server, second_server):
+    first, second = ModernClient(mcp_server.url, ASKS), ModernClient(second_server.url, ASKS)
+    asked = result(first.post("resources/read", {"uri": "test://asking-resource"}))
+    assert list(asked["inputRequests"]) == ["section"]
+    read = result(second.post("resources/read", {"uri": "test://asking-resource", "requestState": asked["requestState"],
+                                                 "inputResponses": {"section": {"action": "accept",
+                                                                                "content": {"section": "B"}}}}))
+    assert read["contents"][0]["text"] == "Section B"
+    asked = result(first.post("prompts/get", {"name": "test_input_required_result_prompt"}))
+    got = result(second.post("prompts/get", {"name": "test_input_required_result_prompt",
+                                             "requestState": asked["requestState"],
+                                             "inputResponses": {"user_context": {"action": "accept",
+                                                                                 "content": {"context": "tests"}}}}))
+    assert got["messages"][0]["content"]["text"] == "Use this context: tests"
+
+
 def test_a_tampered_request_state_is_refused(mcp_server):
     client = ModernClient(mcp_server.url, ASKS)
     params = {"name": "test_input_required_result_elicitation", "arguments": {}}
