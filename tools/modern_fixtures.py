@@ -101,12 +101,13 @@ async def test_input_required_result_prompt(ctx: Context) -> str:
     return f"Use this context: {_content(answer).get('context')}"
 
 
-@resource("test://asking-resource", name="asking-resource", title="A Resource That Asks", mime_type="text/plain")
-async def asking_resource(ctx: Context) -> str:
-    """Ask which section to show (key "section") before it is read."""
+# A template, so that it is not the first of resources/list (which the harness reads as a plain resource).
+@resource("test://asking/{topic}", name="asking-resource", title="A Resource That Asks", mime_type="text/plain")
+async def asking_resource(topic: str, ctx: Context) -> str:
+    """Ask which section of ``topic`` to show (key "section") before it is read."""
     answer = await ctx.elicit("Which section?", {"type": "object", "properties": {"section": {"type": "string"}}},
                               key="section")
-    return f"Section {_content(answer).get('section')}"
+    return f"{topic}: section {_content(answer).get('section')}"
 
 
 # -- tasks-* (the tasks extension: background tools) ---------------------------------------------

@@ -119,12 +119,12 @@ def test_a_background_tool_question_is_answered_by_a_retry_on_another_process(mc
 
 def test_prompts_and_resources_ask_too(mcp_server, second_server):
     first, second = ModernClient(mcp_server.url, ASKS), ModernClient(second_server.url, ASKS)
-    asked = result(first.post("resources/read", {"uri": "test://asking-resource"}))
+    asked = result(first.post("resources/read", {"uri": "test://asking/intro"}))
     assert list(asked["inputRequests"]) == ["section"]
-    read = result(second.post("resources/read", {"uri": "test://asking-resource", "requestState": asked["requestState"],
+    read = result(second.post("resources/read", {"uri": "test://asking/intro", "requestState": asked["requestState"],
                                                  "inputResponses": {"section": {"action": "accept",
                                                                                 "content": {"section": "B"}}}}))
-    assert read["contents"][0]["text"] == "Section B"
+    assert read["contents"][0]["text"] == "intro: section B"
     asked = result(first.post("prompts/get", {"name": "test_input_required_result_prompt"}))
     got = result(second.post("prompts/get", {"name": "test_input_required_result_prompt",
                                              "requestState": asked["requestState"],
