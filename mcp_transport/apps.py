@@ -1,4 +1,4 @@
-from django.apps import AppConfig
+from django.apps import AppConfig, apps
 from django.utils.module_loading import autodiscover_modules
 
 
@@ -23,3 +23,9 @@ class McpTransportConfig(AppConfig):
         flush_events_at_shutdown()
         connect_signals()  # revoking a token takes effect on the next request
         enforce_request_limits()
+        if apps.is_installed("corsheaders"):
+            # CORS for browsers from ALLOWED_ORIGINS: the one list (cors.py).
+            from corsheaders.signals import check_request_enabled
+
+            from .cors import allowed_by_mcp_transport
+            check_request_enabled.connect(allowed_by_mcp_transport, dispatch_uid="mcp_transport.cors")

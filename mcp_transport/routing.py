@@ -4,6 +4,7 @@ of the 2024-11-05 HTTP+SSE transport, ``sse_paths()``.
     application = ProtocolTypeRouter({"http": URLRouter([
         mcp_path("mcp"), *sse_paths(), re_path(r"", django_asgi_app)])})
 """
+from django.apps import apps
 from django.urls import path
 
 from .consumers import McpHttpConsumer
@@ -20,12 +21,21 @@ def mcp_path(route: str = "mcp"):
     if "/" + route not in endpoint_paths:
         endpoint_paths.append("/" + route)
     MCP_PATHS.add("/" + route.strip("/"))
-    return path(route, McpHttpConsumer.as_asgi())
+    return path(route, browser_ready(McpHttpConsumer.as_asgi()))
 
 
 def sse_paths(sse_route: str = "sse", messages_route: str = "messages") -> list:
     """``GET /sse`` and ``POST /messages``, the HTTP+SSE transport (transports/http_sse.py), on
     the same sessions, tools and event store as ``mcp_path()``."""
     MCP_PATHS.add("/" + messages_route.strip("/"))  # its bodies are bounded while they arrive too
-    return [path(sse_route, SseConsumer.as_asgi(messages_route=messages_route)),
-            path(messages_route, MessagesConsumer.as_asgi())]
+    return [path(sse_route, browser_ready(SseConsumer.as_asgi(messages_route=messages_route))),
+            path(messages_route, browser_ready(MessagesConsumer.as_asgi()))]
+
+
+def browser_ready(app):
+    """With django-cors-headers installed, the endpoint answers CORS preflights and carries
+    its headers for ALLOWED_ORIGINS (cors.py); without it, the consumer as it is."""
+    if not apps.is_installed("corsheaders"):
+        return app
+    from .cors import CorsEndpoint
+    return CorsEndpoint(app)

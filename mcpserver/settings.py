@@ -29,7 +29,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from corsheaders.defaults import default_headers
 from django.core.exceptions import ImproperlyConfigured
+
+from mcp_transport.cors import MCP_EXPOSED_HEADERS, MCP_REQUEST_HEADERS
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -81,12 +84,15 @@ INSTALLED_APPS = [
     # Admin login throttling (django-axes): AxesMiddleware, AUTHENTICATION_BACKENDS, AXES_* below.
     "axes",
     "oauth2_provider",
+    "corsheaders",
     "mcp_transport",
     "tools",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Before CommonMiddleware, as django-cors-headers requires; /mcp has the same logic (cors.py).
+    "corsheaders.middleware.CorsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -135,6 +141,13 @@ OAUTH2_PROVIDER = {
 # MCP clients on the user's machine receive the authorization code on a loopback http://
 # redirect URI (RFC 8252 §7.3), which this warning would forbid.
 SILENCED_SYSTEM_CHECKS = ["oauth2_provider.W008"]
+
+# Browser MCP clients (django-cors-headers): the origins are MCP_TRANSPORT["ALLOWED_ORIGINS"]
+# (and loopback), asked through mcp_transport.cors, for /mcp and the OAuth endpoints only; no
+# origin is allowed by URL or by a list of its own here.
+CORS_URLS_REGEX = r"^$"
+CORS_ALLOW_HEADERS = (*default_headers, *MCP_REQUEST_HEADERS)
+CORS_EXPOSE_HEADERS = MCP_EXPOSED_HEADERS
 
 ROOT_URLCONF = "mcpserver.urls"
 ASGI_APPLICATION = "mcpserver.asgi.application"
