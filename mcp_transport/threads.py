@@ -164,10 +164,6 @@ class Lanes:
             BROKER: Lane(BROKER, BROKER_THREADS, share),
         }
 
-    def stats(self) -> dict:
-        return {name: {"running": lane.running, "queued": lane.waiting} for name, lane in self.by_name.items()} | \
-            {"client_waits": self.waits.total}
-
 
 _lanes = weakref.WeakKeyDictionary()
 
