@@ -203,3 +203,10 @@ def test_a_background_tool_called_with_nul_answers_and_its_resume_too(session, c
 def test_a_position_beyond_64_bits_is_400_not_503(session):
     reply = session.request("GET", headers={**GET, "Last-Event-ID": "g.99999999999999999999-0"})
     assert reply.status == 400 and reply.json["error"]["code"] == -32600
+
+
+def test_a_content_type_with_a_vertical_tab_is_answered(session):
+    """Found by tests/fuzz: Twisted dropped such a request without a response; now daphne
+    refuses the header value itself (400 "Invalid header value")."""
+    reply = session.request("POST", session.message("ping"), headers={"Content-Type": b"a\x0bb"})
+    assert reply.status == 400
