@@ -456,3 +456,31 @@ def test_a_bad_progress_token_is_invalid_params(params):
 
     with pytest.raises(InvalidParams):
         jsonrpc.progress_token(params)
+
+
+# -- within_size: MAX_EVENT_BYTES ----------------------------------------------------------
+
+def test_within_size_keeps_what_fits():
+    message = jsonrpc.result_message(1, {"content": []})
+    data = jsonrpc.dumps(message)
+    assert jsonrpc.within_size(message, data, len(data)) == (message, data)
+
+
+def test_within_size_turns_an_oversized_tool_result_into_an_error_result():
+    message = jsonrpc.result_message(7, {"content": [{"type": "text", "text": "x" * 500}]})
+    replaced, data = jsonrpc.within_size(message, jsonrpc.dumps(message), 100)
+    assert replaced["id"] == 7 and replaced["result"]["isError"] is True
+    assert "100 bytes" in replaced["result"]["content"][0]["text"]
+    assert data == jsonrpc.dumps(replaced)
+
+
+def test_within_size_turns_another_oversized_result_into_an_error_with_its_id():
+    message = jsonrpc.result_message("r", {"contents": [{"uri": "x", "text": "y" * 500}]})
+    replaced, _ = jsonrpc.within_size(message, jsonrpc.dumps(message), 100)
+    assert replaced["id"] == "r" and replaced["error"]["code"] == -32603 and "result" not in replaced
+
+
+def test_within_size_drops_oversized_notifications_and_requests():
+    for message in (jsonrpc.notification_message("notifications/message", {"data": "z" * 500}),
+                    jsonrpc.request_message(3, "sampling/createMessage", {"data": "z" * 500})):
+        assert jsonrpc.within_size(message, jsonrpc.dumps(message), 100) == (None, b"")
