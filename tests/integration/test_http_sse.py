@@ -359,3 +359,17 @@ def test_with_auth_on_every_request_needs_the_token_of_the_session_owner(auth_se
     resumed = SseConnection(auth_server, {"Authorization": f"Bearer {bob}", "Last-Event-ID": stream.decoder.last_event_id})
     assert resumed.response.status == 404  # another principal's session does not exist for bob
     stream.close()
+
+
+@pytest.mark.asyncio
+async def test_a_tools_request_to_the_client_gets_its_answer(mcp_server):
+    """Sampling: the request goes out on the SSE stream, the answer comes in as a POST."""
+    from mcp import types
+
+    async def sample(context, params):
+        return types.CreateMessageResult(role="assistant", model="test-model",
+                                         content=types.TextContent(type="text", text="sampled over SSE"))
+
+    async with Client(sse_client(sse_url(mcp_server)), mode="legacy", sampling_callback=sample) as client:
+        result = await client.call_tool("test_sampling", {"prompt": "Say something"})
+    assert result.is_error is not True and "sampled over SSE" in result.content[0].text

@@ -127,3 +127,17 @@ def test_terminating_the_session_ends_the_process(server_env):
     finally:
         if process.poll() is None:
             process.kill()
+
+
+@pytest.mark.asyncio
+async def test_a_tools_request_to_the_client_gets_its_answer(server_env):
+    """Sampling: a server-to-client request goes out on stdout, its answer comes back on stdin."""
+    from mcp import types
+
+    async def sample(context, params):
+        return types.CreateMessageResult(role="assistant", model="test-model",
+                                         content=types.TextContent(type="text", text="sampled over stdio"))
+
+    async with Client(stdio_client(stdio_server(server_env)), mode="legacy", sampling_callback=sample) as client:
+        result = await client.call_tool("test_sampling", {"prompt": "Say something"})
+    assert result.is_error is not True and "sampled over stdio" in result.content[0].text
