@@ -28,10 +28,12 @@ import re
 import secrets
 import time
 import uuid
+from datetime import timedelta
 
 import redis as redis_sync
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
+from django.db.models import Q
 from django.utils import timezone
 
 from . import control, metrics, quotas, threads
@@ -379,13 +381,27 @@ async def expire_unclaimed(job) -> bool:
     timeout = get_config()["JOB_QUEUE_TIMEOUT"]
     if timeout is None or (timezone.now() - job.updated_at).total_seconds() < timeout:
         return False
-    text = no_worker_text(job.tool, queue_of(registry.tools.get(job.tool)), timeout)
+    queue = queue_of(registry.tools.get(job.tool))
+    if await _queue_is_served(queue, timeout):
+        # Busy workers are a backlog, not a missing worker: one client filling the queue with
+        # long jobs must not fail every other client's call after JOB_QUEUE_TIMEOUT.
+        return False
+    text = no_worker_text(job.tool, queue, timeout)
     if not await finish(job, Status.FAILED, error_result(text), error=text, allowed=(Status.QUEUED,),
                         where={"celery_task_id": job.celery_task_id}):
         return False  # a worker took it meanwhile
     logger.warning("job %s (%s): %s", short_id(job.id), job.tool, text)
     await _revoke(job)
     return True
+
+
+@database_sync_to_async
+def _queue_is_served(queue: str, window_seconds: float) -> bool:
+    """A worker consumes the queue: one of its jobs is running, or one started in the window."""
+    tools = [name for name, spec in registry.tools.items() if spec.background and queue_of(spec) == queue]
+    since = timezone.now() - timedelta(seconds=window_seconds)
+    running = Q(status__in=(Status.WORKING, Status.INPUT_REQUIRED)) | Q(started_at__gte=since)
+    return McpJob.objects.filter(running, tool__in=tools).exists()
 
 
 def queue_of(spec) -> str:
