@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import subprocess
 import sys
 import time
@@ -251,7 +252,7 @@ def toolkit_token(server_env, token, *, user="frank", scope="mcp", resource=None
 
 
 def test_toolkit_tokens_for_this_resource_are_accepted(auth_server, server_env):
-    token = toolkit_token(server_env, "dot-good-0123456789", resource=[auth_server.url])
+    token = toolkit_token(server_env, f"dot-good-{secrets.token_hex(8)}", resource=[auth_server.url])
     client = client_of(auth_server, token)
     assert text_of(client.call("tools/call", {"name": "whoami"})) == "frank"
 
@@ -262,7 +263,7 @@ def test_toolkit_tokens_for_this_resource_are_accepted(auth_server, server_env):
     (None, -10),                                  # expired (for this server)
 ])
 def test_toolkit_tokens_for_another_audience_or_expired_are_401(auth_server, server_env, resource, seconds):
-    token = f"dot-bad-{len(resource or [])}-{seconds}-{time.monotonic_ns()}"
+    token = f"dot-bad-{len(resource or [])}-{seconds}-{secrets.token_hex(8)}"
     toolkit_token(server_env, token, resource=[auth_server.url] if resource is None else resource, seconds=seconds)
     client = HttpClient(auth_server.url, token=token)
     reply = client.request("POST", client.message("ping"), session=False)
@@ -271,7 +272,7 @@ def test_toolkit_tokens_for_another_audience_or_expired_are_401(auth_server, ser
 
 
 def test_revoked_toolkit_token_is_refused_on_the_next_request(auth_server, server_env):
-    token = toolkit_token(server_env, f"dot-revoked-{time.monotonic_ns()}", resource=[auth_server.url])
+    token = toolkit_token(server_env, f"dot-revoked-{secrets.token_hex(8)}", resource=[auth_server.url])
     client = client_of(auth_server, token)
     assert client.request("POST", client.message("ping")).status == 200
     manage(server_env, "shell", "-c",
