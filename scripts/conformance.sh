@@ -6,6 +6,7 @@
 #   conformance-next = the same package at 0.2.0-alpha.12   --spec-version 2025-11-25   84/0/0
 #                                                           --spec-version 2026-07-28   152/0/0
 #                                                           each tasks-* scenario       44/0/0
+#                                                           authorization (the AS)       3/0/0
 # A leg may name a baseline (scripts/conformance/expected-*.yml) listing what is not done yet: the
 # harness then fails on any FAILURE or WARNING outside it and on a listed scenario that passes.
 # No leg needs one today.
@@ -103,6 +104,11 @@ leg 0.2.0-2025-11-25 84 - -- npx --no-install node "$NEXT" server --suite all --
 leg 0.2.0-2026-07-28 152 - -- \
     npx --no-install node "$NEXT" server --suite all --spec-version 2026-07-28
 leg 0.2.0-tasks 44 - -- tasks_leg
+# The authorization server (mcp_transport.oauth): authorization-server-metadata-endpoint (2 checks)
+# and authorization-code-grant (1), the harness's consent step done by a scripted browser.
+echo "=== conformance leg 0.2.0-authorization"
+"$PYTHON" scripts/conformance_authorization.py "http://127.0.0.1:$port" "$url" "$out/0.2.0-authorization" ||
+    failed+=("0.2.0-authorization")
 
 if ((${#failed[@]})); then
     fail "legs that failed: ${failed[*]}"
