@@ -32,6 +32,7 @@ from .protocol.jsonrpc import Notification, Request, Response
 from .protocol.session import SessionState, next_state
 from .registry import registry
 from .storage import UnknownEvent, get_event_store
+from .transports.session import receive_notification
 
 logger = logging.getLogger(__name__)
 
@@ -299,15 +300,7 @@ class McpHttpConsumer(AsyncConsumer):
         self.run_task(self.tail.run(confirmed))
 
     async def post_notification(self, session, notification):
-        method = notification.method
-        if method == "notifications/initialized" and session.state == SessionState.INITIALIZING.value:
-            await sessions.update(session, state=SessionState.READY.value)
-        elif method == "notifications/cancelled":
-            request_id = notification.params.get("requestId")
-            # "Invalid cancellation notifications SHOULD be ignored." -- basic/utilities/cancellation
-            if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
-                await asyncio.gather(streams.request_cancel(session.id, request_id),
-                                     jobs.cancel_request(session.id, request_id))
+        await receive_notification(session, notification)
         await self.send_accepted()
 
     async def post_response(self, session, response: Response):

@@ -99,7 +99,7 @@ async def receive(session, message, principal: auth.Principal, scope=None, heade
     if isinstance(message, Request):
         await _receive_request(session, message, principal, scope, headers)
     elif isinstance(message, Notification):
-        await _receive_notification(session, message)
+        await receive_notification(session, message)
     else:
         await streams.deliver_reply(session.id, {"id": message.id, "result": message.result, "error": message.error})
 
@@ -172,7 +172,8 @@ async def _submit_job(session, request, principal):
         await get_event_store().append(session.id, stream_key, failed, final=True)
 
 
-async def _receive_notification(session, notification):
+async def receive_notification(session, notification):
+    """What a client notification does to its session, whichever transport carried it."""
     method = notification.method
     if method == "notifications/initialized" and session.state == SessionState.INITIALIZING.value:
         await sessions.update(session, state=SessionState.READY.value)
