@@ -92,6 +92,8 @@ def _shoot(driver, path, height=None):
 
 def test_admin_pages_in_a_browser(server, admin_login, browser, shots, celery_worker):
     from selenium.webdriver.common.by import By
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.wait import WebDriverWait
 
     clients, held = _traffic(server)
     base = server.url.removesuffix("/mcp")
@@ -100,7 +102,11 @@ def test_admin_pages_in_a_browser(server, admin_login, browser, shots, celery_wo
     browser.find_element(By.NAME, "password").send_keys(admin_login[1])
     browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
 
-    assert browser.title.startswith("Select MCP session")
+    # click() does not wait for the page it leads to: wait for it (a deadline, not a pause).
+    try:
+        WebDriverWait(browser, 120, poll_frequency=0.2).until(lambda driver: driver.title.startswith("Select MCP session"))
+    except TimeoutException:
+        pytest.fail(f"no session list after logging in; at {browser.current_url}: {browser.page_source[:2000]}")
     _assert_fits(browser)  # with the navigation sidebar open, as a first visit shows it
     rows = browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")
     assert len(rows) >= len(clients) + 1
@@ -108,8 +114,11 @@ def test_admin_pages_in_a_browser(server, admin_login, browser, shots, celery_wo
     _shoot(browser, shots / "admin-sessions.png", 1000)
 
     browser.get(f"{base}{session_url(clients[-1].session_id)}/change/")
-    blocks = browser.find_elements(By.CSS_SELECTOR, "#events pre.mcp-json")
-    assert blocks and '"jsonrpc": "2.0"' in blocks[0].text
+    # The page shows the event rows, which web processes write in batches behind Redis: reload
+    # until the session's are written.
+    blocks = WebDriverWait(browser, 120, poll_frequency=0.5).until(
+        lambda driver: driver.find_elements(By.CSS_SELECTOR, "#events pre.mcp-json") or driver.refresh())
+    assert '"jsonrpc": "2.0"' in blocks[0].text
     assert "POST request" in browser.find_element(By.ID, "streams").text
     _shoot(browser, shots / "admin-session.png", 1900)
 
@@ -133,6 +142,7 @@ def test_job_progress_bar_moves_without_a_reload(server, admin_login, browser, s
         browser.find_element(By.NAME, "username").send_keys(admin_login[0])
         browser.find_element(By.NAME, "password").send_keys(admin_login[1])
         browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+        WebDriverWait(browser, 120, poll_frequency=0.2).until(lambda driver: "login" not in driver.current_url)
     finished = HttpClient(server.url)
     finished.initialize()
     finished.call("tools/call", {"name": "slow_job", "arguments": {"steps": 2, "interval_ms": 10}})

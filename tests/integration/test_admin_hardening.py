@@ -4,6 +4,7 @@ shortened session ids (the full id, the session's credential, only on the sessio
 import http.cookiejar
 import os
 import re
+import secrets
 import subprocess
 import sys
 import urllib.request
@@ -59,7 +60,7 @@ def test_the_dashboard_needs_the_session_view_permission_and_job_charts_the_jobs
 
 
 def test_repeated_failed_logins_lock_that_username_out(server, server_env, admin_login):
-    username, password = make_staff(server_env, "staff-guessed", "view_mcpsession")
+    username, password = make_staff(server_env, f"staff-guessed-{secrets.token_hex(4)}", "view_mcpsession")
     statuses = [_login(server, username, f"wrong-{attempt}") for attempt in range(5)]
     assert statuses == [200] * 4 + [429]  # the form again with its error, then locked out (the 5th)
     assert _login(server, username, password) == 429  # even the right password, until the cool-off
