@@ -6,7 +6,8 @@ and CI:
 - ``REDIS_URL``: Redis for sessions, events, the cache and the Celery broker
   (``make run``/``make test`` start an embedded one when it is unset); ``CELERY_BROKER_URL``
   gives the broker another URL.
-- ``DATABASE_URL``: any URL dj-database-url understands; SQLite in the project folder otherwise.
+- ``DATABASE_URL``: any URL dj-database-url understands; SQLite in the project folder otherwise;
+  ``DJANGO_CONN_MAX_AGE`` (seconds a connection is reused, 60).
 - ``DJANGO_DEBUG``, ``DJANGO_SECRET_KEY`` (or ``DJANGO_SECRET_KEY_FILE``, a file holding it; one of
   them is required unless ``DJANGO_DEBUG=1``), ``DJANGO_ALLOWED_HOSTS`` (comma separated),
   ``DJANGO_HTTPS`` (``1`` behind an HTTPS proxy: secure cookies, HSTS, HTTP -> HTTPS redirect),
@@ -169,7 +170,10 @@ TEMPLATES = [
 
 DATABASES = {
     "default": dj_database_url.config(
-        default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}", conn_max_age=60
+        default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}",
+        # DJANGO_CONN_MAX_AGE: seconds a process keeps a database connection between uses (the
+        # test suite's many idle servers use 0, so that they hold none of PostgreSQL's 100).
+        conn_max_age=int(os.environ.get("DJANGO_CONN_MAX_AGE", "60")),
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":

@@ -43,7 +43,10 @@ def server_env(tmp_path_factory):
            "CELERY_QUEUE": os.environ["MCP_KEY_PREFIX"],
            # Every test client connects from 127.0.0.1, and the run's servers share one count.
            "MCP_MAX_SESSIONS_PER_ADDRESS": "1000000",
-           "DJANGO_SETTINGS_MODULE": "mcpserver.settings", "PYTHONPATH": str(ROOT)}
+           "DJANGO_SETTINGS_MODULE": "mcpserver.settings", "PYTHONPATH": str(ROOT),
+           # Every server and worker of the run lives until its end; idle ones must not keep
+           # database connections (PostgreSQL allows 100; the suite reached 99 with 60 s reuse).
+           "DJANGO_CONN_MAX_AGE": "0"}
     env["DATABASE_URL"] = os.environ.get("DATABASE_URL") or \
         f"sqlite:///{tmp_path_factory.mktemp('db') / 'integration.sqlite3'}"
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
