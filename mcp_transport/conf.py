@@ -60,8 +60,8 @@ DEFAULTS = {
     #: Bytes of one stored event (an SSE message): a larger response becomes an error, a larger
     #: notification is dropped.
     "MAX_EVENT_BYTES": 1024 * 1024,
-    #: Bytes of messages the Redis event store keeps per session across its streams; above it
-    #: the session's oldest events go first (as for SESSION_MAX_EVENTS). None: no byte limit.
+    #: Bytes of messages the event store keeps per session across its streams (every store);
+    #: above it the session's oldest events go first (as for SESSION_MAX_EVENTS). None: no limit.
     "SESSION_MAX_BYTES": 16 * 1024 * 1024,
     #: Bytes of the client's capabilities and clientInfo a session stores (initialize: -32602).
     "MAX_CLIENT_INFO_BYTES": 64 * 1024,

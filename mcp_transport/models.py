@@ -59,6 +59,8 @@ class StoredEvent(models.Model):
     message = SafeJSONField(null=True, blank=True)
     #: The last event of a POST stream.
     final = models.BooleanField(default=False)
+    #: Bytes of the message as compact JSON (0 for none): what SESSION_MAX_BYTES counts.
+    size = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -6,8 +6,10 @@ basic/transports, and a stream key is only looked up inside the session presenti
 
 Each stream is a ring: it keeps its last ``maxlen`` events, for ``ttl`` seconds after its last
 event, whichever limit bites first; and a session keeps at most ``session_max_events`` events
-across all its streams (above that, its oldest events go first). What falls out is an
-*eviction*, counted by reason: ``capacity`` (maxlen), ``ttl``, ``session_cap``.
+across all its streams, and at most ``session_max_bytes`` bytes of messages (their compact
+JSON, ``jsonrpc.dumps``; a priming event counts 0): above either, its oldest events go first,
+the new one too when it alone is larger. What falls out is an *eviction*, counted by reason:
+``capacity`` (maxlen), ``ttl``, ``session_cap`` (both session limits).
 
 Positions inside a stream are ``<ms>-<seq>`` (Redis stream entry ids, or the same rule applied
 by the other backends), so they order the same way everywhere.
@@ -99,6 +101,12 @@ def _limit(value, name: str) -> int:
     return value
 
 
+def _byte_limit(value):
+    if value is None:
+        return None
+    return _limit(value, "session_max_bytes")
+
+
 def empty_stats() -> dict:
     return {"buffer_entries": 0, "events_appended": 0,
             "evicted": dict.fromkeys(EVICTION_REASONS, 0),
@@ -122,7 +130,8 @@ class EventStore:
     """What the consumer and the request tasks need from a store. Every method is async.
 
     Options (``MCP_TRANSPORT["EVENT_STORE"]["OPTIONS"]``) are keyword arguments; the ring
-    limits default to ``STREAM_MAXLEN``, ``STREAM_TTL`` and ``SESSION_MAX_EVENTS``.
+    limits default to ``STREAM_MAXLEN``, ``STREAM_TTL``, ``SESSION_MAX_EVENTS`` and
+    ``SESSION_MAX_BYTES`` (``session_max_bytes``: None for no byte limit).
     """
 
     #: Where replays served from this store's own buffer come from (``Replay.source``).
@@ -131,7 +140,7 @@ class EventStore:
     replays_evicted = False
 
     def __init__(self, *, maxlen: Optional[int] = None, ttl: Optional[int] = None,
-                 session_max_events: Optional[int] = None):
+                 session_max_events: Optional[int] = None, session_max_bytes="default"):
         from ..conf import get_config
 
         config = get_config()
@@ -139,6 +148,8 @@ class EventStore:
         self.ttl = _limit(config["STREAM_TTL"] if ttl is None else ttl, "ttl")
         cap = config["SESSION_MAX_EVENTS"] if session_max_events is None else session_max_events
         self.session_max_events = _limit(cap, "session_max_events")
+        self.session_max_bytes = _byte_limit(config["SESSION_MAX_BYTES"] if session_max_bytes == "default"
+                                             else session_max_bytes)
 
     async def append(self, session_id: str, stream_key: str, message: Optional[dict], *,
                      final: bool = False, data: Optional[bytes] = None) -> EventId:

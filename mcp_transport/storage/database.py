@@ -11,15 +11,17 @@ after the winner's. So positions are unique and increasing per stream across pro
 
 Ring limits, checked on append: rows beyond ``maxlen`` are deleted; a stream whose last event
 is older than ``ttl`` is deleted when next touched (TTL evictions are counted then); above
-``session_max_events`` (one COUNT per append) the session's expired streams go first, then its
-oldest rows. Counters and doorbells go to Redis, in one round trip per append.
+``session_max_events`` rows or ``session_max_bytes`` (each row's ``size``; one COUNT and SUM per
+append) the session's expired streams go first, then its oldest rows. Counters and doorbells go
+to Redis, in one round trip per append.
 """
 from collections import Counter
 
 from django.db import IntegrityError, transaction
-from django.db.models import Max
+from django.db.models import Count, Max, Sum
 
 from ..protocol.ids import EventId
+from ..protocol.jsonrpc import dumps
 from . import persist
 from .base import EventStore, Replay, UnknownEvent, missing_reason, next_position, now_ms, stats_from_counts
 from .persist import EventTable
@@ -38,7 +40,8 @@ class DatabaseEventStore(EventStore):
         self.counters = RedisCounters()
 
     async def append(self, session_id, stream_key, message, *, final=False, data=None):
-        position, evicted = await self.table.run(self._append, session_id, stream_key, message, final)
+        size = len(data if data is not None else dumps(message) if message is not None else b"")
+        position, evicted = await self.table.run(self._append, session_id, stream_key, message, final, size)
         if await closed_sessions([session_id]):
             # Its DELETE came while this append ran: it may have deleted the rows before this
             # one was in, and a closed session keeps none (the close marks it before deleting).
@@ -76,20 +79,23 @@ class DatabaseEventStore(EventStore):
 
     # -- on the table's thread -------------------------------------------------------------
 
-    def _append(self, session_id, stream_key, message, final):
+    def _append(self, session_id, stream_key, message, final, size):
         for attempt in range(_ATTEMPTS):
             try:
                 with transaction.atomic():
-                    return self._insert(session_id, stream_key, message, final)
+                    return self._insert(session_id, stream_key, message, final, size)
             except IntegrityError:
                 if attempt == _ATTEMPTS - 1:
                     raise
 
-    def _insert(self, session_id, stream_key, message, final):
+    def _insert(self, session_id, stream_key, message, final, size):
         rows, evicted = self._fresh_rows(session_id, stream_key)
         last = rows.order_by("-position_ms", "-position_seq").values_list("position_ms", "position_seq").first()
-        position = "%d-%d" % next_position(last, now_ms())
-        persist.insert_row(session_id, stream_key, position, message, final)
+        # A stream with no rows may have just lost them all (an event over the byte cap takes the
+        # session's rows with it, in this very ms): as Redis does, a new one starts at the next
+        # ms, so no position is given out twice.
+        position = "%d-%d" % (next_position(last, now_ms()) if last else (now_ms() + 1, 0))
+        persist.insert_row(session_id, stream_key, position, message, final, size)
         evicted["capacity"] = _trim_stream(rows, self.maxlen)
         evicted.update(self._trim_session(session_id))
         return position, evicted
@@ -106,14 +112,23 @@ class DatabaseEventStore(EventStore):
 
     def _trim_session(self, session_id) -> Counter:
         session = persist.all_rows().filter(session_id=session_id)
-        excess = session.count() - self.session_max_events
-        if excess <= 0:
+        excess = self._excess(session)
+        if excess == (0, 0):
             return Counter()
         stale = session.values("stream").annotate(last=Max("position_ms")).filter(last__lt=self._cutoff())
         evicted = Counter(ttl=session.filter(stream__in=[row["stream"] for row in stale]).delete()[0])
-        oldest = session.order_by("position_ms", "position_seq").values_list("pk", flat=True)
-        evicted["session_cap"] = _delete(session, oldest[:max(0, excess - evicted["ttl"])])
+        if evicted["ttl"]:
+            excess = self._excess(session)
+        evicted["session_cap"] = _delete(session, _oldest_beyond(session, *excess))
         return evicted
+
+    def _excess(self, session) -> tuple:
+        """(rows, bytes) the session keeps beyond its caps, each 0 when within."""
+        totals = session.aggregate(rows=Count("pk"), bytes=Sum("size"))
+        rows = max(0, totals["rows"] - self.session_max_events)
+        if self.session_max_bytes is None:
+            return rows, 0
+        return rows, max(0, (totals["bytes"] or 0) - self.session_max_bytes)
 
     def _read_after(self, session_id, stream_key, position):
         rows, evicted = self._fresh_rows(session_id, stream_key)
@@ -130,6 +145,26 @@ class DatabaseEventStore(EventStore):
 def _trim_stream(rows, maxlen) -> int:
     """Delete the rows older than the stream's newest ``maxlen``."""
     return _delete(rows, rows.order_by("-position_ms", "-position_seq").values_list("pk", flat=True)[maxlen:])
+
+
+#: Rows read at a time while choosing which of a session's oldest to evict for its byte cap.
+_CHUNK = 256
+
+
+def _oldest_beyond(session, rows: int, size: int) -> list:
+    """The pks of the session's oldest rows, as few as take ``rows`` rows and ``size`` bytes."""
+    chosen, freed = [], 0
+    oldest = session.order_by("position_ms", "position_seq").values_list("pk", "size")
+    while len(chosen) < rows or freed < size:
+        chunk = list(oldest[len(chosen):len(chosen) + max(_CHUNK, rows - len(chosen))])
+        for pk, row_size in chunk:
+            if len(chosen) >= rows and freed >= size:
+                break
+            chosen.append(pk)
+            freed += row_size
+        if len(chunk) < _CHUNK:
+            break
+    return chosen
 
 
 def _delete(rows, pks) -> int:

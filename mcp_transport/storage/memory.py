@@ -3,25 +3,37 @@
 Events live in this process only, so a resume that reaches another process finds nothing, and a
 restart loses everything. The ring limits are enforced as in the other stores: ``maxlen`` per
 stream, ``ttl`` after a stream's last event (checked whenever the session is touched and by
-``stats()``), and ``session_max_events`` by evicting the session's oldest event. Doorbells are
-still published on Redis, where live tails listen (bell.py).
+``stats()``), and ``session_max_events`` and ``session_max_bytes`` by evicting the session's
+oldest events. Doorbells are still published on Redis, where live tails listen (bell.py).
 """
 import time
 from collections import Counter, deque
 
 from ..protocol.ids import EventId
+from ..protocol.jsonrpc import dumps
 from .base import (EventStore, Replay, StoredEvent, UnknownEvent, missing_reason, next_position, now_ms,
                    position_key, stats_from_counts)
 from .signals import LocalCounters, evictions, ring
 
 
 class _Ring:
-    """One stream: its kept events, its last position, and when it expires."""
+    """One stream: its kept events with their sizes, its last position, and when it expires."""
 
     def __init__(self):
         self.events = deque()
+        self.sizes = deque()  # bytes of each event's message, as SESSION_MAX_BYTES counts them
+        self.bytes = 0
         self.last = None
         self.expires_at = 0.0
+
+    def add(self, event, size):
+        self.events.append(event)
+        self.sizes.append(size)
+        self.bytes += size
+
+    def drop_oldest(self):
+        self.events.popleft()
+        self.bytes -= self.sizes.popleft()
 
 
 class InMemoryEventStore(EventStore):
@@ -39,10 +51,12 @@ class InMemoryEventStore(EventStore):
         stream = streams.setdefault(stream_key, _Ring())
         stream.last = next_position(stream.last, now_ms())
         event_id = EventId(stream_key, "%d-%d" % stream.last)
-        stream.events.append(StoredEvent(event_id, message, final))
+        if data is None:
+            data = dumps(message) if message is not None else b""
+        stream.add(StoredEvent(event_id, message, final), len(data))
         stream.expires_at = time.monotonic() + self.ttl
         while len(stream.events) > self.maxlen:
-            stream.events.popleft()
+            stream.drop_oldest()
             evicted["capacity"] += 1
         self._enforce_cap(streams, evicted)
         await self.counters.add({"events_appended": 1, **evictions(evicted)})
@@ -58,10 +72,15 @@ class InMemoryEventStore(EventStore):
         return streams
 
     def _enforce_cap(self, streams, evicted):
-        excess = sum(len(stream.events) for stream in streams.values()) - self.session_max_events
-        for _ in range(max(0, excess)):
+        """The session's oldest events go while it keeps too many of them or too many bytes."""
+        count = sum(len(stream.events) for stream in streams.values())
+        size = sum(stream.bytes for stream in streams.values())
+        byte_cap = self.session_max_bytes
+        while count > self.session_max_events or (byte_cap is not None and size > byte_cap):
             oldest = min((s for s in streams.values() if s.events), key=lambda s: s.events[0].id.sort_key)
-            oldest.events.popleft()
+            size -= oldest.sizes[0]
+            oldest.drop_oldest()
+            count -= 1
             evicted["session_cap"] += 1
 
     async def read_after(self, session_id, stream_key, position):

@@ -226,7 +226,7 @@ def insert_rows(rows: list) -> None:
     connection = connections[router.db_for_write(model)]
     created = connection.ops.adapt_datetimefield_value(timezone.now())
     params = [(session_id, stream_key, position, *position_key(position),
-               wrap_json(message.decode()) if message else None, final, created)
+               wrap_json(message.decode()) if message else None, final, len(message), created)
               for session_id, stream_key, position, message, final in rows]
     with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         cursor.executemany(_insert_sql(connection, model), params)
@@ -234,7 +234,8 @@ def insert_rows(rows: list) -> None:
 
 def _insert_sql(connection, model) -> str:
     """INSERT ... that skips rows whose (session, stream, position) exists, in this vendor's SQL."""
-    names = ("session_id", "stream", "position", "position_ms", "position_seq", "message", "final", "created_at")
+    names = ("session_id", "stream", "position", "position_ms", "position_seq", "message", "final", "size",
+             "created_at")
     columns = ", ".join(connection.ops.quote_name(model._meta.get_field(name).column) for name in names)
     json = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
     values = ", ".join(json if name == "message" else "%s" for name in names)
@@ -243,11 +244,12 @@ def _insert_sql(connection, model) -> str:
             f"{connection.ops.on_conflict_suffix_sql(None, OnConflict.IGNORE, None, None)}")
 
 
-def insert_row(session_id, stream_key, position, message, final) -> None:
-    """Insert one row (``message`` a dict or None); IntegrityError when the position is taken."""
+def insert_row(session_id, stream_key, position, message, final, size) -> None:
+    """Insert one row (``message`` a dict or None, ``size`` its bytes as compact JSON);
+    IntegrityError when the position is taken."""
     ms, seq = position_key(position)
     all_rows().create(session_id=session_id, stream=stream_key, position=position, position_ms=ms,
-                      position_seq=seq, message=message, final=final)
+                      position_seq=seq, message=message, final=final, size=size)
 
 
 def stream_rows(session_id: str, stream_key: str):

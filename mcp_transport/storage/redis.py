@@ -49,7 +49,6 @@ from typing import NamedTuple
 
 from django.core.exceptions import ImproperlyConfigured
 
-from ..conf import get_config
 from ..connections import async_redis, keys
 from ..protocol.ids import EventId
 from ..protocol.jsonrpc import dumps
@@ -357,10 +356,8 @@ class RedisEventStore(EventStore):
     source = "redis"
 
     def __init__(self, *, persist: str = "batched", flush_interval: float = 0.2, flush_max: int = 500,
-                 max_unwritten=None, approximate_trim: bool = False, session_max_bytes="default", **ring):
+                 max_unwritten=None, approximate_trim: bool = False, **ring):
         super().__init__(**ring)
-        self.session_max_bytes = (get_config()["SESSION_MAX_BYTES"] if session_max_bytes == "default"
-                                  else session_max_bytes)
         if persist not in PERSIST_MODES:
             raise ImproperlyConfigured(f"EVENT_STORE option persist must be one of {PERSIST_MODES}, not {persist!r}.")
         self.persist, self.approximate_trim = persist, approximate_trim

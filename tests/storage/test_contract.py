@@ -7,6 +7,7 @@ import pytest
 from mcp_transport.bell import doorbell
 from mcp_transport.connections import keys
 from mcp_transport.protocol.ids import EventId
+from mcp_transport.protocol.jsonrpc import dumps
 from mcp_transport.storage import Replay, UnknownEvent
 from mcp_transport.storage.persist import all_rows
 
@@ -233,3 +234,83 @@ async def test_stats_shape(store):
     assert set(stats) == {"buffer_entries", "events_appended", "evicted", "replay_hits", "replay_failures"}
     assert set(stats["evicted"]) == {"capacity", "ttl", "session_cap"}
     assert set(stats["replay_failures"]) == {"unknown", "evicted"}
+
+
+# -- SESSION_MAX_BYTES: bytes of messages kept per session ---------------------------------------
+
+def sized(i, size=1000):
+    """A notification whose compact JSON is ``size`` bytes."""
+    message = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"i": i, "data": ""}}
+    message["params"]["data"] = "x" * (size - len(dumps(message)))
+    assert len(dumps(message)) == size
+    return message
+
+
+async def kept_of(store, session_id, streams) -> list:
+    """The events the store keeps of the session's ``streams``, oldest first."""
+    events = [event for key in streams for event in await store.read_after(session_id, key, "0-0")]
+    return sorted(events, key=lambda event: event.id.sort_key)
+
+
+async def test_session_max_bytes_evicts_the_sessions_oldest_events(make_store, session_id):
+    """A 4 MiB echo over SSE kept 8 MB per session for an hour (issue 10): past the byte cap,
+    the session's oldest events go first, across its streams, and count as session_cap."""
+    store = make_store(session_max_bytes=10_000, maxlen=100)
+    streams = ["a" * 16, "b" * 16]
+    appended = []
+    for i in range(30):
+        appended.append(await store.append(session_id, streams[i % 2], sized(i)))
+        await asyncio.sleep(0.002)  # positions of the two streams interleave in time
+    kept = await kept_of(store, session_id, streams)
+    assert sum(len(dumps(event.message)) for event in kept) == 10 * 1000
+    assert [event.id for event in kept] == appended[-10:]
+    assert await evicted(store, "session_cap") == 20
+    assert (await store.stats())["buffer_entries"] == 10
+
+
+async def test_session_max_bytes_counts_what_the_ring_trimmed(make_store, session_id, stream_key):
+    """Events the ring trimmed (maxlen) or a DELETE dropped no longer count against the cap."""
+    store = make_store(session_max_bytes=6_000, maxlen=4)
+    for i in range(10):
+        await store.append(session_id, stream_key, sized(i))
+    other = "c" * 16
+    ids = [await store.append(session_id, other, sized(i, 500)) for i in range(4)]
+    # 4 x 1000 + 4 x 500 = 6000: nothing of the second stream had to go.
+    assert [event.id for event in await store.read_after(session_id, other, "0-0")] == ids
+    assert len(await store.read_after(session_id, stream_key, "0-0")) == 4
+    assert await evicted(store, "session_cap") == 0
+    await store.delete_session(session_id)
+    fresh = [await store.append(session_id, other, sized(i, 1500)) for i in range(4)]
+    assert [event.id for event in await store.read_after(session_id, other, "0-0")] == fresh
+
+
+async def test_session_max_bytes_leaves_other_sessions_and_priming_events_alone(make_store, stream_key):
+    store = make_store(session_max_bytes=2_000)
+    heavy, light = "heavy-session-00000000000000", "light-session-00000000000000"
+    primed = [await store.append(light, stream_key, None) for _ in range(5)]
+    light_ids = [await store.append(light, stream_key, sized(i)) for i in range(2)]
+    for i in range(6):
+        await store.append(heavy, stream_key, sized(i))
+    assert [event.id for event in await store.read_after(light, stream_key, "0-0")] == primed + light_ids
+    assert len(await store.read_after(heavy, stream_key, "0-0")) == 2
+    assert await evicted(store, "session_cap") == 4
+
+
+async def test_an_event_larger_than_session_max_bytes_is_not_kept(make_store, session_id, stream_key):
+    """It cannot fit: it goes, with everything the session kept before it."""
+    store = make_store(session_max_bytes=2_500)
+    before = [await store.append(session_id, stream_key, sized(i)) for i in range(2)]
+    too_big = await store.append(session_id, stream_key, sized(9, 3000))
+    assert await store.read_after(session_id, stream_key, "0-0") == []
+    assert await evicted(store, "session_cap") == 3
+    after = await store.append(session_id, stream_key, sized(10))
+    assert [event.id for event in await store.read_after(session_id, stream_key, "0-0")] == [after]
+    assert after.sort_key > too_big.sort_key > before[-1].sort_key
+
+
+async def test_without_session_max_bytes_nothing_is_evicted_for_size(make_store, session_id, stream_key):
+    store = make_store(session_max_bytes=None)
+    for i in range(5):
+        await store.append(session_id, stream_key, sized(i, 20_000))
+    assert len(await store.read_after(session_id, stream_key, "0-0")) == 5
+    assert await evicted(store, "session_cap") == 0

@@ -110,6 +110,20 @@ async def test_write_through_is_in_the_database_when_append_returns(stores, sess
     assert (row.position_ms, row.position_seq) == event_id.sort_key
 
 
+@pytest.mark.parametrize("persist_mode", ["batched", "write_through"])
+async def test_rows_carry_the_size_session_max_bytes_counts(stores, session_id, stream_key, persist_mode):
+    """The database store counts SESSION_MAX_BYTES from ``size``: the Redis store's rows carry it too."""
+    from mcp_transport.protocol.jsonrpc import dumps
+
+    store = stores(persist=persist_mode)
+    await store.append(session_id, stream_key, None)
+    await store.append(session_id, stream_key, notification(1))
+    await store.flush()
+    sizes = await orm(store, lambda: list(stream_rows(session_id, stream_key)
+                                          .order_by("position_ms", "position_seq").values_list("size", flat=True)))
+    assert sizes == [0, len(dumps(notification(1)))]
+
+
 async def test_batched_rows_reach_the_database_within_the_interval(stores, session_id, stream_key):
     store = stores(flush_interval=0.05)
     ids = await append_many(store, session_id, stream_key, 3)
