@@ -10,50 +10,29 @@ URL for a person to open in a browser, and waits for the redirect on its own cal
    the server), and a client registered by dynamic client registration (RFC 7591) with the
    harness's callback as its redirect URI, public (PKCE S256, no secret);
 2. the harness, run with that client id and the endpoint as RFC 8707 resource;
-3. when it prints the authorization URL: the browser's part, over HTTP with a cookie jar: open
-   the URL, sign in on the login form, post the consent form with "Authorize", and follow the
-   redirect to the harness's callback, which then exchanges the code for a token.
+3. when it prints the authorization URL: the browser's part (the test kit's
+   mcp_transport.testing.oauth, over HTTP with a cookie jar): open the URL, sign in on the login
+   form, post the consent form with "Authorize", and follow the redirect to the harness's
+   callback, which then exchanges the code for a token.
 
 Exit status: the harness's (0 when no check failed), and 1 when a scenario did not report
 SUCCESS. Results are in OUTDIR (the harness's checks.json per scenario).
 """
 import json
 import os
-import socket
 import subprocess
 import sys
-from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import urljoin
 
 import httpx2
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from mcp_transport.testing import free_port, oauth  # noqa: E402  (the project, beside this script)
+
 HARNESS = ROOT / "node_modules" / "conformance-next" / "dist" / "index.js"
 USER, PASSWORD = "conformance", "conformance-password-not-secret"
 EXPECTED = ("authorization-server-metadata", "authorization-server-metadata-cimd", "authorization-code-grant")
-
-
-class Form(HTMLParser):
-    """The first form of a page: its action and its inputs' names and values."""
-
-    def __init__(self, page):
-        super().__init__()
-        self.action, self.fields = None, {}
-        self.feed(page)
-
-    def handle_starttag(self, tag, attrs):
-        attrs = dict(attrs)
-        if tag == "form" and self.action is None:
-            self.action = attrs.get("action") or ""
-        elif tag == "input" and attrs.get("name") and attrs.get("type") != "submit":
-            self.fields[attrs["name"]] = attrs.get("value") or ""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def make_user() -> None:
@@ -76,25 +55,13 @@ def register(issuer: str, callback: str) -> str:
 
 
 def approve(authorization_url: str) -> None:
-    """What the person does: sign in, authorize, and let the browser follow the redirect."""
-    with httpx2.Client(timeout=60) as browser:
-        page = follow(browser, browser.get(authorization_url))
-        login = Form(page.text)
-        page = follow(browser, browser.post(urljoin(str(page.url), login.action),
-                                            data={**login.fields, "username": USER, "password": PASSWORD}))
-        consent = Form(page.text)
-        answer = browser.post(str(page.url), data={**consent.fields, "allow": "Authorize"})
-        if answer.status_code != 302:
-            raise SystemExit(f"the consent page did not redirect: {answer.status_code} {answer.text[:300]}")
-        browser.get(answer.headers["Location"])  # the harness's callback server
-
-
-def follow(browser, response):
-    while response.status_code in (301, 302, 303):
-        response = browser.get(urljoin(str(response.url), response.headers["Location"]))
-    if response.status_code != 200:
-        raise SystemExit(f"{response.url}: {response.status_code} {response.text[:300]}")
-    return response
+    """What the person does: sign in, authorize, and let the browser follow the redirect to the
+    harness's callback server."""
+    try:
+        callback = oauth.approve(authorization_url, USER, PASSWORD)
+    except oauth.SignInFailed as exc:
+        raise SystemExit(str(exc)) from None
+    httpx2.get(callback)
 
 
 def reported(outdir: Path) -> dict:

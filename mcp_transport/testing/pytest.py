@@ -7,6 +7,8 @@
 - ``mcp_live_worker``: a Celery worker of your project consuming the run's own queue.
 - ``mcp_client``: ``async with mcp_client() as client``, the official SDK's client on the server.
 - ``mcp_http``: a raw ``HttpClient`` with an initialized session (status codes, frames, drops).
+- ``mcp_token``: ``mcp_token("alice")`` makes a bearer token for a server with ``AUTH`` on.
+- ``mcp_user``: ``mcp_user("alice", "password")`` makes a user who can sign in (``testing.oauth``).
 - ``mcp_live_settings``: settings the two processes run with over yours; override it.
 
 Both processes use your settings module with a throwaway SQLite database (migrated once per
@@ -96,13 +98,49 @@ def mcp_live_worker(mcp_live_env, mcp_live_server, pytestconfig):
 def mcp_client(mcp_live_server):
     """``async with mcp_client(**options) as client``: ``mcp.Client`` on a new session of the
     live server (options are the SDK's: ``progress`` callbacks go on ``call_tool``, and
-    ``mode`` defaults to "legacy", the 2025-11-25 handshake)."""
+    ``mode`` defaults to "legacy", the 2025-11-25 handshake). ``token=`` sends it as a bearer
+    token (``mcp_token``), ``auth=`` takes an ``httpx2.Auth`` such as ``testing.oauth.oauth_provider``."""
     from mcp import Client
 
-    def connect(**options):
+    from .oauth import authorized_client
+
+    def connect(token=None, auth=None, **options):
         options.setdefault("mode", "legacy")
+        if token or auth:
+            return authorized_client(mcp_live_server.url, auth=auth, token=token, **options)
         return Client(mcp_live_server.url, **options)
     return connect
+
+
+@pytest.fixture
+def mcp_token(mcp_live_env, pytestconfig):
+    """``mcp_token(user, scope=None, expires=None)``: a new static bearer token of the live
+    server's database for ``user`` (created if needed), by ``manage.py mcp_tokens create``."""
+    def create(user, scope=None, expires=None):
+        command = [sys.executable, "-m", "django", "mcp_tokens", "create", "--user", user]
+        command += ["--scope", scope] if scope is not None else []
+        command += ["--expires", expires] if expires else []
+        done = subprocess.run(command, env={**os.environ, **mcp_live_env}, cwd=pytestconfig.rootpath,
+                              capture_output=True, text=True, check=True)
+        return done.stdout.strip().splitlines()[-1]
+    return create
+
+
+@pytest.fixture
+def mcp_user(mcp_live_env, pytestconfig):
+    """``mcp_user(username, password)``: a user of the live server's database who can sign in
+    (for ``testing.oauth``); made, or given this password, by ``manage.py shell``."""
+    code = ("import os\nfrom django.contrib.auth import get_user_model\n"
+            "User = get_user_model()\n"
+            "user, _ = User.objects.get_or_create(**{User.USERNAME_FIELD: os.environ['MCP_TEST_USER']})\n"
+            "user.set_password(os.environ['MCP_TEST_PASSWORD']); user.save()\n")
+
+    def create(username, password):
+        env = {**os.environ, **mcp_live_env, "MCP_TEST_USER": username, "MCP_TEST_PASSWORD": password}
+        subprocess.run([sys.executable, "-m", "django", "shell", "-v", "0", "-c", code], env=env,
+                       cwd=pytestconfig.rootpath, capture_output=True, text=True, check=True)
+        return username
+    return create
 
 
 @pytest.fixture

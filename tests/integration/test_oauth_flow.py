@@ -2,20 +2,20 @@
 real daphne with ``MCP_AUTH=on``: the official SDK client's OAuth provider (mcp 2.3.0
 ``OAuthClientProvider``) discovers the authorization server from the 401, registers itself
 (RFC 7591), sends the user through login and consent with PKCE, gets a token and calls tools in
-both eras. The browser is an HTTP client holding the Django session cookie: it signs in on the
-login form and posts the consent form as a person's browser would. Then the registration
+both eras. The browser is the test kit's
+``mcp_transport.testing.oauth.SignIn``: an HTTP client holding the Django session cookie that signs
+in on the login form and posts the consent form as a person's browser would. Then the registration
 endpoint's refusals and bounds."""
 import json
 import re
 import subprocess
 import sys
-from html.parser import HTMLParser
-from urllib.parse import parse_qs, urljoin, urlsplit
 
 import httpx2
 import pytest
 
 from mcp_transport.testing import HttpClient
+from mcp_transport.testing.oauth import MemoryTokenStorage, authorized_client, oauth_provider
 
 from .test_auth import ROOT
 
@@ -41,102 +41,19 @@ def people(server_env):
     return "olive", "oscar"
 
 
-class Form(HTMLParser):
-    """The first form of a page: its action and its inputs' names and values."""
-
-    def __init__(self, page):
-        super().__init__()
-        self.action, self.fields = None, {}
-        self.feed(page)
-
-    def handle_starttag(self, tag, attrs):
-        attrs = dict(attrs)
-        if tag == "form" and self.action is None:
-            self.action = attrs.get("action") or ""
-        elif tag == "input" and attrs.get("name") and attrs.get("type") != "submit":
-            self.fields[attrs["name"]] = attrs.get("value") or ""
-
-
-class Browser:
-    """What a person's browser does with the authorization URL: sign in, then approve."""
-
-    def __init__(self, username):
-        self.username = username
-        self.redirect = None  # where the server sent the browser back to the client
-
-    async def open(self, authorization_url):
-        async with httpx2.AsyncClient(timeout=60) as http:
-            page = await self.follow(http, await http.get(authorization_url))
-            assert "Sign in" in page.text, page.text
-            login = Form(page.text)
-            page = await self.follow(http, await http.post(
-                urljoin(str(page.url), login.action),
-                data={**login.fields, "username": self.username, "password": PASSWORD},
-                headers={"Referer": str(page.url)}))
-            assert f"Signed in as <strong>{self.username}</strong>" in page.text, page.text
-            consent = Form(page.text)
-            assert consent.fields["code_challenge_method"] == "S256"
-            answer = await http.post(str(page.url), data={**consent.fields, "allow": "Authorize"},
-                                     headers={"Referer": str(page.url)})
-            assert answer.status_code == 302, answer.text
-            self.redirect = answer.headers["Location"]
-
-    async def follow(self, http, response):
-        while response.status_code in (301, 302, 303):
-            response = await http.get(urljoin(str(response.url), response.headers["Location"]))
-        assert response.status_code == 200, response.text
-        return response
-
-    async def callback(self):
-        from mcp.shared.auth import AuthorizationCodeResult
-
-        query = parse_qs(urlsplit(self.redirect).query)
-        return AuthorizationCodeResult(code=query["code"][0], state=query.get("state", [None])[0],
-                                       iss=query.get("iss", [None])[0])
-
-
-class MemoryStorage:
-    def __init__(self):
-        self.tokens = self.client_info = None
-
-    async def get_tokens(self):
-        return self.tokens
-
-    async def set_tokens(self, tokens):
-        self.tokens = tokens
-
-    async def get_client_info(self):
-        return self.client_info
-
-    async def set_client_info(self, client_info):
-        self.client_info = client_info
-
-
 def provider(server, username, storage):
-    from mcp.client.auth import OAuthClientProvider
-    from mcp.shared.auth import OAuthClientMetadata
-
-    browser = Browser(username)
-    metadata = OAuthClientMetadata(client_name=f"test client of {username}",
-                                   redirect_uris=["http://127.0.0.1:53682/callback"],
-                                   grant_types=["authorization_code", "refresh_token"], response_types=["code"])
-    return OAuthClientProvider(server.url, metadata, storage, redirect_handler=browser.open,
-                               callback_handler=browser.callback)
+    return oauth_provider(server.url, username, PASSWORD, storage)
 
 
 def sdk_client(server, auth, mode):
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
-
-    return Client(streamable_http_client(server.url, http_client=create_mcp_http_client(auth=auth)), mode=mode)
+    return authorized_client(server.url, auth=auth, mode=mode)
 
 
 @pytest.mark.asyncio
 @pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
 async def test_the_sdk_oauth_provider_runs_the_whole_flow_in_both_eras(oauth_server, people):
     olive, oscar = people
-    storage = MemoryStorage()
+    storage = MemoryTokenStorage()
     auth = provider(oauth_server, olive, storage)
     async with sdk_client(oauth_server, auth, "auto") as client:  # 2026-07-28
         assert client.protocol_version == "2026-07-28"
@@ -151,7 +68,7 @@ async def test_the_sdk_oauth_provider_runs_the_whole_flow_in_both_eras(oauth_ser
         assert (await client.call_tool("whoami", {})).content[0].text == olive
 
     # The second person's client gets its own token; each sees only its own sessions.
-    other = MemoryStorage()
+    other = MemoryTokenStorage()
     async with sdk_client(oauth_server, provider(oauth_server, oscar, other), "legacy") as client:
         assert (await client.call_tool("whoami", {})).content[0].text == oscar
     mine = HttpClient(oauth_server.url, token=storage.tokens.access_token)
