@@ -20,24 +20,12 @@ SQLite file): jobs write rows when they are submitted, start and end.
 import argparse
 import json
 import os
-import secrets
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from stack import example_project, percentile
 
-from mcp_transport.testing import HttpClient, LiveServer, LiveWorker  # noqa: E402
-from mcpserver.embedded_redis import EmbeddedRedis  # noqa: E402
-
-
-def percentile(values, q):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+from mcp_transport.testing import HttpClient
 
 
 def call(client, tool, steps, interval_ms):
@@ -73,16 +61,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    redis = EmbeddedRedis().start()
-    prefix = f"bench{secrets.token_hex(3)}"
-    env = {**os.environ, "REDIS_URL": redis.url, "MCP_KEY_PREFIX": prefix, "CELERY_QUEUE": prefix,
-           "DATABASE_URL": os.environ.get("DATABASE_URL") or f"sqlite:///{tempfile.mkdtemp()}/bench.sqlite3",
-           "DJANGO_SETTINGS_MODULE": "mcpserver.settings"}
-    env.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))  # DEBUG off needs one
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
-    server = LiveServer(env=env, cwd=ROOT).start()
-    worker = LiveWorker(queue=prefix, env={**env, "LOG_LEVEL": "INFO"}, cwd=ROOT).start()
-    try:
+    with example_project() as (server, _worker):
         client = HttpClient(server.url)
         client.initialize()
         call(client, "stamp_job", 10, 0)  # warm up both paths
@@ -101,10 +80,6 @@ def main():
             for run in runs:
                 print(f"|   repeat | {run['p50']:.2f} | {run['p99']:.2f} | {run['rate']:.0f} | "
                       f"{run['start_p50']:.1f} | {run['start_p99']:.1f} |")
-    finally:
-        worker.stop()
-        server.stop()
-        redis.stop()
 
 
 if __name__ == "__main__":

@@ -18,27 +18,15 @@ that declares ``io.modelcontextprotocol/tasks``, for ``slow_compute`` (a backgro
 """
 import argparse
 import os
-import secrets
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from stack import example_project, percentile
 
-from mcp_transport.testing import LiveServer, LiveWorker, ModernClient  # noqa: E402
-from mcpserver.embedded_redis import EmbeddedRedis  # noqa: E402
+from mcp_transport.testing import ModernClient
 
 TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 CALL = {"name": "slow_compute", "arguments": {"seconds": 0, "label": "bench"}}
-
-
-def percentile(values, q):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
 
 
 def result(reply):
@@ -93,16 +81,7 @@ def main():
     parser.add_argument("--calls", type=int, default=50, help="tasks (and plain calls) per repeat")
     parser.add_argument("--poll-ms", type=float, default=20)
     args = parser.parse_args()
-    redis = EmbeddedRedis().start()
-    prefix = f"bench{secrets.token_hex(3)}"
-    env = {**os.environ, "REDIS_URL": redis.url, "MCP_KEY_PREFIX": prefix, "CELERY_QUEUE": prefix,
-           "DATABASE_URL": os.environ.get("DATABASE_URL") or f"sqlite:///{tempfile.mkdtemp()}/bench.sqlite3",
-           "DJANGO_SETTINGS_MODULE": "mcpserver.settings"}
-    env.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))  # DEBUG off needs one
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
-    server = LiveServer(env=env, cwd=ROOT).start()
-    worker = LiveWorker(queue=prefix, env={**env, "LOG_LEVEL": "INFO"}, cwd=ROOT).start()
-    try:
+    with example_project() as (server, _worker):
         measure(server.url, 5, args.poll_ms / 1000)  # warm up both paths
         runs = [measure(server.url, args.calls, args.poll_ms / 1000) for _ in range(args.repeat)]
         print(f"load: {os.getloadavg()}; {args.calls} calls per repeat, polling every {args.poll_ms:g} ms")
@@ -115,10 +94,6 @@ def main():
             print(f"| {label} | {med['create_p50']:.1f} | {med['create_p99']:.1f} | {med['get_p50']:.1f} | "
                   f"{med['get_p99']:.1f} | {med['result_p50']:.1f} | {med['result_p99']:.1f} | {med['polls']:.1f} | "
                   f"{med['plain_p50']:.1f} | {med['plain_p99']:.1f} |")
-    finally:
-        worker.stop()
-        server.stop()
-        redis.stop()
 
 
 if __name__ == "__main__":
