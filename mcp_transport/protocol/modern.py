@@ -12,8 +12,8 @@ import binascii
 import re
 from typing import Mapping, Optional
 
-from .errors import RemoteProtocolError
-from .jsonrpc import Request
+from .errors import InvalidParams, RemoteProtocolError
+from .jsonrpc import Request, progress_token
 
 #: Revisions served statelessly, newest first (server/discover's supportedVersions).
 MODERN_VERSIONS = ("2026-07-28",)
@@ -143,8 +143,20 @@ def check_envelope(request: Request, headers: Mapping[str, str]) -> dict:
         raise InvalidMeta(f"{META_CLIENT_CAPABILITIES} must be an object.")
     if META_LOG_LEVEL in meta and meta[META_LOG_LEVEL] not in LOG_LEVELS:
         raise InvalidMeta(f"{META_LOG_LEVEL} must be one of {', '.join(LOG_LEVELS)}.")
+    check_progress_token(params)
     check_routing_headers(request, headers)
     return meta
+
+
+def check_progress_token(params: dict) -> None:
+    """The legacy era's rule for ``_meta.progressToken`` (jsonrpc.progress_token: "The progress
+    token MUST be a string or integer value"), answered as this era answers a malformed
+    ``_meta``: "the server MUST reject it with JSON-RPC error code -32602 ... On HTTP, the
+    response status MUST be 400"."""
+    try:
+        progress_token(params)
+    except InvalidParams as exc:
+        raise InvalidMeta(exc.message) from None
 
 
 def check_routing_headers(request: Request, headers: Mapping[str, str]) -> None:

@@ -5,7 +5,9 @@ What is fuzzed: POST bodies (bytes, JSON values, messages with one part broken),
 (Content-Type, Accept, MCP-Protocol-Version, Mcp-Session-Id, Origin) and HTTP methods, every
 method's params (with ids, ``_meta`` and progress tokens of every kind, NUL and lone surrogates,
 numbers beyond 64 bits and beyond doubles), client responses and notifications, initialize
-params, and ``Last-Event-ID`` resume ids (made up, and real ones bent).
+params, ``Last-Event-ID`` resume ids (made up, and real ones bent), and 2026-07-28 requests
+(every method's params under a valid envelope with any progress token, log level and client
+info; a bad progress token alone must get 400, -32602, with the request's id).
 
 What must hold for every case: no HTTP status >= 500; no in-band -32603 (the one the spec asks
 for, tasks/result of a cancelled task, aside); every request answered: a request with a valid id
@@ -14,6 +16,7 @@ would when the server closes a stream early), and every GET stream sends its fir
 once. After all of it the server is healthy: it answers new sessions, inline and background
 tools and resumes, and its log holds no traceback.
 """
+import base64
 import http.client
 import json
 import os
@@ -422,6 +425,98 @@ def test_initialize_params(fuzz_server, params, request_id):
         client.session_id = headers["mcp-session-id"]
         status, _, _ = exchange(client, "DELETE", b"", client.headers())
         assert status == 200
+
+
+# -- the 2026-07-28 era: stateless requests, every method's params with a valid envelope ------------
+
+MODERN = "2026-07-28"
+#: Where a method's Mcp-Name header comes from (protocol/modern.py's NAME_BEARING).
+NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+                "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
+MODERN_CAPABILITIES = st.sampled_from([{}, {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+                                       {"sampling": {}, "elicitation": {}, "roots": {}}])
+#: Progress tokens, the ones the shared rule refuses often among them.
+PROGRESS_TOKENS = IDS | st.sampled_from([1.5, 1.0, True, {}, [1], 2**64, -2**63 - 1, "p", 7, "\x00"])
+MODERN_EXTRA_META = st.fixed_dictionaries({}, optional={"progressToken": PROGRESS_TOKENS,
+                                                        "io.modelcontextprotocol/logLevel": LEVELS,
+                                                        "io.modelcontextprotocol/clientInfo": JSON, "other": JSON})
+MODERN_PARAMS = {**PARAMS, "server/discover": _with({}),
+                 "tasks/update": _with({"taskId": TASK_IDS}, inputResponses=JSON)}
+#: subscriptions/listen streams until LISTEN_MAX_SECONDS: not a case for a fuzz that reads to the end.
+MODERN_METHODS = (st.sampled_from(sorted(MODERN_PARAMS)) | TEXT).filter(lambda m: m != "subscriptions/listen")
+
+
+@st.composite
+def modern_requests(draw):
+    """A request of the 2026-07-28 era: its params as in the legacy fuzz, with a ``_meta`` whose
+    envelope (version, client capabilities) is valid nine times in ten, plus any progress token,
+    log level and client info."""
+    method = draw(MODERN_METHODS)
+    params = draw(MODERN_PARAMS[method]) if method in MODERN_PARAMS else draw(st.dictionaries(TEXT, JSON, max_size=3))
+    if draw(st.integers(0, 9)):
+        params = {**params, "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
+                                      "io.modelcontextprotocol/clientCapabilities": draw(MODERN_CAPABILITIES),
+                                      **draw(MODERN_EXTRA_META)}}
+    return {"jsonrpc": "2.0", "id": draw(IDS), "method": method, "params": params}
+
+
+def modern_headers(message):
+    """The headers a modern client sends: a text value goes base64-encoded (=?base64?...?=)."""
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": MODERN}
+    method = message["method"]
+    headers["Mcp-Method"] = header_bytes(method)
+    value = message["params"].get(NAME_BEARING.get(method, ""))
+    if value is not None:
+        text = value if isinstance(value, str) else json.dumps(value)
+        encoded = base64.b64encode(text.encode("utf-8", "surrogatepass")).decode()
+        headers["Mcp-Name"] = f"=?base64?{encoded}?="
+    return headers
+
+
+def _only_the_progress_token_is_bad(body: bytes, headers) -> bool:
+    """The request passes every check of the modern envelope (protocol/modern.py) but the
+    progress token's: then the token must be what the server refuses."""
+    from mcp_transport.protocol import jsonrpc, modern
+    from mcp_transport.protocol.errors import ProtocolError
+
+    try:
+        request = jsonrpc.parse(body)
+    except ProtocolError:
+        return False
+    meta = getattr(request, "params", {}).get("_meta")
+    if not hasattr(request, "id") or not isinstance(meta, dict) or "progressToken" not in meta:
+        return False
+    try:
+        jsonrpc.progress_token(request.params)
+        return False
+    except ProtocolError:
+        pass
+    lowered = {name.lower(): value.decode("latin-1") if isinstance(value, bytes) else value
+               for name, value in headers.items()}
+    without = jsonrpc.Request(id=request.id, method=request.method,
+                              params={**request.params, "_meta": {k: v for k, v in meta.items() if k != "progressToken"}})
+    try:
+        return modern.is_modern(without, lowered) and modern.check_envelope(without, lowered) is not None
+    except ProtocolError:
+        return False
+
+
+@settings(settings.get_profile("mcp-fuzz"), max_examples=examples(200, 20_000))
+@given(message=modern_requests())
+def test_modern_requests_with_any_params(fuzz_server, message):
+    """The invariants of every request, and the legacy era's progress-token rule answered as this
+    era answers a malformed ``_meta``: 400, -32602, with the request's id."""
+    client = HttpClient(fuzz_server.url)
+    body, headers = encode(message), modern_headers(message)
+    expect = message["id"] if valid_request_id(message) and not _breaks_parse(body) else None
+    status, messages, _ = exchange(client, "POST", body, headers, expect_id=expect, resume=False)
+    if _only_the_progress_token_is_bad(body, headers):
+        assert status == 400 and len(messages) == 1, (status, messages)
+        error = messages[0]["error"]
+        assert error["code"] == -32602 and "progressToken" in error["message"], messages
+        assert messages[0]["id"] == message["id"]
+        STATS["modern_bad_progress_token"] += 1
 
 
 def test_the_server_is_healthy_afterwards(fuzz_server, fuzz_session):

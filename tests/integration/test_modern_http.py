@@ -223,6 +223,17 @@ def test_an_invalid_log_level_is_invalid_params(mcp_server):
     error_of(reply, 400, -32602, 3)
 
 
+@pytest.mark.parametrize("tool", ["echo", "slow_job"])
+@pytest.mark.parametrize("token", [1.5, True, {}, 2**64], ids=["float", "bool", "object", "beyond-64-bit"])
+def test_a_bad_progress_token_is_400_invalid_params_with_the_request_id(modern, tool, token):
+    """The legacy era's rule for progress tokens ("MUST be a string or integer value"), answered as
+    a malformed _meta is in this era: before the tool (or its job) starts, with the request's id."""
+    params = {"name": tool, "arguments": {"text": "x", "steps": 1, "interval_ms": 1},
+              "_meta": {"progressToken": token}}
+    error = error_of(modern.post("tools/call", params, request_id=41), 400, -32602, 41)
+    assert "progressToken" in error["message"]
+
+
 def test_a_background_tool_runs_in_a_worker_with_progress(modern, celery_worker):
     stream = modern.open("tools/call", {"name": "slow_job", "arguments": {"steps": 3, "interval_ms": 1},
                                         "_meta": {"progressToken": 5}}, timeout=60)

@@ -2,7 +2,8 @@
 in the order of spec-checklist §3.2."""
 import pytest
 
-from mcp_transport.protocol import modern
+from mcp_transport.protocol import jsonrpc, modern
+from mcp_transport.protocol.errors import InvalidParams
 from mcp_transport.protocol.jsonrpc import Notification, Request, Response
 
 V = "2026-07-28"
@@ -69,6 +70,30 @@ def test_required_meta_fields_are_400_invalid_params(meta):
     with pytest.raises(modern.InvalidMeta) as caught:
         modern.check_envelope(request(meta=meta), headers())
     assert (caught.value.http_status, caught.value.code) == (400, -32602)
+
+
+#: What "The progress token MUST be a string or integer value" lets through, and what it does
+#: not, in both eras (NUL is kept as sent; non-finite numbers and lone surrogates never parse).
+GOOD_PROGRESS_TOKENS = [None, "t", "", "\x00", 7, 0, -2**63, 2**64 - 1]
+BAD_PROGRESS_TOKENS = [1.5, 1.0, True, False, {}, [], [1], 2**64, -2**63 - 1]
+
+
+@pytest.mark.parametrize("token", BAD_PROGRESS_TOKENS)
+def test_a_bad_progress_token_is_400_invalid_params_as_in_the_legacy_era(token):
+    meta = {**META, "progressToken": token}
+    with pytest.raises(modern.InvalidMeta) as caught:
+        modern.check_envelope(request("tools/call", meta=meta, name="echo"), headers("tools/call", mcp_name="echo"))
+    assert (caught.value.http_status, caught.value.code) == (400, -32602)
+    with pytest.raises(InvalidParams) as legacy:  # the same rule, answered in-band in the legacy era
+        jsonrpc.progress_token({"_meta": {"progressToken": token}})
+    assert caught.value.message == legacy.value.message
+
+
+@pytest.mark.parametrize("token", GOOD_PROGRESS_TOKENS)
+def test_a_good_progress_token_passes_in_both_eras(token):
+    meta = {**META, "progressToken": token}
+    assert modern.check_envelope(request(meta=meta), headers()) == meta
+    assert jsonrpc.progress_token({"_meta": {"progressToken": token}}) == token
 
 
 def test_client_info_is_optional():
