@@ -8,12 +8,13 @@ __version__ = "0.1.0"
 
 # The public API, imported lazily (PEP 562) so that `import mcp_transport` stays Django-free.
 _EXPORTS = {
-    "tool": "registry", "task_tool": "registry", "resource": "registry", "prompt": "registry", "completion": "registry",
-    "registry": "registry", "ToolError": "registry",
-    "Context": "context", "SyncContext": "context", "ToolCancelled": "context",
-    "ClientCapabilityError": "context", "ClientRequestError": "context",
-    "ToolResult": "content",
-    "job_context": "worker",
+    "tool": "methods.registry", "task_tool": "methods.registry", "resource": "methods.registry",
+    "prompt": "methods.registry", "completion": "methods.registry",
+    "registry": "methods.registry", "ToolError": "methods.registry",
+    "Context": "methods.context", "SyncContext": "methods.context", "ToolCancelled": "methods.context",
+    "ClientCapabilityError": "methods.context", "ClientRequestError": "methods.context",
+    "ToolResult": "methods.content",
+    "job_context": "running.worker",
 }
 
 

@@ -13,10 +13,10 @@ class McpTransportConfig(AppConfig):
         # Registers mcp_transport.run_job, so that every Celery worker of the project (Celery's
         # Django recipe sets Django up before the worker consumes) runs background tools,
         # whether or not any module of the project imports the worker side.
-        from . import worker  # noqa: F401
+        from .running import worker  # noqa: F401
         from .auth.tokens import connect_signals
         from .conf import get_config
-        from .serving import enforce_request_limits, flush_events_at_shutdown
+        from .transports.serving import enforce_request_limits, flush_events_at_shutdown
 
         # Import every installed app's tools module, as the admin does with admin.py.
         autodiscover_modules(get_config()["TOOLS_MODULE"])

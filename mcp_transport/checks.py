@@ -198,7 +198,7 @@ def _process_local_warnings(store):
 
 
 def _background_tools():
-    from .registry import registry
+    from .methods.registry import registry
 
     return sorted(name for name, spec in registry.tools.items() if spec.background)
 
@@ -265,8 +265,8 @@ def _ask_workers():
 
 
 def _tool_queues():
-    from .jobs import queue_of
-    from .registry import registry
+    from .running.jobs import queue_of
+    from .methods.registry import registry
 
     return {queue_of(spec) for spec in registry.tools.values() if spec.background}
 

@@ -33,7 +33,7 @@ from channels.db import database_sync_to_async
 from django.db.models import Count
 from django.utils import timezone
 
-from . import metrics, sessions
+from .state import metrics, sessions
 from .conf import get_config
 from .connections import async_redis, keys
 from .models import McpJob, McpSession, StoredEvent

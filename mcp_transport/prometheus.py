@@ -20,8 +20,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from . import metrics
-from .metrics import JOB_BUCKETS
+from .state import metrics
+from .state.metrics import JOB_BUCKETS
 from .storage.base import EVICTION_REASONS, FAILURE_REASONS, REPLAY_SOURCES
 
 #: metric name (``_total`` is added) -> (counter name in the snapshot, help)

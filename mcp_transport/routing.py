@@ -7,8 +7,8 @@ of the 2024-11-05 HTTP+SSE transport, ``sse_paths()``.
 from django.apps import apps
 from django.urls import path
 
-from .consumers import McpHttpConsumer
-from .serving import MCP_PATHS
+from .transports.streamable_http import McpHttpConsumer
+from .transports.serving import MCP_PATHS
 from .transports.http_sse import MessagesConsumer, SseConsumer
 
 #: The endpoints' paths ("/mcp"), for their protected resource metadata (views.py).

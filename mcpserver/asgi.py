@@ -13,7 +13,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
 from mcp_transport.routing import mcp_path, sse_paths  # noqa: E402
-from mcp_transport.serving import tune_daphne  # noqa: E402
+from mcp_transport.transports.serving import tune_daphne  # noqa: E402
 
 tune_daphne()  # harmless under uvicorn, which never calls Twisted
 

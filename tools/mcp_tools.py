@@ -35,10 +35,10 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.core.cache import cache
 from pydantic import Field
 
-from mcp_transport import (ClientCapabilityError, Context, ToolError, completion, content, prompt, resource, task_tool,
-                           tool)
+from mcp_transport import ClientCapabilityError, Context, ToolError, completion, prompt, resource, task_tool, tool
+from mcp_transport.methods import content
 
-from mcp_transport.notify import list_changed
+from mcp_transport.methods.notify import list_changed
 from mcp_transport.protocol.modern import MissingClientCapability
 
 from .tasks import word_count
@@ -561,7 +561,7 @@ def complete_template_id(argument: str, value: str, context_arguments: dict) -> 
     return _starting_with(["1", "2", "3", "42", "123"], value) if argument == "id" else []
 
 
-# --- Background tools: a Celery worker runs them (mcp_transport/jobs.py) ------------------------
+# --- Background tools: a Celery worker runs them (mcp_transport/running/jobs.py) ------------------------
 
 @tool(background=True)
 def slow_job(steps: int, interval_ms: int, ctx: Context) -> str:

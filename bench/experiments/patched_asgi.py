@@ -42,7 +42,7 @@ if "noclose" in PATCHES:
     APPLIED.append("noclose")
 
 if "asyncecho" in PATCHES:
-    from mcp_transport.registry import registry
+    from mcp_transport.methods.registry import registry
 
     spec = registry.tools["echo"]
     if not spec.is_async:
@@ -55,7 +55,7 @@ if "asyncecho" in PATCHES:
     APPLIED.append("asyncecho")
 
 if "sessioncache" in PATCHES:
-    from mcp_transport import sessions
+    from mcp_transport.state import sessions
 
     _load, _cache = sessions.load, {}
 

@@ -21,7 +21,7 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from .. import jobs
+from ..running import jobs
 from ..models import McpJob
 from .charts import Series, line_chart
 from .paging import CappedPaginator, FastListMixin

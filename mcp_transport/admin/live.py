@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from asgiref.sync import async_to_sync
 
-from .. import metrics
+from ..state import metrics
 from ..storage import get_event_store
 
 

@@ -17,8 +17,8 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from .. import samples
-from .. import sessions as live_sessions
+from ..state import samples
+from ..state import sessions as live_sessions
 from ..models import McpJob, McpSession, StoredEvent
 from ..protocol import versions
 from ..protocol.ids import GET_STREAM

@@ -354,7 +354,7 @@ def revoked(digests) -> None:
     digests = list(digests)
     if not digests:
         return
-    from ..control import message
+    from ..state.control import message
 
     ttl = int(get_config()["AUTH_CACHE_SECONDS"]) + 60
     with sync_redis().pipeline(transaction=False) as pipe:
@@ -368,7 +368,7 @@ def changed(digests) -> None:
     """Forget the cached results of these tokens (their scope or expiry changed)."""
     from ..connections import sync_redis
 
-    from ..control import message
+    from ..state.control import message
 
     digests = list(digests)
     if not digests:

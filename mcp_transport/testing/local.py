@@ -17,12 +17,12 @@ from asgiref.sync import async_to_sync
 from django.contrib.auth.models import AnonymousUser
 
 from ..auth import Principal
-from ..context import ClientCapabilityError
-from ..dispatch import Call, dispatch
+from ..methods.context import ClientCapabilityError
+from ..methods.dispatch import Call, dispatch
 from ..protocol import ids, versions
 from ..protocol.jsonrpc import Request
 from ..protocol.session import SessionState
-from ..sessions import SessionRecord
+from ..state.sessions import SessionRecord
 
 
 @dataclass

@@ -29,15 +29,17 @@ import redis
 from channels.consumer import AsyncConsumer
 from channels.exceptions import StopConsumer
 
-from .. import auth, control, logs, metrics, sessions, streams
+from .. import auth, logs
+from ..state import control, metrics, sessions
+from ..running import streams
 from ..conf import get_config
 from ..connections import async_redis, keys
-from ..consumers import JSON_HEADERS, SSE_HEADERS, check_host
+from .streamable_http import JSON_HEADERS, SSE_HEADERS, check_host
 from ..protocol import http, ids, jsonrpc, sse
 from ..protocol.cursor import Cursor
 from ..protocol.errors import ProtocolError, TransportError
 from ..protocol.ids import GET_STREAM
-from . import session as message_session
+from ..eras.legacy_2025 import session as message_session
 
 logger = logging.getLogger(__name__)
 

@@ -19,12 +19,13 @@ import threading
 
 from django.contrib.auth.models import AnonymousUser
 
-from .. import auth, control, logs, sessions
+from .. import auth, logs
+from ..state import control, sessions
 from ..conf import get_config
 from ..protocol import jsonrpc
 from ..protocol.errors import ErrorCode, ProtocolError
 from ..storage import get_event_store
-from . import session as message_session
+from ..eras.legacy_2025 import session as message_session
 
 logger = logging.getLogger(__name__)
 

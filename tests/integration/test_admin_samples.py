@@ -6,7 +6,7 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from mcp_transport import metrics, samples
+from mcp_transport.state import metrics, samples
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,5 +1,5 @@
 """One session's waiting never stalls another's: sync tools waiting for absent clients' answers
-(roots/list here) hold no thread another session needs (mcp_transport/threads.py).
+(roots/list here) hold no thread another session needs (mcp_transport/methods/threads.py).
 
 Before the lanes, every sync handler of every session shared asyncio's default executor (6
 threads on a 2-core machine): eight tools waiting for vanished clients held all of them, and a

@@ -37,7 +37,7 @@ def test_a_sync_tool_logs_with_the_session_and_request_ids(json_logging_server):
     initialize = client.initialize()
     (opened,) = wait_for(json_logging_server, lambda entry: entry.get("mcp_session_id") == client.session_id[:8]
                          and entry["message"].startswith("session opened"))
-    assert opened["logger"] == "mcp_transport.sessions" and opened["level"] == "INFO"
+    assert opened["logger"] == "mcp_transport.state.sessions" and opened["level"] == "INFO"
     assert "mcp-transport-tests" in opened["message"]
     assert initialize.json["id"] == 1 and opened["mcp_request_id"] == 1
 

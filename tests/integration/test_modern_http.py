@@ -290,7 +290,7 @@ def test_listen_relays_resource_updates_only_for_the_uris_asked_for(mcp_server, 
         assert ack["params"]["notifications"] == {"resourceSubscriptions": ["test://watched-resource"]}
         # From a process that is not a web server at all (a management shell, as a cron job would).
         subprocess.run([sys.executable, "manage.py", "shell", "-c",
-                        "from mcp_transport.notify import resource_updated_sync as f\n"
+                        "from mcp_transport.methods.notify import resource_updated_sync as f\n"
                         "f('test://static-text'); f('test://watched-resource')"],
                        check=True, env={**os.environ, **server_env}, cwd=server_env["PYTHONPATH"])
         update = next_message(stream)

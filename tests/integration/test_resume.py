@@ -194,7 +194,7 @@ def test_counters_record_resumes_and_replays(mcp_server, server_env):
     client.stream("GET", headers={**GET, "Last-Event-ID": priming.id}).events()
     client.request("GET", headers={**GET, "Last-Event-ID": "0123456789abcdef.1-0"})
     time.sleep(6)  # counters are flushed with the next heartbeat (HEARTBEAT_SECONDS = 5)
-    code = "from mcp_transport.metrics import snapshot_sync; import json; print(json.dumps(snapshot_sync()))"
+    code = "from mcp_transport.state.metrics import snapshot_sync; import json; print(json.dumps(snapshot_sync()))"
     out = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], capture_output=True, text=True,
                          env={**os.environ, **server_env}, cwd=server_env["PYTHONPATH"], check=True).stdout
     totals = json.loads(out.strip().splitlines()[-1])

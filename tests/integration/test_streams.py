@@ -69,7 +69,7 @@ def test_resource_update_goes_to_the_subscribed_sessions_get_stream(session, ser
     assert session.call("resources/subscribe", {"uri": uri})["result"] == {}
     stream = session.stream("GET", headers=GET_HEADERS)
     stream.next_event()  # priming: the stream is live from here
-    _manage_shell(server_env, f"from mcp_transport.notify import resource_updated_sync as f; print(f({uri!r}))")
+    _manage_shell(server_env, f"from mcp_transport.methods.notify import resource_updated_sync as f; print(f({uri!r}))")
     update = json.loads(stream.next_event(timeout=10).data)
     stream.close()
     assert update == {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}}
@@ -78,7 +78,7 @@ def test_resource_update_goes_to_the_subscribed_sessions_get_stream(session, ser
 def test_list_changed_reaches_every_open_session(session, server_env):
     stream = session.stream("GET", headers=GET_HEADERS)
     stream.next_event()
-    _manage_shell(server_env, "from mcp_transport.notify import list_changed_sync as f; print(f('tools'))")
+    _manage_shell(server_env, "from mcp_transport.methods.notify import list_changed_sync as f; print(f('tools'))")
     notice = json.loads(stream.next_event(timeout=10).data)
     stream.close()
     assert notice["method"] == "notifications/tools/list_changed"
@@ -90,7 +90,7 @@ def test_unsubscribed_sessions_get_no_resource_updates(session, server_env):
     session.call("resources/unsubscribe", {"uri": uri})
     stream = session.stream("GET", headers=GET_HEADERS)
     stream.next_event()
-    _manage_shell(server_env, f"from mcp_transport.notify import resource_updated_sync as f; print(f({uri!r}))")
+    _manage_shell(server_env, f"from mcp_transport.methods.notify import resource_updated_sync as f; print(f({uri!r}))")
     with pytest.raises(TimeoutError):
         stream.next_event(timeout=1)
     stream.close()

@@ -126,7 +126,7 @@ async def _sync(function, *args, **kwargs):
 
 
 async def test_record_job_counts_at_once_in_cumulative_buckets():
-    from mcp_transport import metrics
+    from mcp_transport.state import metrics
 
     await metrics.record_job("completed", 0.3)
     await metrics.record_job("completed", 4.0)
@@ -143,7 +143,7 @@ def test_counts_of_a_celery_task_are_flushed_after_it():
     from asgiref.sync import async_to_sync
     from celery.signals import task_postrun
 
-    from mcp_transport import metrics
+    from mcp_transport.state import metrics
 
     metrics.incr("sessions_created", 3)
     task_postrun.send(sender=None, task_id="t", task=None, args=(), kwargs={}, retval=None, state="SUCCESS")

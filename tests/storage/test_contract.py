@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from mcp_transport.bell import doorbell
+from mcp_transport.state.bell import doorbell
 from mcp_transport.connections import keys
 from mcp_transport.protocol.ids import EventId
 from mcp_transport.protocol.jsonrpc import dumps

@@ -4,7 +4,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.test import override_settings
 
 from mcp_transport.auth import Principal, may_use, missing_scopes
-from mcp_transport.registry import Registry
+from mcp_transport.methods.registry import Registry
 
 
 class FakeUser:

@@ -102,7 +102,7 @@ def test_error_wins_over_warning():
 from django.conf import settings  # noqa: E402
 
 from mcp_transport import checks as mcp_checks  # noqa: E402
-from mcp_transport.registry import registry, tool  # noqa: E402
+from mcp_transport.methods.registry import registry, tool  # noqa: E402
 
 MEMORY_STORE = {"BACKEND": "mcp_transport.storage.memory.InMemoryEventStore"}
 

@@ -3,7 +3,7 @@ import base64
 
 import pytest
 
-from mcp_transport import content
+from mcp_transport.methods import content
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x01\xff"
 

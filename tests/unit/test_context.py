@@ -5,7 +5,7 @@ import threading
 import pytest
 from asgiref.sync import sync_to_async
 
-from mcp_transport.context import LOG_LEVELS, ClientCapabilityError, Context, SyncContext, ToolCancelled
+from mcp_transport.methods.context import LOG_LEVELS, ClientCapabilityError, Context, SyncContext, ToolCancelled
 
 
 class FakeChannel:
@@ -88,7 +88,7 @@ async def test_progress_must_increase():
 async def test_dropped_progress_is_logged(caplog):
     ctx, channel = make(progress_token="t")
     await ctx.report_progress(5)
-    with caplog.at_level("WARNING", logger="mcp_transport.context"):
+    with caplog.at_level("WARNING", logger="mcp_transport.methods.context"):
         await ctx.report_progress(5)
     assert len(channel.notifications) == 1
     assert any("progress must increase" in record.getMessage() for record in caplog.records)

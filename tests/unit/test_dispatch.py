@@ -11,12 +11,12 @@ import threading
 import pytest
 from django.test import override_settings
 
-from mcp_transport import dispatch
-from mcp_transport.context import Context, SyncContext, ToolCancelled
+from mcp_transport.methods import dispatch
+from mcp_transport.methods.context import Context, SyncContext, ToolCancelled
 from mcp_transport.protocol.errors import ErrorCode, InvalidParams, MethodNotFound, ResourceNotFound
 from mcp_transport.protocol.jsonrpc import Request
-from mcp_transport.registry import Registry, ToolError
-from mcp_transport.sessions import SessionRecord
+from mcp_transport.methods.registry import Registry, ToolError
+from mcp_transport.state.sessions import SessionRecord
 
 
 class FakeChannel:
@@ -361,13 +361,13 @@ async def test_other_exception_hides_its_message(reg, call, caplog):
     def broken():
         raise ValueError("password=hunter2")
 
-    with caplog.at_level(logging.ERROR, logger="mcp_transport.dispatch"):
+    with caplog.at_level(logging.ERROR, logger="mcp_transport.methods.dispatch"):
         result = await run(call, "tools/call", {"name": "broken"})
     assert result["isError"] is True
     assert "hunter2" not in json.dumps(result)
     assert text_of(result) == "Tool broken failed: ValueError."
     # ...the details stay in the logs.
-    (record,) = [r for r in caplog.records if r.name == "mcp_transport.dispatch"]
+    (record,) = [r for r in caplog.records if r.name == "mcp_transport.methods.dispatch"]
     assert record.exc_info and "hunter2" in str(record.exc_info[1])
 
 
@@ -627,7 +627,7 @@ async def test_run_sync_or_async():
 
 
 async def test_client_request_error_is_error_result(reg, call):
-    from mcp_transport.context import ClientRequestError
+    from mcp_transport.methods.context import ClientRequestError
 
     class RefusingChannel(FakeChannel):
         async def request(self, method, params, **_options):

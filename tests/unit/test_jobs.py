@@ -6,12 +6,14 @@ from datetime import datetime, timezone
 import pytest
 from celery import shared_task
 
-from mcp_transport import dispatch, jobs, tasks
+from mcp_transport.methods import dispatch
+from mcp_transport.running import jobs
+from mcp_transport.eras.legacy_2025 import tasks
 from mcp_transport.models import McpJob
 from mcp_transport.protocol.errors import InvalidParams, MethodNotFound
 from mcp_transport.protocol.jsonrpc import Request
-from mcp_transport.registry import Registry
-from mcp_transport.sessions import SessionRecord
+from mcp_transport.methods.registry import Registry
+from mcp_transport.state.sessions import SessionRecord
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import json
 import pytest
 import redis
 
-from mcp_transport import modern
+from mcp_transport.eras.modern_2026 import http as modern
 from mcp_transport.protocol.http import PostAccept
 
 pytestmark = pytest.mark.asyncio

@@ -8,10 +8,10 @@ import pydantic
 import pytest
 from typing_extensions import TypedDict  # pydantic needs typing_extensions' on Python < 3.12
 
-from mcp_transport import content
-from mcp_transport.content import ToolResult
-from mcp_transport.context import Context, SyncContext
-from mcp_transport.registry import ArgumentError, Registry, parse_docstring, registry as global_registry
+from mcp_transport.methods import content
+from mcp_transport.methods.content import ToolResult
+from mcp_transport.methods.context import Context, SyncContext
+from mcp_transport.methods.registry import ArgumentError, Registry, parse_docstring, registry as global_registry
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ import asyncio
 
 import pytest
 
-from mcp_transport import streams
+from mcp_transport.running import streams
 from mcp_transport.protocol.ids import EventId
 
 

@@ -8,10 +8,11 @@ import pytest
 from django.core import signing
 from django.test import override_settings
 
-from mcp_transport import dispatch, request_state, rounds
-from mcp_transport.context import Context, SyncContext
+from mcp_transport.methods import dispatch
+from mcp_transport.eras.modern_2026 import request_state, rounds
+from mcp_transport.methods.context import Context, SyncContext
 from mcp_transport.protocol import mrtr
-from mcp_transport.sessions import SessionRecord
+from mcp_transport.state.sessions import SessionRecord
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}}
 

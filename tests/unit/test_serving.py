@@ -2,7 +2,7 @@ import inspect
 
 from twisted.web import http as twisted_http
 
-from mcp_transport.serving import tune_daphne
+from mcp_transport.transports.serving import tune_daphne
 
 
 def test_tune_daphne_memoises_content_type_parsing_without_changing_it():

@@ -3,7 +3,7 @@ import asyncio
 
 import pytest
 
-from mcp_transport import sessions
+from mcp_transport.state import sessions
 
 
 @pytest.fixture

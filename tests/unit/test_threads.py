@@ -1,4 +1,4 @@
-"""The lanes' scheduling (mcp_transport/threads.py): bounded, fair per session, and a slot comes
+"""The lanes' scheduling (mcp_transport/methods/threads.py): bounded, fair per session, and a slot comes
 back when the thread ends or the call starts waiting for its client."""
 import asyncio
 import threading
@@ -6,7 +6,7 @@ import threading
 import pytest
 from django.test import override_settings
 
-from mcp_transport import threads
+from mcp_transport.methods import threads
 
 
 async def settle():

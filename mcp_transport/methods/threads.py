@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import SyncToAsync
 
-from .conf import get_config
+from ..conf import get_config
 
 TOOLS, HANDLERS, BROKER = "tools", "handlers", "broker"
 

@@ -20,19 +20,23 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.http.request import split_domain_port, validate_host
 
-from . import auth, control, jobs, logs, metrics, modern, quotas, sessions, streams
-from .bell import doorbell
-from .conf import get_config
-from .connections import keys
-from .dispatch import Call, counts_as_call, dispatch, initialize_result, may_send, runs_in_background, target_spec
-from .protocol import http, ids, jsonrpc, versions
-from .protocol.modern import check_stream_method, is_modern
-from .protocol.errors import ErrorCode, InvalidRequest, ProtocolError, TransportError
-from .protocol.jsonrpc import Notification, Request, Response
-from .protocol.session import SessionState, next_state
-from .registry import registry
-from .storage import UnknownEvent, get_event_store
-from .transports.session import receive_notification
+from .. import auth, logs
+from ..state import control, metrics, quotas, sessions
+from ..running import jobs, streams
+from ..eras.modern_2026 import http as modern
+from ..state.bell import doorbell
+from ..conf import get_config
+from ..connections import keys
+from ..methods.dispatch import (Call, counts_as_call, dispatch, initialize_result, may_send, runs_in_background,
+    target_spec)
+from ..protocol import http, ids, jsonrpc, versions
+from ..protocol.modern import check_stream_method, is_modern
+from ..protocol.errors import ErrorCode, InvalidRequest, ProtocolError, TransportError
+from ..protocol.jsonrpc import Notification, Request, Response
+from ..protocol.session import SessionState, next_state
+from ..methods.registry import registry
+from ..storage import UnknownEvent, get_event_store
+from ..eras.legacy_2025.session import receive_notification
 
 logger = logging.getLogger(__name__)
 

@@ -20,20 +20,22 @@ import logging
 from channels.db import database_sync_to_async
 from django.contrib.auth.models import AnonymousUser
 
-from .. import auth, control, jobs, logs, quotas, sessions, streams
-from ..bell import doorbell
-from ..conf import get_config
-from ..connections import async_redis, keys
-from ..dispatch import Call, counts_as_call, initialize_result, runs_in_background, target_spec
-from ..models import McpSession
-from ..protocol import ids, jsonrpc, versions
-from ..protocol.cursor import MAX_OPEN, START, Cursor
-from ..protocol.errors import ErrorCode, InvalidRequest, ProtocolError
-from ..protocol.ids import GET_STREAM, EventId
-from ..protocol.jsonrpc import Notification, Request, error_message, result_message
-from ..protocol.session import SessionState, next_state
-from ..registry import registry
-from ..storage import UnknownEvent, get_event_store
+from ... import auth, logs
+from ...state import control, quotas, sessions
+from ...running import jobs, streams
+from ...state.bell import doorbell
+from ...conf import get_config
+from ...connections import async_redis, keys
+from ...methods.dispatch import Call, counts_as_call, initialize_result, runs_in_background, target_spec
+from ...models import McpSession
+from ...protocol import ids, jsonrpc, versions
+from ...protocol.cursor import MAX_OPEN, START, Cursor
+from ...protocol.errors import ErrorCode, InvalidRequest, ProtocolError
+from ...protocol.ids import GET_STREAM, EventId
+from ...protocol.jsonrpc import Notification, Request, error_message, result_message
+from ...protocol.session import SessionState, next_state
+from ...methods.registry import registry
+from ...storage import UnknownEvent, get_event_store
 
 logger = logging.getLogger(__name__)
 

@@ -19,10 +19,10 @@ import time
 import weakref
 
 from . import metrics
-from .conf import get_config
-from .connections import async_redis, keys
-from .protocol import jsonrpc
-from .protocol.errors import InvalidParams, TransportError
+from ..conf import get_config
+from ..connections import async_redis, keys
+from ..protocol import jsonrpc
+from ..protocol.errors import InvalidParams, TransportError
 
 logger = logging.getLogger(__name__)
 

@@ -33,8 +33,8 @@ from collections import Counter, defaultdict
 
 from asgiref.sync import async_to_sync
 
-from .connections import async_redis, keys
-from .storage import get_event_store
+from ..connections import async_redis, keys
+from ..storage import get_event_store
 
 #: The limits whose refusals are counted (``limit_refusals:<name>``).
 LIMITS = ("body_bytes", "header_bytes", "headers", "receive_seconds", "sessions_per_address", "calls_per_session",
@@ -95,7 +95,7 @@ def flush_sync() -> None:
 
 
 def _gauge_ttl():
-    from .conf import get_config
+    from ..conf import get_config
 
     return get_config()["HEARTBEAT_SECONDS"] * 3
 
@@ -143,7 +143,7 @@ async def active_jobs() -> dict:
     from channels.db import database_sync_to_async
     from django.db.models import Count
 
-    from .models import McpJob
+    from ..models import McpJob
 
     def count():
         rows = McpJob.objects.filter(status__in=McpJob.ACTIVE).values_list("status").annotate(n=Count("id"))

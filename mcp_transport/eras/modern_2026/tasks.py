@@ -17,12 +17,12 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from . import jobs
-from .conf import get_config
-from .protocol import mrtr, tasks_extension
-from .protocol.errors import ProtocolError
-from .protocol.ids import new_stream_key
-from .registry import ArgumentError, registry
+from ...running import jobs
+from ...conf import get_config
+from ...protocol import mrtr, tasks_extension
+from ...protocol.errors import ProtocolError
+from ...protocol.ids import new_stream_key
+from ...methods.registry import ArgumentError, registry
 
 Status = jobs.Status
 

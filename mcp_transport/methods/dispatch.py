@@ -15,13 +15,16 @@ from typing import Any
 
 from django.db import close_old_connections
 
-from . import __version__, metrics, sessions, tasks, threads
-from .auth import may_use
-from .conf import get_config
+from .. import __version__
+from ..state import metrics, sessions
+from ..eras.legacy_2025 import tasks
+from . import threads
+from ..auth import may_use
+from ..conf import get_config
 from .content import error_result
 from .context import LOG_LEVELS, ClientCapabilityError, ClientRequestError, Context, SyncContext, ToolCancelled
-from .protocol.errors import InvalidParams, MethodNotFound, ProtocolError, ResourceNotFound
-from .protocol.jsonrpc import Request
+from ..protocol.errors import InvalidParams, MethodNotFound, ProtocolError, ResourceNotFound
+from ..protocol.jsonrpc import Request
 from .registry import ArgumentError, ToolError, registry
 
 logger = logging.getLogger(__name__)

@@ -17,8 +17,8 @@ the answers (``background.py``).
 import asyncio
 
 from . import request_state
-from .context import TaskStarted
-from .protocol import mrtr
+from ...methods.context import TaskStarted
+from ...protocol import mrtr
 
 #: Loop turns without a new question after which an async handler's round ends: enough for
 #: every branch of an ``asyncio.gather`` to reach its first question (one turn each).

@@ -23,8 +23,8 @@ import weakref
 
 from . import metrics, samples, sessions
 from .bell import doorbell
-from .conf import get_config
-from .connections import async_redis, keys
+from ..conf import get_config
+from ..connections import async_redis, keys
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ def handle(payload: dict) -> None:
             if writer.token != payload["t"]:
                 writer.finish_with_retry()
     elif kind == "auth_forget":  # a token was revoked or changed (session_id is its digest)
-        from .auth import forget_local
+        from ..auth import forget_local
 
         forget_local(session_id)
     elif kind == "closed":

@@ -30,9 +30,9 @@ import functools
 
 from twisted.web import http as twisted_http
 
-from . import metrics
-from .conf import get_config
-from .protocol import http
+from ..state import metrics
+from ..conf import get_config
+from ..protocol import http
 from .serving import MCP_PATHS
 
 #: Seconds a refused connection stays half-open for the client to read the response.
@@ -66,7 +66,7 @@ def is_mcp_path(target: bytes) -> bool:
 def _start_housekeeping():
     import asyncio
 
-    from . import control
+    from ..state import control
 
     asyncio.ensure_future(control.ensure_listening())
 

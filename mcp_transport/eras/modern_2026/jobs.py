@@ -16,15 +16,16 @@ round ended with a complete response); it waits ``CLIENT_REQUEST_TIMEOUT`` at mo
 import asyncio
 import logging
 
-from . import jobs, request_state, streams
-from .bell import doorbell
-from .conf import get_config
-from .connections import keys
-from .modern_tasks import stateless_session_id
-from .protocol import mrtr
-from .protocol.errors import InvalidParams
-from .protocol.ids import new_stream_key
-from .storage import get_event_store
+from ...running import jobs, streams
+from . import request_state
+from ...state.bell import doorbell
+from ...conf import get_config
+from ...connections import keys
+from .tasks import stateless_session_id
+from ...protocol import mrtr
+from ...protocol.errors import InvalidParams
+from ...protocol.ids import new_stream_key
+from ...storage import get_event_store
 
 logger = logging.getLogger(__name__)
 

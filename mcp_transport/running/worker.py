@@ -31,17 +31,18 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
 
-from . import control, jobs, quotas, sessions
-from .bell import doorbell
-from .conf import get_config
-from .logs import short_id
-from .connections import async_redis, keys
-from .content import error_result
-from .context import ClientCapabilityError, ClientRequestError, Context, ToolCancelled, make_sync_method
-from .protocol import jsonrpc, mrtr
-from .protocol.jsonrpc import request_message
-from .registry import ArgumentError, ToolError, registry
-from .storage import RedisEventStore, get_event_store
+from ..state import control, quotas, sessions
+from . import jobs
+from ..state.bell import doorbell
+from ..conf import get_config
+from ..logs import short_id
+from ..connections import async_redis, keys
+from ..methods.content import error_result
+from ..methods.context import ClientCapabilityError, ClientRequestError, Context, ToolCancelled, make_sync_method
+from ..protocol import jsonrpc, mrtr
+from ..protocol.jsonrpc import request_message
+from ..methods.registry import ArgumentError, ToolError, registry
+from ..storage import RedisEventStore, get_event_store
 from .streams import RequestStream, next_outbound_id, wait_for_reply
 
 logger = logging.getLogger(__name__)
@@ -298,7 +299,7 @@ def job_store():
 
 @database_sync_to_async
 def _update_row(job_id, **fields):
-    from .models import McpJob
+    from ..models import McpJob
 
     McpJob.objects.filter(id=job_id).update(updated_at=timezone.now(), **fields)
 

@@ -36,17 +36,18 @@ from channels.db import database_sync_to_async
 from django.db.models import Q
 from django.utils import timezone
 
-from . import control, metrics, quotas, threads
-from .conf import get_config, redis_url
-from .connections import async_redis, keys
-from .content import error_result
-from .logs import short_id
-from .models import McpJob
-from .protocol import jsonrpc
-from .protocol.ids import GET_STREAM
-from .protocol.jsonrpc import notification_message, result_message
-from .registry import registry
-from .storage import get_event_store
+from ..state import control, metrics, quotas
+from ..methods import threads
+from ..conf import get_config, redis_url
+from ..connections import async_redis, keys
+from ..methods.content import error_result
+from ..logs import short_id
+from ..models import McpJob
+from ..protocol import jsonrpc
+from ..protocol.ids import GET_STREAM
+from ..protocol.jsonrpc import notification_message, result_message
+from ..methods.registry import registry
+from ..storage import get_event_store
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ be unrelated to any concurrently-running JSON-RPC request." -- spec 2025-11-25 b
 
 Call the sync functions from Django code or Celery tasks, the async ones from async code:
 
-    from mcp_transport.notify import resource_updated_sync, list_changed_sync
+    from mcp_transport.methods.notify import resource_updated_sync, list_changed_sync
     resource_updated_sync("file:///reports/today.csv")
     list_changed_sync("tools")
 """
@@ -15,15 +15,15 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
-from . import quotas
-from .conf import get_config
-from .connections import async_redis, keys
-from .models import McpSession
-from .protocol.ids import GET_STREAM
-from .protocol.jsonrpc import dumps, notification_message
-from .protocol.session import SessionState
-from .sessions import side_key_ttl
-from .storage import get_event_store
+from ..state import quotas
+from ..conf import get_config
+from ..connections import async_redis, keys
+from ..models import McpSession
+from ..protocol.ids import GET_STREAM
+from ..protocol.jsonrpc import dumps, notification_message
+from ..protocol.session import SessionState
+from ..state.sessions import side_key_ttl
+from ..storage import get_event_store
 
 LIST_KINDS = ("tools", "resources", "prompts")
 

@@ -16,15 +16,19 @@ import logging
 
 import redis
 
-from . import auth, dispatch, logs, modern_jobs, modern_tasks, rounds, sessions, streams
-from .bell import doorbell
-from .conf import get_config
-from .connections import keys
-from .context import LOG_LEVELS, ClientCapabilityError
-from .protocol import modern, mrtr, tasks_extension
-from .protocol.errors import ErrorCode, ProtocolError
-from .protocol.jsonrpc import Notification, dumps, error_message, notification_message, result_message
-from .registry import registry
+from ... import auth, logs
+from ...methods import dispatch
+from . import jobs as modern_jobs, tasks as modern_tasks, rounds
+from ...state import sessions
+from ...running import streams
+from ...state.bell import doorbell
+from ...conf import get_config
+from ...connections import keys
+from ...methods.context import LOG_LEVELS, ClientCapabilityError
+from ...protocol import modern, mrtr, tasks_extension
+from ...protocol.errors import ErrorCode, ProtocolError
+from ...protocol.jsonrpc import Notification, dumps, error_message, notification_message, result_message
+from ...methods.registry import registry
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 ``flush_events_at_shutdown()`` and ``enforce_request_limits()`` run by themselves
 (``AppConfig.ready``). ``tune_daphne()`` is opt-in tuning; call it from the project's asgi.py::
 
-    from mcp_transport.serving import tune_daphne
+    from mcp_transport.transports.serving import tune_daphne
     tune_daphne()
 """
 import asyncio
@@ -129,6 +129,6 @@ def flush_events_at_shutdown() -> bool:
 def _flush_for_twisted():
     from twisted.internet.defer import Deferred
 
-    from .storage import flush_all
+    from ..storage import flush_all
 
     return Deferred.fromFuture(asyncio.ensure_future(flush_all()))

@@ -9,7 +9,7 @@ import collections
 import logging
 import weakref
 
-from .connections import async_redis
+from ..connections import async_redis
 
 logger = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from typing import Optional
 
 from django.core import signing
 
-from .conf import get_config
-from .protocol import mrtr
+from ...conf import get_config
+from ...protocol import mrtr
 
 #: Namespaces the HMAC key: a value Django signs for anything else never verifies here.
 SALT = "mcp_transport.request_state"

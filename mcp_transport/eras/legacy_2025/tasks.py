@@ -16,14 +16,14 @@ from datetime import timedelta
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
-from . import jobs
-from .bell import doorbell
-from .conf import get_config
-from .connections import async_redis, keys
-from .models import McpJob
-from .protocol.errors import ErrorCode, InvalidParams, ProtocolError
-from .protocol.ids import new_stream_key
-from .storage import get_event_store
+from ...running import jobs
+from ...state.bell import doorbell
+from ...conf import get_config
+from ...connections import async_redis, keys
+from ...models import McpJob
+from ...protocol.errors import ErrorCode, InvalidParams, ProtocolError
+from ...protocol.ids import new_stream_key
+from ...storage import get_event_store
 
 Status = jobs.Status
 

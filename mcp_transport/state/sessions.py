@@ -19,11 +19,11 @@ from channels.db import database_sync_to_async
 from django.utils import timezone
 
 from . import metrics
-from .conf import get_config
-from .connections import async_redis, keys
-from .models import McpSession
-from .protocol.ids import GET_STREAM
-from .protocol.session import SessionState
+from ..conf import get_config
+from ..connections import async_redis, keys
+from ..models import McpSession
+from ..protocol.ids import GET_STREAM
+from ..protocol.session import SessionState
 
 logger = logging.getLogger(__name__)
 
@@ -192,8 +192,9 @@ async def close(session_id: str, reason: str) -> None:
 async def close_many(session_ids: list, reason: str) -> None:
     """``close()`` for many sessions at once: one UPDATE, one Redis round trip for the keys and
     the control messages, and the event store's deletions side by side (the cleanup's path)."""
-    from . import control, jobs
-    from .storage import get_event_store
+    from . import control
+    from ..running import jobs
+    from ..storage import get_event_store
 
     names = keys()
     for session_id in session_ids:

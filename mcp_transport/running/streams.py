@@ -15,16 +15,16 @@ import json
 import logging
 import secrets
 
-from . import control, metrics, quotas, sessions
-from .bell import doorbell
-from .conf import get_config
-from .connections import async_redis, keys
-from .context import ClientCapabilityError, ClientRequestError, ToolCancelled
-from .dispatch import dispatch
-from .protocol import sse
-from .protocol.errors import ErrorCode, ProtocolError
-from .protocol.jsonrpc import dumps, error_message, notification_message, request_message, result_message
-from .storage import get_event_store
+from ..state import control, metrics, quotas, sessions
+from ..state.bell import doorbell
+from ..conf import get_config
+from ..connections import async_redis, keys
+from ..methods.context import ClientCapabilityError, ClientRequestError, ToolCancelled
+from ..methods.dispatch import dispatch
+from ..protocol import sse
+from ..protocol.errors import ErrorCode, ProtocolError
+from ..protocol.jsonrpc import dumps, error_message, notification_message, request_message, result_message
+from ..storage import get_event_store
 
 logger = logging.getLogger(__name__)
 

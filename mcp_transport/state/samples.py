@@ -11,8 +11,8 @@ a restart of Redis (counters back to zero) shows as a gap, never as a negative r
 import json
 import time
 
-from .conf import get_config
-from .connections import async_redis, keys
+from ..conf import get_config
+from ..connections import async_redis, keys
 
 
 async def maybe_take() -> bool:
