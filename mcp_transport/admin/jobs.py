@@ -23,6 +23,7 @@ from django.utils.html import format_html
 
 from ..running import jobs
 from ..models import McpJob
+from . import refs
 from .charts import Series, line_chart
 from .paging import CappedPaginator, FastListMixin
 
@@ -144,8 +145,9 @@ class McpJobAdmin(FastListMixin, admin.ModelAdmin):
 
     @admin.display(description="session", ordering="session_id")
     def session_link(self, obj):
-        # Quoted as the admin quotes primary keys: a session id may hold "_" (token_urlsafe).
-        url = reverse("admin:mcp_transport_mcpsession_change", args=[quote(obj.session_id)])
+        # By reference (refs.py: no session id in the list's HTML), quoted as the admin quotes
+        # primary keys.
+        url = reverse("admin:mcp_transport_mcpsession_change", args=[quote(refs.session_ref(obj.session_id))])
         return format_html('<a href="{}"><code>{}…</code></a>', url, obj.session_id[:8])
 
     @admin.display(description="created", ordering="created_at")

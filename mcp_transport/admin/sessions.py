@@ -6,12 +6,12 @@ from datetime import timezone as dt_timezone
 
 from asgiref.sync import async_to_sync
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Max, Min, Q
-from django.http import HttpResponseNotAllowed, HttpResponseRedirect
-from django.shortcuts import get_object_or_404
+from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
@@ -24,7 +24,7 @@ from ..protocol import versions
 from ..protocol.ids import GET_STREAM
 from ..protocol.session import SessionState
 from ..storage import get_event_store
-from . import dashboard, live
+from . import dashboard, live, refs
 from . import jobs as job_admin
 from .paging import CappedPaginator, FastListMixin
 
@@ -80,12 +80,28 @@ class ProtocolVersionFilter(ChoicesFilter):
 
 
 class SessionChangeList(ChangeList):
+    """Rows link to their session by reference (refs.py), never by id."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # A popup list (``?_popup=1``) would hand each row's primary key to its opener in the
+        # HTML; no form picks a session that way.
+        self.is_popup = False
+
+    def url_for_result(self, result):
+        return session_url(result.pk)
+
     def get_results(self, request):
         super().get_results(request)
         rows = list(self.result_list)  # the page's rows, cached on the queryset the template reads
         stats = live.fetch([row.pk for row in rows])
         for row in rows:
             row.live = stats[row.pk]
+
+
+def session_url(session_id, view="change") -> str:
+    """A session's admin page (or its terminate and purge views), by reference."""
+    return reverse(f"admin:mcp_transport_mcpsession_{view}", args=[quote(refs.session_ref(session_id))])
 
 
 def terminate(session_ids) -> int:
@@ -226,12 +242,22 @@ class McpSessionAdmin(FastListMixin, admin.ModelAdmin):
 
     def get_object(self, request, object_id, from_field=None):
         found = getattr(request, "_mcp_session", None)  # change_view loaded it already
-        return found if found is not None and found.pk == object_id else super().get_object(request, object_id, from_field)
+        if found is not None and object_id in (found.pk, refs.session_ref(found.pk)):
+            return found
+        if from_field is None and refs.is_ref(object_id):
+            return refs.find(self.get_queryset(request), object_id)
+        return super().get_object(request, object_id, from_field)
+
+    def _session_or_404(self, queryset, object_id):
+        """The session a URL names: by reference (the lists' links) or by id."""
+        # object_id comes quoted, as the admin quotes primary keys in URLs ("_" in session ids).
+        session = refs.find(queryset, unquote(object_id))
+        if session is None:
+            raise Http404("No MCP session matches the given query.")
+        return session
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        # object_id comes quoted, as the admin quotes primary keys in URLs ("_" in session ids).
-        session = request._mcp_session = get_object_or_404(McpSession.objects.select_related("user"),
-                                                            pk=unquote(object_id))
+        session = request._mcp_session = self._session_or_404(McpSession.objects.select_related("user"), object_id)
         context = {**(extra_context or {}), **self.session_context(request, session),
                    "show_save": False, "show_save_and_continue": False, "show_save_and_add_another": False}
         return super().change_view(request, object_id, form_url, context)
@@ -280,6 +306,17 @@ class McpSessionAdmin(FastListMixin, admin.ModelAdmin):
 
     # -- actions ---------------------------------------------------------------------------
 
+    def action_value(self, obj):
+        return refs.session_ref(obj.pk)  # the list's checkboxes: no session id in its HTML
+
+    def response_action(self, request, queryset):
+        # The checkboxes post references: the actions (Django's ``pk__in``) get the ids.
+        posted = request.POST.copy()
+        posted.setlist(helpers.ACTION_CHECKBOX_NAME,
+                       refs.resolve(McpSession.objects.all(), request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)))
+        request.POST = posted
+        return super().response_action(request, queryset)
+
     @admin.action(description="Terminate selected sessions (streams close, then 404)", permissions=["change"])
     def terminate_sessions(self, request, queryset):
         done = sum(terminate(chunk) for chunk in _chunks(queryset.exclude(state=SessionState.CLOSED.value)
@@ -306,12 +343,12 @@ class McpSessionAdmin(FastListMixin, admin.ModelAdmin):
     def _act_on_one(self, request, object_id, act, message):
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
-        session = get_object_or_404(McpSession, pk=unquote(object_id))
+        session = self._session_or_404(McpSession.objects.all(), object_id)
         if not self.has_change_permission(request, session):
             raise PermissionDenied
         act([session.pk])
         self.message_user(request, message, messages.SUCCESS)
-        return HttpResponseRedirect(reverse("admin:mcp_transport_mcpsession_change", args=[quote(session.pk)]))
+        return HttpResponseRedirect(session_url(session.pk))
 
     def terminate_view(self, request, object_id):
         return self._act_on_one(request, object_id, terminate, "Session terminated.")

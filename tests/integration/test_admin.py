@@ -17,6 +17,7 @@ import urllib.request
 import pytest
 from django.contrib.admin.utils import quote
 
+from mcp_transport.admin.refs import session_ref
 from mcp_transport.testing import HttpClient
 
 GET = {"Accept": "text/event-stream"}
@@ -69,8 +70,10 @@ class Admin:
         return html
 
     def action(self, name, session_ids) -> str:
+        """An action on sessions, selected as the list's checkboxes select them (by reference)."""
         return self.post("/admin/mcp_transport/mcpsession/",
-                         {"action": name, "index": 0, "select_across": 0, "_selected_action": session_ids})
+                         {"action": name, "index": 0, "select_across": 0,
+                          "_selected_action": [session_ref(session_id) for session_id in session_ids]})
 
 
 @pytest.fixture(scope="module")
@@ -102,11 +105,21 @@ def session_url(session_id) -> str:
     return f"/admin/mcp_transport/mcpsession/{quote(session_id)}"
 
 
-def _row(html, session_id) -> str:
-    """The changelist row of a session."""
-    match = re.search(r'<tr>(?:(?!</tr>).)*?value="%s"(?:(?!</tr>).)*</tr>' % re.escape(session_id), html, re.S)
-    assert match, f"no row for {session_id}"
+def listed_url(session_id) -> str:
+    """The URL the lists link a session's page with: by reference, never by id."""
+    return f"/admin/mcp_transport/mcpsession/{quote(session_ref(session_id))}"
+
+
+def _row(html, key) -> str:
+    """The changelist row of a session (its checkbox holds its reference) or of a job (its id)."""
+    value = "(?:%s|%s)" % (re.escape(session_ref(key)), re.escape(key))
+    match = re.search(r'<tr>(?:(?!</tr>).)*?value="%s"(?:(?!</tr>).)*</tr>' % value, html, re.S)
+    assert match, f"no row for {key}"
     return match.group(0)
+
+
+def listed(html, session_id) -> bool:
+    return f'value="{session_ref(session_id)}"' in html
 
 
 def _cells(row) -> list:
@@ -136,13 +149,13 @@ def test_session_list_filters_and_search(server, admin):
     idle.delete()
     time.sleep(SETTLE)
     live = admin.page("/admin/mcp_transport/mcpsession/", streaming="yes")
-    assert streaming.session_id in live and idle.session_id not in live
+    assert listed(live, streaming.session_id) and not listed(live, idle.session_id)
     assert _cells(_row(live, streaming.session_id))[8] == "1"
     closed = admin.page("/admin/mcp_transport/mcpsession/", state__exact="closed")
-    assert idle.session_id in closed and streaming.session_id not in closed
+    assert listed(closed, idle.session_id) and not listed(closed, streaming.session_id)
     assert "closed (deleted)" in _row(closed, idle.session_id)
     found = admin.page("/admin/mcp_transport/mcpsession/", q=idle.session_id[:10])
-    assert idle.session_id in found and streaming.session_id not in found
+    assert listed(found, idle.session_id) and not listed(found, streaming.session_id)
     held.close()
 
 
@@ -157,9 +170,9 @@ def test_the_lists_link_opens_the_page_of_a_session_whose_id_holds_an_underscore
     assert "_" in client.session_id
     row = _row(admin.page("/admin/mcp_transport/mcpsession/", q=client.session_id[:12]), client.session_id)
     link = re.search(r'href="(/admin/mcp_transport/mcpsession/[^"?]+/change/)', row).group(1)
-    assert link == f"{session_url(client.session_id)}/change/"
+    assert link == f"{listed_url(client.session_id)}/change/"
     assert client.session_id in admin.page(link)
-    after_purge = admin.post(f"{session_url(client.session_id)}/purge/", {})  # redirected to the session page
+    after_purge = admin.post(f"{listed_url(client.session_id)}/purge/", {})  # redirected to the session page
     assert "Buffered events purged." in after_purge and client.session_id in after_purge
 
 

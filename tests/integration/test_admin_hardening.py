@@ -90,3 +90,31 @@ def test_lists_show_short_session_ids_and_the_session_page_the_full_one(server, 
     assert f"<code>{session_id[:8]}…</code>" in shown
     assert session_id[:9] not in shown
     assert session_id in admin.page(f"/admin/mcp_transport/mcpsession/{quote(session_id)}/change/")
+
+
+LIST = "/admin/mcp_transport/mcpsession/"
+
+
+def test_the_session_list_html_carries_no_full_session_id(server, admin_login):
+    """Not as text, nor in the rows' links or action checkboxes (a changelist puts the primary
+    key there), nor in a popup list: at most the 8 characters the list shows. The links still
+    open the session page, and the checkboxes still select sessions for an action."""
+    clients = [HttpClient(server.url) for _ in range(3)]
+    for client in clients:
+        client.initialize()
+    admin = Admin(server, admin_login)
+    pages = [admin.page(LIST), admin.page(LIST, q=clients[0].session_id[:8]), admin.page(LIST, _popup=1)]
+    for html in pages:
+        for client in clients:
+            for form in (client.session_id[:9], quote(client.session_id[:9])):
+                assert form not in html, html[html.index(form) - 300:html.index(form) + 100]
+    target = clients[0].session_id
+    row = re.search(r'<tr>(?:(?!</tr>).)*?<code>%s…</code>(?:(?!</tr>).)*</tr>' % re.escape(target[:8]), pages[1], re.S)
+    link = re.search(r'href="(/admin/mcp_transport/mcpsession/[^"?]+/change/)[?"]', row.group(0)).group(1)
+    assert target in admin.page(link)  # the full id, on the session page only
+    selected = re.search(r'name="_selected_action" value="([^"]+)"', row.group(0)).group(1)
+    html = admin.post(LIST, {"action": "terminate_sessions", "index": 0, "select_across": 0,
+                             "_selected_action": [selected]})
+    assert "Terminated 1 session(s)." in html
+    assert clients[0].request("POST", clients[0].message("ping")).status == 404
+    assert clients[1].request("POST", clients[1].message("ping")).status == 200

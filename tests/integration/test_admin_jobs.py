@@ -104,6 +104,19 @@ def test_jobs_list_shows_running_jobs_with_live_progress(server, admin):
     stream.close()
 
 
+def test_the_jobs_list_html_carries_no_full_session_id(server, admin):
+    """The jobs list links each job to its session by reference: its HTML holds at most the 8
+    characters of the session id it shows, and the link opens the session page."""
+    client, stream = _started(server, steps=1000, interval_ms=100)
+    job_id = _job_id(admin, client.session_id)
+    for html in (admin.page(JOBS), admin.page(JOBS, q=client.session_id[:8])):
+        assert client.session_id[:9] not in html and quote(client.session_id[:9]) not in html
+        link = re.search(r'href="(/admin/mcp_transport/mcpsession/[^"?]+/change/)[?"]', _row(html, job_id)).group(1)
+        assert client.session_id in admin.page(link)
+    _cancel(admin, job_id)
+    stream.close()
+
+
 def test_cancel_action_stops_the_worker_and_the_stream_ends_without_a_result(server, admin):
     key = f"ticks-admin-{time.monotonic_ns()}"
     client, stream = _started(server, "tick_job", key=key, steps=200, interval_ms=50)
