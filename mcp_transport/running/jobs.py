@@ -25,7 +25,6 @@ asked, not killed). A result the tool returns after that is dropped.
 import json
 import logging
 import re
-import secrets
 import time
 import uuid
 from datetime import timedelta
@@ -44,7 +43,7 @@ from ..methods.content import error_result
 from ..logs import short_id
 from ..models import McpJob
 from ..protocol import jsonrpc
-from ..protocol.ids import GET_STREAM
+from ..protocol.ids import GET_STREAM, new_token
 from ..protocol.jsonrpc import notification_message, result_message
 from ..methods.registry import registry
 from ..storage import get_event_store
@@ -60,7 +59,7 @@ def new_job_id() -> str:
     """Unguessable (192 bits): it is also the MCP taskId, which alone reaches a task's result
     where no authorization context binds it ("receivers MUST generate cryptographically secure
     task IDs" -- spec 2025-11-25 basic/utilities/tasks)."""
-    return secrets.token_urlsafe(24)
+    return new_token(24)
 
 
 _JOB_ID = re.compile(r"[A-Za-z0-9_-]{32}")
