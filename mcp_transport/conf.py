@@ -142,11 +142,18 @@ DEFAULTS = {
     #: Background tools: seconds a call may wait in the broker for a worker before it fails with
     #: an error result saying that no worker took it (None: wait for ever).
     "JOB_QUEUE_TIMEOUT": 60,
-    #: Background tools: a sync tool that asks its client (elicit, sample, list_roots) gives
-    #: its worker slot back and runs again from its start when the answer arrives, its earlier
-    #: answers replayed (what it does before an ask must be safe to repeat); False: it waits
-    #: for the answer in its slot.
+    #: Background tools: a tool that asks its client (elicit, sample, list_roots) gives its
+    #: worker slot back once it waits only for answers, and runs again from its start when an
+    #: answer arrives, its earlier answers replayed by their index (what it does before an ask
+    #: must be safe to repeat); False (or a tool's background={"park": False}): it waits for the
+    #: answer in its slot.
     "JOB_PARK_ON_ASK": True,
+    #: Background tools waiting for a client in their slot (those that do not park): how many of
+    #: a worker's slots may do so at once (None: all but one of its pool processes); past it the
+    #: ask fails at once with ClientRequestError. Such a wait lasts JOB_HELD_ASK_TIMEOUT seconds
+    #: at most (or CLIENT_REQUEST_TIMEOUT if shorter).
+    "JOB_HELD_WAITS": None,
+    "JOB_HELD_ASK_TIMEOUT": 60,
     #: MCP tasks: the ttl (ms) of a task whose request names none, the largest ttl granted
     #: (None: unlimited), and the pollInterval (ms) suggested to clients.
     "TASK_DEFAULT_TTL_MS": 3600 * 1000,

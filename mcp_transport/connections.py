@@ -85,8 +85,18 @@ class Keys:
         return f"{self.prefix}:parked:{session_id}:{request_id}"
 
     def job_answers(self, job_id):
-        """The client's answers a parked job has had so far, in the order it asked."""
-        return f"{self.prefix}:jobanswers:{job_id}"
+        """The client's answers a parked job has had so far: a hash of the question's index in
+        the call (the tool's ask count) -> ``{"result"}`` or ``{"error"}``."""
+        return f"{self.prefix}:jobreplies:{job_id}"
+
+    def job_asked(self, job_id):
+        """The questions a parked job has sent: index -> ``{"id": request id, "digest", "until"}``
+        (and ``"key"``, its inputRequests key, for a 2026-07-28 job)."""
+        return f"{self.prefix}:jobasked:{job_id}"
+
+    def held_waits(self, worker):
+        """The jobs of one Celery worker waiting for a client in their slot: job id -> deadline."""
+        return f"{self.prefix}:heldwaits:{worker}"
 
     def listen_bell(self):
         """Every list_changed / resources/updated, for the 2026-07-28 subscriptions/listen streams."""

@@ -18,6 +18,8 @@ the session's open streams and running requests on every process; later requests
 3. Rows of sessions closed longer ago than ``CLOSED_SESSION_RETENTION`` go, with any event rows
    they still have.
 4. Rows of background jobs that ended longer ago than ``JOB_RETENTION`` go.
+5. Parked background jobs whose questions outlived ``CLIENT_REQUEST_TIMEOUT`` go on with "no
+   answer in time" (jobs.expire_parked_jobs), also those nobody follows.
 
 The Celery task ``mcp_transport.cleanup`` runs it; schedule it with Celery beat::
 
@@ -33,6 +35,7 @@ from channels.db import database_sync_to_async
 from django.db.models import Count
 from django.utils import timezone
 
+from .running import jobs
 from .state import metrics, sessions
 from .conf import get_config
 from .connections import async_redis, keys
@@ -131,6 +134,7 @@ async def cleanup(now=None) -> CleanupReport:
     config, now = get_config(), now or timezone.now()
     report = CleanupReport()
     report.sessions_expired = await _close_expired(now - timedelta(seconds=_expiry_margin(config)))
+    await jobs.expire_parked_jobs()  # a 2026-07-28 call whose client never retries
     if config["EVENT_RETENTION"] is not None:
         cutoff = now - timedelta(seconds=config["EVENT_RETENTION"])
         report.events_deleted = await database_sync_to_async(_delete_in_batches)(

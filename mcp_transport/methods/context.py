@@ -38,9 +38,9 @@ class TaskStarted(BaseException):
 class ClientRequestError(Exception):
     """The client answered a request (sampling, elicitation, roots) with an error, or not in time."""
 
-    def __init__(self, method, error):
+    def __init__(self, method, error, text=None):
         message = error.get("message", error) if isinstance(error, dict) else error
-        super().__init__(f"The client answered {method} with an error: {message}")
+        super().__init__(text or f"The client answered {method} with an error: {message}")
         self.error = error
 
 

@@ -220,7 +220,7 @@ def _accepted_kwargs(func, arguments):
     return {k: v for k, v in arguments.items() if k in params}
 
 
-_JOB_OPTIONS = ("queue", "soft_time_limit", "time_limit", "max_retries")
+_JOB_OPTIONS = ("queue", "soft_time_limit", "time_limit", "max_retries", "park")
 _TASK_SUPPORT = ("optional", "required")
 
 

@@ -22,6 +22,7 @@ worker through the control channel (the tool sees ``ctx.cancelled``), and revoke
 task if no worker has started it yet (revoking a queued task is always safe; a running one is
 asked, not killed). A result the tool returns after that is dropped.
 """
+import hashlib
 import json
 import logging
 import re
@@ -300,22 +301,66 @@ async def watch(session_id: str, stream_key: str, call: dict) -> bool:
 
 
 # -- jobs waiting for their client ---------------------------------------------------------------
-# A sync background tool that asks its client (worker.JobChannel.park) does not wait in its
-# worker slot: the request goes out, the job is ``input_required`` with the request's id in its
-# call record, and the Celery task ends. The client's answer (streams.deliver_reply, on any web
-# process) is added to the job's answers and the job is queued again; its tool runs from its start
-# and gets its earlier answers back in order, asking only what is new.
+# A background tool that asks its client (worker.JobChannel) does not wait in its worker slot:
+# the question goes out (on the call's stream; for a 2026-07-28 job also as an inputRequests
+# entry), each keyed by its index in the call (the tool's ask count), and once the tool waits
+# only on answers the Celery task ends: the job is ``input_required``, "parked", with the
+# questions' deadlines in its call record. Each answer (streams.deliver_reply or tasks/update and
+# the retry of a 2026-07-28 call, on any web process) is stored under its index and queues the
+# job again; its tool runs from its start, gets the answers it has at once, finds the questions
+# still open by their index (not sent twice) and parks again until every one is answered.
 
-async def resume_parked(job_id: str, reply: dict) -> bool:
-    """Queue again a job that waited for this answer of its client; True if it was queued."""
+def parked_value(job_id: str, index: int) -> str:
+    """What ``keys().parked`` holds: the job that waits for this answer, and which of its questions."""
+    return f"{job_id} {index}"
+
+
+def question_digest(method: str, params: dict) -> str:
+    """What a question asked: a re-run of the tool must ask the same thing at the same index."""
+    canonical = json.dumps({"method": method, "params": params}, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:24]
+
+
+async def asked_and_answered(job_id: str):
+    """The questions earlier runs of the call asked (index -> entry) and their answers so far."""
+    names = keys()
+    async with async_redis().pipeline(transaction=False) as pipe:
+        pipe.hgetall(names.job_asked(job_id))
+        pipe.hgetall(names.job_answers(job_id))
+        asked, answered = await pipe.execute()
+    return ({int(index): json.loads(raw) for index, raw in asked.items()},
+            {int(index): json.loads(raw) for index, raw in answered.items()})
+
+
+async def resume_parked(value: str, reply: dict) -> bool:
+    """Store the client's answer to a parked job's question (``value``: ``parked_value()``) and
+    queue the job again; True if this queued it."""
+    job_id, _, index = value.partition(" ")
     job = await load(job_id)
-    spec = registry.tools.get(job.tool) if job is not None else None
-    if job is None or spec is None or job.status != Status.INPUT_REQUIRED:
-        return False  # cancelled (or ended) meanwhile: the answer comes too late
+    if job is None or not index.isdigit():
+        return False
+    await _record_answer(job, int(index), reply)
+    return await requeue(job)
+
+
+async def _record_answer(job, index: int, reply: dict) -> None:
     names, ttl = keys(), get_config()["STREAM_TTL"]
     async with async_redis().pipeline(transaction=False) as pipe:
-        pipe.rpush(names.job_answers(job.id), dumps({k: reply.get(k) for k in ("result", "error")}))
+        pipe.hset(names.job_answers(job.id), str(index), dumps({k: reply.get(k) for k in ("result", "error")}))
         pipe.expire(names.job_answers(job.id), ttl)
+        await pipe.execute()
+
+
+async def requeue(job) -> bool:
+    """Queue again a parked job (``input_required``, its run ended) that has a new answer; True
+    if this call queued it. Both the answer's process and the run that parks call it (whichever
+    comes second sees the other's write), and the conditional update lets one of them through."""
+    job = await load(job.id)
+    spec = registry.tools.get(job.tool) if job is not None else None
+    if job is None or spec is None or job.status != Status.INPUT_REQUIRED:
+        return False  # still running (it looks at its answers when it parks), or ended meanwhile
+    names = keys()
+    async with async_redis().pipeline(transaction=False) as pipe:
         # A beat with it: a job neither parked nor beating would look lost to jobs.watch.
         pipe.hset(names.call(job.session_id, job.stream_key), "beat", int(time.time() * 1000))
         pipe.hdel(names.call(job.session_id, job.stream_key), "parked", "parked_until")
@@ -335,21 +380,72 @@ async def resume_parked(job_id: str, reply: dict) -> bool:
 
 
 async def expire_parked(session_id: str, call: dict) -> bool:
-    """A parked job whose client did not answer within CLIENT_REQUEST_TIMEOUT goes on with the
-    answer "no answer in time" (its tool gets ClientRequestError, as an inline wait would), and
-    the client is told to stop: "the sender SHOULD issue a cancellation notification for that
+    """A parked job's questions that its client did not answer within CLIENT_REQUEST_TIMEOUT get
+    the answer "no answer in time" (the tool gets ClientRequestError, as an inline wait would),
+    and the client is told to stop: "the sender SHOULD issue a cancellation notification for that
     request and stop waiting for a response" -- spec 2025-11-25 basic/lifecycle (Timeouts)."""
-    if int(call.get("parked_until", 0)) > time.time() * 1000:
+    now_ms = time.time() * 1000
+    if int(call.get("parked_until", 0)) > now_ms:
         return False
-    outbound_id = int(call["parked"])
-    job_id = await async_redis().getdel(keys().parked(session_id, outbound_id))
-    if job_id is None:
-        return False  # answered meanwhile, or someone else expired it
-    job = await load(job_id)
-    if job is not None:
-        cancelled = notification_message("notifications/cancelled", {"requestId": outbound_id, "reason": "timed out"})
-        await get_event_store().append(session_id, job.stream_key, cancelled)
-    return await resume_parked(job_id, {"error": {"code": -32603, "message": "no answer in time"}})
+    job = await load(call.get("job"))
+    if job is None:
+        return False
+    asked, answered = await asked_and_answered(job.id)
+    expired = False
+    for index, entry in sorted(asked.items()):
+        if index in answered or entry.get("until", 0) > now_ms:
+            continue
+        if not await async_redis().getdel(keys().parked(session_id, entry["id"])):
+            continue  # answered meanwhile, or someone else expired it
+        if "key" in entry:  # a 2026-07-28 question: no longer one of the task's inputRequests
+            await async_redis().hdel(inputs_key(job), entry["key"])
+        else:
+            cancelled = notification_message("notifications/cancelled", {"requestId": entry["id"],
+                                                                          "reason": "timed out"})
+            await get_event_store().append(session_id, job.stream_key, cancelled)
+        await _record_answer(job, index, {"error": {"code": -32603, "message": "no answer in time"}})
+        expired = True
+    return await requeue(job) if expired else False
+
+
+async def expire_parked_jobs() -> int:
+    """Look at the parked jobs whose questions may have expired (cleanup): a 2026-07-28 call
+    whose client never retries has nobody following its stream to notice."""
+    expired = 0
+    for job in await _jobs_waiting_since(timezone.now() - timedelta(seconds=get_config()["CLIENT_REQUEST_TIMEOUT"])):
+        call = await async_redis().hgetall(keys().call(job.session_id, job.stream_key))
+        if "parked" in call and "done" not in call:
+            expired += await expire_parked(job.session_id, call)
+    return expired
+
+
+@database_sync_to_async
+def _jobs_waiting_since(before) -> list:
+    return list(McpJob.objects.filter(status=Status.INPUT_REQUIRED, updated_at__lt=before)[:1000])
+
+
+async def hold_slot(worker: str, job_id: str, limit: int, seconds: float) -> bool:
+    """Count a job that waits for its client in its worker slot (one that cannot park); False,
+    counting nothing, when ``limit`` of the worker's jobs wait already. A crashed process's
+    entry lapses at its deadline."""
+    now = time.time()
+    return bool(await async_redis().eval(_HOLD_SLOT, 1, keys().held_waits(worker), now, now + seconds, job_id,
+                                         limit, int(seconds * 1000) + 60000))
+
+
+async def release_slot(worker: str, job_id: str) -> None:
+    await async_redis().zrem(keys().held_waits(worker), job_id)
+
+
+_HOLD_SLOT = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if redis.call('ZSCORE', KEYS[1], ARGV[3]) == false and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then
+  return 0
+end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return 1
+"""
 
 
 async def end_session_jobs(session_ids) -> int:
@@ -505,12 +601,16 @@ async def deliver_inputs(job, responses: dict) -> list:
         if raw is None or not await client.hdel(inputs_key(job), key):
             continue
         # What streams.deliver_reply does (not imported: streams imports dispatch, which imports this).
-        reply_key = keys().reply(job.session_id, json.loads(raw)["id"])
+        reply_id = json.loads(raw)["id"]
+        reply = {"id": reply_id, "result": value}
+        reply_key = keys().reply(job.session_id, reply_id)
         async with client.pipeline(transaction=False) as pipe:
-            pipe.set(reply_key, dumps({"id": json.loads(raw)["id"], "result": value}),
-                     ex=get_config()["CLIENT_REQUEST_TIMEOUT"] + 60)
+            pipe.set(reply_key, dumps(reply), ex=get_config()["CLIENT_REQUEST_TIMEOUT"] + 60)
             pipe.publish(reply_key, "1")
-            await pipe.execute()
+            pipe.getdel(keys().parked(job.session_id, reply_id))  # a parked job's question
+            _, _, parked = await pipe.execute()
+        if parked is not None:
+            await resume_parked(parked, reply)
         answered.append(key)
     return answered
 

@@ -253,9 +253,10 @@ class RequestStream:
         if writer is not None:
             writer.finish_with_retry(retry_ms)
 
-    async def request(self, method: str, params: dict, **_options) -> dict:
+    async def request(self, method: str, params: dict, timeout=None, **_options) -> dict:
         """Send a server-to-client request on this stream and wait for the reply, which may
-        arrive as a POST at any process: it comes back through Redis (``deliver_reply``).
+        arrive as a POST at any process: it comes back through Redis (``deliver_reply``); for
+        ``timeout`` seconds at most (CLIENT_REQUEST_TIMEOUT by default).
         (``_options``: what a 2026-07-28 round uses, rounds.py; nothing here.)"""
         client, names = async_redis(), keys()
         outbound_id = await next_outbound_id(self.session_id)
@@ -264,7 +265,7 @@ class RequestStream:
             self._asking.add(subscription)
             try:
                 await self.emit(request_message(outbound_id, method, params))
-                raw = await _wait_for_reply(client, reply_key, subscription, self)
+                raw = await _wait_for_reply(client, reply_key, subscription, self, timeout)
             finally:
                 self._asking.discard(subscription)
         if raw is None:
@@ -312,9 +313,9 @@ async def next_outbound_id(session_id: str) -> int:
     return outbound_id
 
 
-async def _wait_for_reply(client, reply_key, subscription, stream):
+async def _wait_for_reply(client, reply_key, subscription, stream, timeout=None):
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + get_config()["CLIENT_REQUEST_TIMEOUT"]
+    deadline = loop.time() + (get_config()["CLIENT_REQUEST_TIMEOUT"] if timeout is None else timeout)
     while loop.time() < deadline:
         if stream.cancelled:
             raise ToolCancelled(f"Request {stream.request_id!r} was cancelled while it waited for the client.")
@@ -336,8 +337,8 @@ async def deliver_reply(session_id: str, reply: dict) -> None:
     async with async_redis().pipeline(transaction=False) as pipe:
         pipe.set(reply_key, json.dumps(reply), ex=get_config()["CLIENT_REQUEST_TIMEOUT"] + 60)
         pipe.publish(reply_key, "1")
-        # A background job that gave its worker back to wait for this answer (jobs.park); taken
-        # after the reply is stored, so that either the job's last look or this one finds it.
+        # A background job that gave its worker back to wait for this answer (jobs.py: parked
+        # jobs): taken once, so that one process stores the answer and queues the job.
         pipe.getdel(names.parked(session_id, reply["id"]))
         _, _, parked_job = await pipe.execute()
     if parked_job is not None:

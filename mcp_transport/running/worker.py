@@ -15,6 +15,7 @@ and a killed pool process are reported by Celery's parent process through ``task
 import asyncio
 import collections
 import concurrent.futures
+import contextlib
 import inspect
 import json
 import logging
@@ -101,14 +102,24 @@ class JobChannel(RequestStream):
     notifications, and responses related to a task MUST include the
     io.modelcontextprotocol/related-task key" -- spec 2025-11-25 basic/utilities/tasks)."""
 
-    def __init__(self, job, answers=(), may_park=False):
+    def __init__(self, job, asked=None, answers=None, may_park=False, sync=True, worker=""):
         super().__init__(job.session_id, job.request_id, job.stream_key)
         self.job = job
-        #: The client's answers to the questions an earlier run of this call asked (jobs.py:
-        #: parked jobs), and how many the tool has asked in this run.
-        self.answers, self.asked = list(answers), 0
-        #: A sync tool asks one question at a time: it can give its slot back while it waits.
+        #: What earlier runs of this call asked (index -> entry) and the client's answers so far
+        #: (jobs.py: parked jobs), and how many questions the tool has asked in this run.
+        self.asked_before, self.answers, self.asked = dict(asked or {}), dict(answers or {}), 0
+        self._asked_earlier = max(self.asked_before, default=-1) + 1
+        #: The tool's questions end its run rather than wait in its slot (JOB_PARK_ON_ASK).
         self.may_park = may_park
+        #: A sync tool asks one question at a time (its thread waits on it); an async tool's
+        #: questions wait together until it waits on nothing else (run_until_parked).
+        self.sync = sync
+        #: The Celery worker (hostname) whose slot this run holds.
+        self.worker = worker
+        #: This run's questions waiting for answers (index -> entry), how many are being sent
+        #: now, and an event set whenever one more waits.
+        self.outstanding, self._sending, self.changed = {}, 0, asyncio.Event()
+        self._held = 0
         #: monotonic time of the last progress notification (the tool's or a heartbeat).
         self.last_progress_at = time.monotonic()
         self.last_total = None
@@ -136,9 +147,9 @@ class JobChannel(RequestStream):
 
     @property
     def replaying(self) -> bool:
-        """The tool is redoing what an earlier run did before its last answered question: what it
-        sends now was sent then."""
-        return self.asked < len(self.answers)
+        """The tool is redoing what an earlier run did before its last question: what it sends
+        now was sent then."""
+        return self.asked < self._asked_earlier
 
     async def notify(self, method, params):
         if self.replaying:
@@ -150,41 +161,123 @@ class JobChannel(RequestStream):
             await self._record_progress(params)
 
     async def request(self, method, params, key=None, **_options):
-        """While the tool waits on the client the job is ``input_required`` ("When the task
-        receiver has messages for the requestor that are necessary to complete the task, the
-        receiver SHOULD move the task to the input_required status")."""
+        """A question to the client, known by its index in the call (the tool's ask count): its
+        answer if an earlier run got it; else it parks the run (``may_park``) or waits in the slot."""
         # Registered so that a cancel stops the wait too (a sync tool blocks on it: _Handle.cancel).
         waiting = asyncio.current_task()
         self.waiting.add(waiting)
         try:
-            if self.modern:
-                return await self._ask(method, params, key)
             index, self.asked = self.asked, self.asked + 1
-            if index < len(self.answers):
-                return _answer(method, self.answers[index])  # asked and answered in an earlier run
-            if self.may_park and get_config()["JOB_PARK_ON_ASK"]:
-                return await self.park(method, params)
-            await self._move(Status.INPUT_REQUIRED, Status.WORKING)
-            try:
-                return await super().request(method, params)
-            finally:
-                await async_redis().delete(jobs.pending_request_key(self.job))
-                await self._move(Status.WORKING, Status.INPUT_REQUIRED)
+            if index in self.answers:  # asked and answered in an earlier run
+                self._check_same_question(index, method, params)
+                return _answer(method, self.answers[index])
+            if self.may_park:
+                return await self._park(index, method, params, key)
+            key = key or f"{mrtr.key_prefix(method)}-{index + 1}"
+            async with self._held_slot(method) as timeout:
+                if self.modern:
+                    return await self._ask(method, params, key, timeout)
+                return await self._wait_in_slot(method, params, timeout)
         finally:
             self.waiting.discard(waiting)
 
-    async def _ask(self, method, params, key):
-        """A 2026-07-28 job's question: kept as an inputRequests entry (written before the job
-        turns input_required, so whoever sees the status sees the question) until tasks/update or
-        the call's retry delivers its answer, from any process. The job stays input_required
-        while any of its questions waits ("The task MUST stay in input_required until every
-        pending request has been answered")."""
-        client, names = async_redis(), keys()
+    def _check_same_question(self, index, method, params):
+        entry = self.asked_before.get(index)
+        if entry is not None and entry.get("digest") != jobs.question_digest(method, params):
+            raise ToolError(f"The tool asked its client something else than in its earlier run ({method}, question "
+                            f"{index + 1}): a background tool that asks must ask the same questions in the same "
+                            f"order each time it runs, or set background={{'park': False}}.")
+
+    async def _park(self, index, method, params, key):
+        """Send the question (unless an earlier run did) and end the run until it is answered: a
+        sync tool at once, an async one once it waits on nothing else (run_until_parked)."""
+        entry = self.asked_before.get(index)
+        if entry is None:
+            self._sending += 1
+            try:
+                entry = await self._send_question(index, method, params, key)
+            finally:
+                self._sending -= 1
+        else:
+            self._check_same_question(index, method, params)  # still unanswered: not sent twice
+        self.outstanding[index] = entry
+        if self.sync:
+            raise JobParked()
+        self.changed.set()
+        await asyncio.get_running_loop().create_future()  # until the run parks (its task is cancelled)
+
+    async def _send_question(self, index, method, params, key):
+        client, names, timeout = async_redis(), keys(), get_config()["CLIENT_REQUEST_TIMEOUT"]
+        reply_id = await next_outbound_id(self.session_id)
+        entry = {"id": reply_id, "digest": jobs.question_digest(method, params),
+                 "until": int((time.time() + timeout) * 1000)}
         async with client.pipeline(transaction=False) as pipe:
-            pipe.incr(names.outbound_ids(self.session_id))
-            pipe.expire(names.outbound_ids(self.session_id), get_config()["STREAM_TTL"])
-            reply_id, _ = await pipe.execute()
-        key = key or f"{mrtr.key_prefix(method)}-{reply_id}"
+            # Whoever answers (streams.deliver_reply, jobs.deliver_inputs) finds the job by it.
+            pipe.set(names.parked(self.session_id, reply_id), jobs.parked_value(self.job.id, index), ex=timeout + 60)
+            if self.modern:  # an inputRequests entry, keyed by the question's index: stable across runs
+                entry["key"] = key or f"{mrtr.key_prefix(method)}-{index + 1}"
+                pipe.hset(jobs.inputs_key(self.job), entry["key"],
+                          jobs.dumps({"id": reply_id, "method": method, "params": params}))
+                pipe.expire(jobs.inputs_key(self.job), timeout + 60)
+            await pipe.execute()
+        await self.emit(request_message(reply_id, method, params))
+        # Written once it is sent: a run that stops in between sends it again rather than never.
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.hset(names.job_asked(self.job.id), str(index), jobs.dumps(entry))
+            pipe.expire(names.job_asked(self.job.id), get_config()["STREAM_TTL"])
+            await pipe.execute()
+        return entry
+
+    async def park(self):
+        """The run ends with questions open: the job is parked (``input_required``, its deadlines
+        in the call record, for jobs.expire_parked). An answer that came while the run was still
+        going was stored without queueing the job (it was working): queue it now."""
+        names, client = keys(), async_redis()
+        until = min(entry["until"] for entry in self.outstanding.values())
+        await client.hset(names.call(self.session_id, self.stream_key),
+                          mapping={"parked": len(self.outstanding), "parked_until": until})
+        await self._move(Status.INPUT_REQUIRED, Status.WORKING)
+        answered = await client.hmget(names.job_answers(self.job.id), [str(index) for index in self.outstanding])
+        if any(answer is not None for answer in answered):
+            await jobs.requeue(self.job)
+
+    @contextlib.asynccontextmanager
+    async def _held_slot(self, method):
+        """A question that waits in the worker slot (the tool does not park): at most
+        ``held_waits_limit()`` of a worker's slots wait so at once, for JOB_HELD_ASK_TIMEOUT at
+        most, so that the others keep running other clients' jobs; past it the ask fails now."""
+        config = get_config()
+        seconds = min(config["CLIENT_REQUEST_TIMEOUT"], config["JOB_HELD_ASK_TIMEOUT"])
+        if self._held == 0 and not await jobs.hold_slot(self.worker, self.job.id, held_waits_limit(), seconds + 30):
+            raise ClientRequestError(method, None, text=f"{method} was not sent: too many of this worker's slots wait "
+                                                        "for clients already; try again later.")
+        self._held += 1
+        try:
+            yield seconds
+        finally:
+            self._held -= 1
+            if self._held == 0:
+                await jobs.release_slot(self.worker, self.job.id)
+
+    async def _wait_in_slot(self, method, params, timeout):
+        """While the tool waits on the client the job is ``input_required`` ("When the task
+        receiver has messages for the requestor that are necessary to complete the task, the
+        receiver SHOULD move the task to the input_required status")."""
+        await self._move(Status.INPUT_REQUIRED, Status.WORKING)
+        try:
+            return await super().request(method, params, timeout=timeout)
+        finally:
+            await async_redis().delete(jobs.pending_request_key(self.job))
+            await self._move(Status.WORKING, Status.INPUT_REQUIRED)
+
+    async def _ask(self, method, params, key, timeout):
+        """A 2026-07-28 job's question waiting in its slot: kept as an inputRequests entry
+        (written before the job turns input_required, so whoever sees the status sees the
+        question) until tasks/update or the call's retry delivers its answer, from any process.
+        The job stays input_required while any of its questions waits ("The task MUST stay in
+        input_required until every pending request has been answered")."""
+        client, names = async_redis(), keys()
+        reply_id = await next_outbound_id(self.session_id)
         reply_key = names.reply(self.session_id, reply_id)
         inputs = jobs.inputs_key(self.job)
         async with doorbell().listen(reply_key) as subscription:
@@ -197,7 +290,7 @@ class JobChannel(RequestStream):
                 if self._open_questions == 1:
                     await self._move(Status.INPUT_REQUIRED, Status.WORKING)
                 await self.emit(request_message(reply_id, method, params))  # wakes whoever follows the call
-                raw = await wait_for_reply(client, reply_key, subscription, self)
+                raw = await wait_for_reply(client, reply_key, subscription, self, timeout)
             finally:
                 await client.hdel(inputs, key)
                 self._open_questions -= 1
@@ -206,35 +299,6 @@ class JobChannel(RequestStream):
         if raw is None:
             raise ClientRequestError(method, {"code": -32603, "message": "no answer in time"})
         return json.loads(raw).get("result") or {}
-
-    async def park(self, method, params):
-        """Ask the client, and give the worker slot back until it answers (JobParked ends the
-        run; jobs.resume_parked queues the job again with the answer)."""
-        client, names = async_redis(), keys()
-        outbound_id = await next_outbound_id(self.session_id)
-        parked, timeout = names.parked(self.session_id, outbound_id), get_config()["CLIENT_REQUEST_TIMEOUT"]
-        await self._move(Status.INPUT_REQUIRED, Status.WORKING)
-        async with client.pipeline(transaction=False) as pipe:
-            pipe.set(parked, self.job.id, ex=timeout + 60)
-            pipe.hset(names.call(self.session_id, self.stream_key),
-                      mapping={"parked": outbound_id, "parked_until": int((time.time() + timeout) * 1000)})
-            await pipe.execute()
-        await self.emit(request_message(outbound_id, method, params))
-        # An answer that came before the parked key could be seen: whoever deletes the key goes
-        # on with it (streams.deliver_reply stores the reply before it looks).
-        raw = await client.get(names.reply(self.session_id, outbound_id))
-        if raw is None or not await client.getdel(parked):
-            raise JobParked()
-        reply = json.loads(raw)
-        async with client.pipeline(transaction=False) as pipe:
-            pipe.rpush(names.job_answers(self.job.id), jobs.dumps({k: reply.get(k) for k in ("result", "error")}))
-            pipe.expire(names.job_answers(self.job.id), get_config()["STREAM_TTL"])
-            pipe.hdel(names.call(self.session_id, self.stream_key), "parked", "parked_until")
-            pipe.delete(jobs.pending_request_key(self.job))
-            await pipe.execute()
-        self.answers.append(reply)
-        await self._move(Status.WORKING, Status.INPUT_REQUIRED)
-        return _answer(method, reply)
 
     async def _move(self, status, from_status):
         if await jobs.transition(self.job.id, status, (from_status,)):
@@ -263,6 +327,68 @@ class JobChannel(RequestStream):
 class JobParked(BaseException):
     """The tool asked its client and its run ends here (a BaseException: a tool's ``except
     Exception`` does not swallow it); it runs again when the answer arrives."""
+
+
+#: Loop turns without a new question after which an async tool that waits for answers is taken
+#: to wait on nothing else (what rounds.py does for an inline handler's round).
+SETTLE_TURNS = 3
+
+
+async def run_until_parked(coroutine, channel):
+    """Run an async tool's coroutine; its value, or JobParked once it waits only for answers.
+
+    Every question asked before the run ends is sent and registered (``channel.outstanding``);
+    the tool's task is cancelled (no task is left on the loop). A branch doing something else
+    meanwhile (``asyncio.gather`` of a question and other I/O) is stopped with it and runs again
+    on the next run, as everything the tool does before its answers does."""
+    task = asyncio.ensure_future(coroutine)
+    try:
+        while not task.done():
+            waiter = asyncio.ensure_future(channel.changed.wait())
+            try:
+                await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
+            if task.done():
+                break
+            channel.changed.clear()
+            if await _waits_only_for_answers(task, channel):
+                raise JobParked()
+        return task.result()
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def _waits_only_for_answers(task, channel) -> bool:
+    for _ in range(SETTLE_TURNS):
+        await asyncio.sleep(0)
+        if task.done() or channel.changed.is_set() or channel._sending:
+            return False  # a question still being sent sets ``changed`` once it is
+    return bool(channel.outstanding)
+
+
+_worker_concurrency = None
+
+
+@signals.celeryd_after_setup.connect
+def _remember_concurrency(sender=None, instance=None, **_kwargs):
+    """The worker's pool size, known in its main process before it forks the pool processes."""
+    global _worker_concurrency
+    _worker_concurrency = getattr(instance, "concurrency", None)
+
+
+def held_waits_limit() -> int:
+    """How many of this worker's slots may wait for clients at once (jobs that cannot park):
+    JOB_HELD_WAITS, by default all but one of its pool processes."""
+    configured = get_config()["JOB_HELD_WAITS"]
+    if configured is not None:
+        return configured
+    from celery import current_app
+
+    slots = _worker_concurrency or current_app.conf.worker_concurrency or os.cpu_count() or 1
+    return max(int(slots) - 1, 0)
 
 
 def _answer(method, reply: dict) -> dict:
@@ -375,13 +501,9 @@ def run_job(self, job_id: str, session_id: str = "", stream_key: str = ""):
         text = f"Tool {job.tool} is not registered in this worker."
         bridge().run(jobs.finish(job, Status.FAILED, error_result(text), error=text, **jobs.internal_failure(job)))
         return
-    answers = bridge().run(_answers_of(job))
-    JobRun(job, spec, answers).execute(worker=f"{self.request.hostname}:{os.getpid()}")
-
-
-async def _answers_of(job) -> list:
-    """The client's answers to what earlier runs of this call asked (jobs.py: parked jobs)."""
-    return [json.loads(raw) for raw in await async_redis().lrange(keys().job_answers(job.id), 0, -1)]
+    asked, answers = bridge().run(jobs.asked_and_answered(job.id))
+    JobRun(job, spec, asked, answers, worker=self.request.hostname or "").execute(
+        worker=f"{self.request.hostname}:{os.getpid()}")
 
 
 #: The outcome of a tool that did not return or raise an Exception (its process is stopping).
@@ -391,9 +513,11 @@ _PARKED = object()
 
 
 class JobRun:
-    def __init__(self, job, spec, answers=()):
+    def __init__(self, job, spec, asked=None, answers=None, worker=""):
         self.job, self.spec = job, spec
-        self.channel = JobChannel(job, answers, may_park=not inspect.iscoroutinefunction(spec.func))
+        may_park = get_config()["JOB_PARK_ON_ASK"] and spec.job_options.get("park", True)
+        self.channel = JobChannel(job, asked, answers, may_park=bool(may_park),
+                                  sync=not inspect.iscoroutinefunction(spec.func), worker=worker)
         self.handle = _Handle(self.channel)
         self.context = None
         self._watchers = []
@@ -423,7 +547,7 @@ class JobRun:
         control.running[(self.job.session_id, jobs.cancel_key(self.job))] = (self.channel, self.handle)
         await control.beat(self.job.session_id, self.job.stream_key)
         self.context = await self._make_context()
-        if self.job.attempts > 1 or self.channel.answers:
+        if self.job.attempts > 1 or self.channel.asked_before:
             self.context._last_progress = await self._progress_sent()
         loop = asyncio.get_running_loop()
         self._watchers = [loop.create_task(self._progress_heartbeat()), loop.create_task(self._watch_row())]
@@ -456,7 +580,10 @@ class JobRun:
         if self.spec.context_param:
             kwargs[self.spec.context_param] = self.context
         if inspect.iscoroutinefunction(self.spec.func):
-            self.handle.future = bridge().submit(self.spec.func(**kwargs))
+            coroutine = self.spec.func(**kwargs)
+            if self.channel.may_park:
+                coroutine = run_until_parked(coroutine, self.channel)
+            self.handle.future = bridge().submit(coroutine)
             return self.handle.future.result()
         return (self.spec.celery_task or self.spec.func)(**kwargs)
 
@@ -489,7 +616,8 @@ class JobRun:
         control.running.pop((self.job.session_id, jobs.cancel_key(self.job)), None)
         progress = self.channel.unwritten_progress()
         if result is _PARKED:
-            await job_store().flush()  # the question is in the database before the slot is free
+            await job_store().flush()  # the questions are in the database before the slot is free
+            await self.channel.park()
             return
         if result is _UNFINISHED:
             # The process is being stopped (Celery's hard time limit sends SIGTERM first, then

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_transport.testing import HttpClient, LiveWorker
+from mcp_transport.testing import HttpClient, LiveWorker, ModernClient
 
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE = 60.0
@@ -89,7 +89,11 @@ def test_other_users_jobs_start_while_two_jobs_wait_for_answers_and_an_answer_re
 def test_delete_ends_a_job_waiting_for_its_client(server, server_env):
     client, stream, _call, _ask = ask_and_wait(server)
     stream.close()
-    assert job_statuses(server_env, client.session_id) == ["input_required"]
+    # Parked once the run has ended (its question goes out first).
+    deadline = time.monotonic() + DEADLINE
+    while job_statuses(server_env, client.session_id) != ["input_required"]:
+        assert time.monotonic() < deadline, job_statuses(server_env, client.session_id)
+        time.sleep(0.5)
     assert client.delete().status == 200
     assert job_statuses(server_env, client.session_id) == ["cancelled"]
 
@@ -109,3 +113,17 @@ def test_a_question_nobody_answers_times_out_and_the_tool_goes_on(server):
     result = seen[-1]["result"]
     assert result["isError"] is True and "no answer in time" in result["content"][0]["text"], result
     stream.close()
+
+
+def test_a_parked_modern_question_nobody_answers_times_out(server):
+    """A 2026-07-28 task's question expires the same way (noticed by tasks/get): it leaves
+    inputRequests and the tool goes on with ClientRequestError."""
+    client = ModernClient(server.url, {"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {}})
+    created = client.post("tools/call", {"name": "confirm_delete", "arguments": {"filename": "x.txt"}}).json["result"]
+    deadline = time.monotonic() + DEADLINE + ASK_TIMEOUT
+    while (task := client.post("tasks/get", {"taskId": created["taskId"]}).json["result"])["status"] in (
+            "working", "input_required"):
+        assert time.monotonic() < deadline, task
+        time.sleep(0.2)
+    assert "no answer in time" in task["result"]["content"][0]["text"], task
+    assert task["result"]["isError"] is True and "inputRequests" not in task

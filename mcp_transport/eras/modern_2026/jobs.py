@@ -6,12 +6,13 @@ cancellation of that request ... The server SHOULD stop work" (spec 2026-07-28 t
 call whose client goes away cancels its job (revoked if no worker took it yet, ``ctx.cancelled``
 otherwise), and nothing more is sent for it.
 
-Questions (multi-round trip, SEP-2322). A background tool is not replayed as an inline one is
-(rounds.py): its job waits in the worker. The round ends with an ``InputRequiredResult`` whose
-sealed ``requestState`` names the job and how far the call's stream was read; the retry, on any
-web process, hands the job its answers (jobs.deliver_inputs) and relays the stream from there,
-to the result or the next question. The job is not cancelled while it waits for a retry (the
-round ended with a complete response); it waits ``CLIENT_REQUEST_TIMEOUT`` at most.
+Questions (multi-round trip, SEP-2322). The round ends with an ``InputRequiredResult`` whose
+sealed ``requestState`` names the job and how far the call's stream was read, and the job parks
+(jobs.py: its worker slot is free, its questions stay). The retry, on any web process, hands the
+job its answers (jobs.deliver_inputs, which queues it again: it runs from its start with them)
+and relays the stream from there, to the result or the next question. The job is not cancelled
+while it waits for a retry (the round ended with a complete response); a question waits
+``CLIENT_REQUEST_TIMEOUT`` at most.
 """
 import asyncio
 import logging

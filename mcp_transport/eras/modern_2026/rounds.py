@@ -11,8 +11,8 @@ An async handler that asks several questions at once (``asyncio.gather``) asks t
 round: an unanswered question parks its branch, and the round ends once no branch asks anything
 new. A sync handler (in a worker thread) ends the round at its first unanswered question.
 
-Background (Celery) tools do not replay: their job waits in the worker, and the retry hands it
-the answers (``background.py``).
+Background (Celery) tools replay in the worker instead: their job parks until the retry hands
+it the answers (jobs.py, modern_jobs.py).
 """
 import asyncio
 
