@@ -23,9 +23,25 @@ class McpTransportConfig(AppConfig):
         flush_events_at_shutdown()
         connect_signals()  # revoking a token takes effect on the next request
         enforce_request_limits()
+        connect_layers()
         if apps.is_installed("corsheaders"):
             # CORS for browsers from ALLOWED_ORIGINS: the one list (cors.py).
             from corsheaders.signals import check_request_enabled
 
             from .cors import allowed_by_mcp_transport
             check_request_enabled.connect(allowed_by_mcp_transport, dispatch_uid="mcp_transport.cors")
+
+
+def connect_layers():
+    """The calls that go up the package's layers (docs/development.md, "Package layout"), made
+    through hooks the lower module offers, so that no module imports one above it."""
+    from . import auth
+    from .eras.legacy_2025 import tasks
+    from .methods import dispatch
+    from .running import jobs
+    from .state import control, sessions
+
+    dispatch.serve_tasks(tasks)  # the 2025-11-25 tasks utility: tasks/*, task-augmented calls
+    sessions.on_close(jobs.end_session_jobs)  # a closed session's background jobs end with it
+    control.on_message("closed", sessions.forget)  # its quick-resume copy in each process too
+    control.on_message("auth_forget", auth.forget_local)  # a revoked token, in each process's cache

@@ -8,7 +8,7 @@ from django.apps import apps
 from django.urls import path
 
 from .transports.streamable_http import McpHttpConsumer
-from .transports.serving import MCP_PATHS
+from .transports.endpoints import MCP_PATHS
 from .transports.http_sse import MessagesConsumer, SseConsumer
 
 #: The endpoints' paths ("/mcp"), for their protected resource metadata (views.py).

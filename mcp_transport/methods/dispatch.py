@@ -17,7 +17,6 @@ from django.db import close_old_connections
 
 from .. import __version__
 from ..state import metrics, sessions
-from ..eras.legacy_2025 import tasks
 from . import threads
 from ..auth import may_use
 from ..conf import get_config
@@ -57,8 +56,8 @@ def capabilities() -> dict:
         caps["prompts"] = {"listChanged": True}
     if registry.prompts or registry.templates:
         caps["completions"] = {}
-    if any(spec.task_support for spec in registry.tools.values()):
-        caps["tasks"] = tasks.capability()
+    if _tasks is not None and any(spec.task_support for spec in registry.tools.values()):
+        caps["tasks"] = _tasks.capability()
     return caps
 
 
@@ -232,7 +231,7 @@ async def tools_call(params, call):
             raise InvalidParams(str(exc)) from None
         return error_result(str(exc))
     if task is not None:
-        return await tasks.create(spec, arguments, params, call)
+        return await _tasks.create(spec, arguments, params, call)
     if spec.context_param:
         kwargs[spec.context_param] = make_context(spec, params, call)
     return await _run_tool(spec, kwargs, call)
@@ -403,8 +402,19 @@ HANDLERS = {
     "prompts/get": prompts_get,
     "completion/complete": completion_complete,
     "logging/setLevel": logging_set_level,
-    **tasks.HANDLERS,
 }
+
+#: The 2025-11-25 tasks utility (eras/legacy_2025/tasks.py), once ``serve_tasks`` plugged it in.
+_tasks = None
+
+
+def serve_tasks(utility) -> None:
+    """Serve the tasks utility's methods (``utility.HANDLERS``), its capability
+    (``utility.capability()``) and task-augmented calls (``utility.create``). The app plugs in
+    eras/legacy_2025/tasks.py when it is ready (apps.py): the methods, below the eras, import none."""
+    global _tasks
+    _tasks = utility
+    HANDLERS.update(utility.HANDLERS)
 
 #: The capability each method belongs to: "methods of features we did not declare return -32601".
 _METHOD_CAPABILITY = {"tools/": "tools", "resources/": "resources", "prompts/": "prompts",

@@ -56,6 +56,10 @@ RELATED_TASK = "io.modelcontextprotocol/related-task"
 CANCELLED_BY_CLIENT = "Cancelled by the client."
 
 
+#: The Celery task that runs a job (worker.py), as the queues and the workers know it.
+RUN_JOB = "mcp_transport.run_job"
+
+
 def new_job_id() -> str:
     """Unguessable (192 bits): it is also the MCP taskId, which alone reaches a task's result
     where no authorization context binds it ("receivers MUST generate cryptographically secure
@@ -148,11 +152,12 @@ class _CallRecord:
 
 
 async def enqueue(job, spec) -> None:
-    from .worker import run_job  # imports Celery: only where jobs are sent
+    # By name: worker.py, which registers the task, imports this module.
+    from celery import current_app  # imports Celery: only where jobs are sent
 
     def send():
-        run_job.apply_async(args=[job.id, job.session_id, job.stream_key], task_id=job.celery_task_id,
-                            **celery_options(spec))
+        current_app.tasks[RUN_JOB].apply_async(args=[job.id, job.session_id, job.stream_key],
+                                               task_id=job.celery_task_id, **celery_options(spec))
 
     # kombu's publish is blocking I/O: keep it off the event loop, in the broker's own threads.
     await threads.run(threads.BROKER, threads.owner_of(job.session_id), send)
@@ -600,7 +605,7 @@ async def deliver_inputs(job, responses: dict) -> list:
         raw = entries.get(key)
         if raw is None or not await client.hdel(inputs_key(job), key):
             continue
-        # What streams.deliver_reply does (not imported: streams imports dispatch, which imports this).
+        # What streams.deliver_reply does (not imported: streams imports this module).
         reply_id = json.loads(raw)["id"]
         reply = {"id": reply_id, "result": value}
         reply_key = keys().reply(job.session_id, reply_id)

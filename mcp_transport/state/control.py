@@ -7,7 +7,12 @@ session (and a stream or request) and says what to do; each process acts on what
 - ``takeover``: a client resumed a stream elsewhere, so connections still writing it here end
   (the newest resume wins: after a network switch the old TCP connection may look alive for
   minutes, and the client has moved on);
-- ``closed``: the session was deleted or terminated, so its connections end and its requests stop.
+- ``closed``: the session was deleted or terminated, so its connections end and its requests stop;
+- ``auth_forget``: a token was revoked or changed (auth/), so no process trusts its cached check.
+
+What a module above this one keeps per process (auth's token cache, the sessions kept for a
+quick resume) it drops through ``on_message()``: it registers when the app is ready (apps.py),
+so that this module imports nothing above it.
 
 A housekeeping task per process beats the heart of every request it runs, so that another
 process can tell a request whose process died (an orphan) from a slow one, flushes
@@ -21,7 +26,7 @@ import secrets
 import time
 import weakref
 
-from . import metrics, samples, sessions
+from . import metrics, samples
 from .bell import doorbell
 from ..conf import get_config
 from ..connections import async_redis, keys
@@ -33,6 +38,8 @@ running = {}
 #: (session id, stream key) -> SseWriters of this process writing that stream.
 writers = {}
 _listening = weakref.WeakKeyDictionary()
+#: kind -> what other modules do on a control message of that kind (``on_message``).
+listeners = {}
 
 
 def request_key(request_id) -> str:
@@ -61,6 +68,14 @@ def open_streams_by_session() -> dict:
 def message(kind: str, session_id: str, **fields) -> str:
     """A control message, as ``handle()`` reads it."""
     return json.dumps({"kind": kind, "s": session_id, **fields})
+
+
+def on_message(kind: str, listener) -> None:
+    """Call ``listener(session_id)`` on every message of ``kind`` that reaches this process, after
+    what ``handle()`` does itself (for ``auth_forget`` the "session id" is the token's digest)."""
+    held = listeners.setdefault(kind, [])
+    if listener not in held:
+        held.append(listener)
 
 
 async def publish(kind: str, session_id: str, **fields) -> None:
@@ -97,16 +112,13 @@ def handle(payload: dict) -> None:
         for writer in list(writers.get((session_id, payload["k"]), ())):
             if writer.token != payload["t"]:
                 writer.finish_with_retry()
-    elif kind == "auth_forget":  # a token was revoked or changed (session_id is its digest)
-        from ..auth import forget_local
-
-        forget_local(session_id)
     elif kind == "closed":
-        sessions.forget(session_id)
         cancel_local(session_id, None)
         for (owner, _stream), held in list(writers.items()):
             for writer in list(held) if owner == session_id else ():
                 writer.finish()
+    for listener in listeners.get(kind, ()):
+        listener(session_id)
 
 
 def cancel_local(session_id: str, request_key_or_none) -> None:

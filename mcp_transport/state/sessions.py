@@ -18,7 +18,7 @@ from typing import Optional
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
-from . import metrics
+from . import control, metrics
 from ..conf import get_config
 from ..connections import async_redis, keys
 from ..models import McpSession
@@ -183,6 +183,17 @@ async def update(record: SessionRecord, **changes) -> None:
     await database_sync_to_async(McpSession.objects.filter(pk=record.id).update)(**changes)
 
 
+#: What modules above this one do when sessions close (``on_close``).
+_on_close = []
+
+
+def on_close(hook) -> None:
+    """Await ``hook(session_ids)`` in ``close_many()``, before the sessions' keys go. Registered
+    when the app is ready (apps.py): running/jobs.py ends the sessions' background jobs."""
+    if hook not in _on_close:
+        _on_close.append(hook)
+
+
 async def close(session_id: str, reason: str) -> None:
     """Close the session everywhere: row, live copy, buffered events; every process ends its
     open streams and stops its running requests (the ``closed`` control message)."""
@@ -192,8 +203,6 @@ async def close(session_id: str, reason: str) -> None:
 async def close_many(session_ids: list, reason: str) -> None:
     """``close()`` for many sessions at once: one UPDATE, one Redis round trip for the keys and
     the control messages, and the event store's deletions side by side (the cleanup's path)."""
-    from . import control
-    from ..running import jobs
     from ..storage import get_event_store
 
     names = keys()
@@ -201,9 +210,11 @@ async def close_many(session_ids: list, reason: str) -> None:
         forget(session_id)
     await _close_rows(session_ids, reason)
     metrics.incr(f"sessions_closed:{reason}", len(session_ids))
-    # Background jobs end with their session: one waiting for the gone client's answer, parked or
-    # in its worker slot, would otherwise hold on until CLIENT_REQUEST_TIMEOUT.
-    await jobs.end_session_jobs(session_ids)
+    # Background jobs end with their session (running/jobs.py, through on_close): one waiting for
+    # the gone client's answer, parked or in its worker slot, would otherwise hold on until
+    # CLIENT_REQUEST_TIMEOUT.
+    for hook in _on_close:
+        await hook(session_ids)
     subscribed, addresses = await _subscriptions_and_addresses(session_ids)
     async with async_redis().pipeline(transaction=False) as pipe:
         for session_id, uris, address in zip(session_ids, subscribed, addresses):

@@ -33,7 +33,7 @@ from twisted.web import http as twisted_http
 from ..state import metrics
 from ..conf import get_config
 from ..protocol import http
-from .serving import MCP_PATHS
+from .endpoints import MCP_PATHS
 
 #: Seconds a refused connection stays half-open for the client to read the response.
 LINGER_SECONDS = 5

@@ -10,11 +10,6 @@ import asyncio
 import functools
 import sys
 
-#: Suffixes of the paths whose request bodies MAX_REQUEST_BYTES bounds while they arrive under
-#: daphne ("/mcp"); ``routing.mcp_path()`` adds each endpoint it routes.
-MCP_PATHS = set()
-
-
 def tune_daphne() -> bool:
     """Memoise Twisted's Content-Type parsing, and send on TCP at once when nothing is queued.
 
