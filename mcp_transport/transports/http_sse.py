@@ -25,7 +25,6 @@ import asyncio
 import logging
 from urllib.parse import parse_qs
 
-import redis
 from channels.consumer import AsyncConsumer
 from channels.exceptions import StopConsumer
 
@@ -34,7 +33,7 @@ from ..state import control, metrics, sessions
 from ..running import streams
 from ..conf import get_config
 from ..connections import async_redis, keys
-from .streamable_http import JSON_HEADERS, SSE_HEADERS, check_host
+from .streamable_http import JSON_HEADERS, SSE_HEADERS, answer_failures, check_host
 from ..protocol import http, ids, jsonrpc, sse
 from ..protocol.cursor import Cursor
 from ..protocol.errors import ProtocolError, TransportError
@@ -88,16 +87,7 @@ class _Endpoint(AsyncConsumer):
 
     async def respond(self, handle):
         """Run ``handle()``; a failure before the response started becomes a JSON error reply."""
-        try:
-            await handle()
-        except ProtocolError as exc:
-            await self.send_error(exc)
-        except redis.RedisError:
-            logger.exception("Redis is unreachable")
-            await self.send_error(ProtocolError("The session store is unavailable.", http_status=503))
-        except Exception:
-            logger.exception("the HTTP+SSE endpoint failed")
-            await self.send_error(ProtocolError("Internal error.", http_status=500))
+        await answer_failures(handle(), self.send_error, "HTTP+SSE", logger)
 
     async def send_error(self, exc: ProtocolError):
         if self.response_started:

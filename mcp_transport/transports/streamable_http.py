@@ -45,6 +45,21 @@ SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-
                (b"x-accel-buffering", b"no")]
 
 
+async def answer_failures(work, send_error, endpoint: str, log=logger) -> None:
+    """Await ``work``; what it raises becomes the one error reply of every endpoint: a
+    ProtocolError as itself, Redis unreachable as 503, anything else as 500 (and a log record)."""
+    try:
+        await work
+    except ProtocolError as exc:
+        await send_error(exc)
+    except redis.RedisError:
+        log.exception("Redis is unreachable")
+        await send_error(ProtocolError("The session store is unavailable.", http_status=503))
+    except Exception:
+        log.exception("the %s endpoint failed", endpoint)
+        await send_error(ProtocolError("Internal error.", http_status=500))
+
+
 def _allowed_hosts():
     hosts = settings.ALLOWED_HOSTS
     if settings.DEBUG and not hosts:
@@ -81,16 +96,7 @@ class McpHttpConsumer(AsyncConsumer):
         if message.get("more_body") and self.size <= get_config()["MAX_REQUEST_BYTES"]:
             return
         body, self.body = b"".join(self.body), None  # a held stream keeps no copy of its request
-        try:
-            await self.handle(body)
-        except ProtocolError as exc:
-            await self.send_error(exc)
-        except redis.RedisError:
-            logger.exception("Redis is unreachable")
-            await self.send_error(ProtocolError("The session store is unavailable.", http_status=503))
-        except Exception:
-            logger.exception("the MCP endpoint failed")
-            await self.send_error(ProtocolError("Internal error.", http_status=500))
+        await answer_failures(self.handle(body), self.send_error, "MCP")
         if not self.tasks:
             raise StopConsumer()
 

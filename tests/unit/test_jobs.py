@@ -198,3 +198,44 @@ def test_only_plain_calls_with_valid_arguments_run_in_background(reg):
     assert not dispatch.runs_in_background(_tools_call("crunch"))  # missing n: an isError result inline
     assert not dispatch.runs_in_background(_tools_call("crunch", task={}))
     assert not dispatch.runs_in_background(Request(id=1, method="tools/call", params={"name": ["x"]}))
+
+
+# --- the task a taskId names (both eras) ----------------------------------------------------
+
+@pytest.fixture
+def stored(monkeypatch):
+    """jobs.load over a dict of rows; the ids it was asked for."""
+    rows, asked = {}, []
+
+    async def load(job_id):
+        asked.append(job_id)
+        return rows.get(job_id)
+
+    monkeypatch.setattr(jobs, "load", load)
+    return rows, asked
+
+
+async def test_load_task_finds_only_a_task_of_its_owner_its_session_and_its_era(stored):
+    rows, asked = stored
+    legacy = _job(id=jobs.new_job_id(), is_task=True, principal="alice", session_id="s1")
+    modern = _job(id=jobs.new_job_id(), is_task=True, principal="alice", session_id="x",
+                  context=jobs.modern_context({}))
+    plain = _job(id=jobs.new_job_id(), is_task=False, principal="alice", session_id="s1")
+    rows.update({job.id: job for job in (legacy, modern, plain)})
+    assert await jobs.load_task(legacy.id, "alice", session_id="s1") is legacy
+    assert await jobs.load_task(legacy.id, "bob", session_id="s1") is None
+    assert await jobs.load_task(legacy.id, "alice", session_id="s2") is None
+    assert await jobs.load_task(legacy.id, "alice", modern=True) is None
+    assert await jobs.load_task(modern.id, "alice", modern=True) is modern
+    assert await jobs.load_task(modern.id, "alice", session_id="s1") is None
+    assert await jobs.load_task(plain.id, "alice", session_id="s1") is None
+    asked.clear()
+    assert await jobs.load_task("no\x00such task", "alice", modern=True) is None
+    assert asked == []  # not a job id: not looked up
+
+
+def test_a_task_expires_with_its_ttl_and_one_without_ttl_never():
+    old = datetime(2020, 1, 1, tzinfo=timezone.utc)
+    assert jobs.task_expired(_job(created_at=old, ttl_ms=60000))
+    assert not jobs.task_expired(_job(created_at=old, ttl_ms=None))
+    assert not jobs.task_expired(_job(created_at=datetime.now(timezone.utc), ttl_ms=60000))

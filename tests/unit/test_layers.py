@@ -9,7 +9,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def lint_imports(cwd):
-    command = [str(Path(sys.executable).parent / "lint-imports"), "--no-cache", "--no-logo"]
+    binary = Path(sys.executable).parent / "lint-imports"
+    assert binary.exists(), "lint-imports is missing: `make install` installs requirements-dev.txt"
+    command = [str(binary), "--no-cache", "--no-logo"]
     return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300)
 
 

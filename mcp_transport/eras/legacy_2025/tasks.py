@@ -11,7 +11,6 @@ Tasks are bound to the session that created them: another session's task ids are
 import base64
 import binascii
 import json
-from datetime import timedelta
 
 from channels.db import database_sync_to_async
 from django.utils import timezone
@@ -53,20 +52,12 @@ async def create(spec, arguments, params, call) -> dict:
     return {"task": jobs.task_view(job)}
 
 
-def _expired(job) -> bool:
-    return job.ttl_ms is not None and timezone.now() > job.created_at + timedelta(milliseconds=job.ttl_ms)
-
-
 async def owned(params, call) -> McpJob:
     """The session's task named by ``taskId``, or -32602 ("Invalid or nonexistent taskId")."""
-    task_id = params.get("taskId")
-    # Our task ids are job ids (jobs.new_job_id): anything else names no task, and is not looked
-    # up (a NUL, say, which the database would refuse in a query).
-    job = await jobs.load(task_id) if jobs.is_job_id(task_id) else None
-    # Another session's or principal's task is as unknown as a task that never existed.
-    if job is None or not job.is_task or (job.session_id, job.principal) != (call.session.id, call.session.principal):
+    job = await jobs.load_task(params.get("taskId"), call.session.principal, session_id=call.session.id)
+    if job is None:
         raise InvalidParams("Failed to retrieve task: Task not found.")
-    if _expired(job):
+    if jobs.task_expired(job):
         raise InvalidParams("Failed to retrieve task: Task has expired.")
     return job
 
@@ -116,7 +107,7 @@ def _after(cursor):
 async def tasks_list(params, call):
     size = get_config()["PAGE_SIZE"]
     rows = [job for job in await _page(call.session.id, _after(params.get("cursor")), size)]
-    page = {"tasks": [jobs.task_view(job) for job in rows[:size] if not _expired(job)]}
+    page = {"tasks": [jobs.task_view(job) for job in rows[:size] if not jobs.task_expired(job)]}
     if len(rows) > size:
         page["nextCursor"] = _cursor(rows[size - 1])
     return page

@@ -13,7 +13,6 @@ Modern tasks have no session: they are bound to the principal that created them 
 key; nobody's when authorization is off) and to knowing the taskId (192 random bits).
 """
 import secrets
-from datetime import timedelta
 
 from django.utils import timezone
 
@@ -98,11 +97,8 @@ async def owned(params, call):
     -32602 for an unknown, foreign or expired one."""
     if not tasks_extension.declared(call.session.client_capabilities):
         raise missing_extension("This method")
-    job = await jobs.load(tasks_extension.task_id(params))
-    # Another principal's task is as unknown as a task that never existed.
-    if job is None or not job.is_task or not jobs.is_modern(job) or job.principal != call.session.principal:
-        raise tasks_extension.not_found()
-    if job.ttl_ms is not None and timezone.now() > job.created_at + timedelta(milliseconds=job.ttl_ms):
+    job = await jobs.load_task(tasks_extension.task_id(params), call.session.principal, modern=True)
+    if job is None or jobs.task_expired(job):
         raise tasks_extension.not_found()
     return job
 

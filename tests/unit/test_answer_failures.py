@@ -1,0 +1,53 @@
+"""The one error mapping of the HTTP endpoints (transports.streamable_http.answer_failures), which
+Streamable HTTP and the 2024-11-05 HTTP+SSE endpoints both use."""
+import logging
+
+import pytest
+import redis
+
+from mcp_transport.protocol.errors import InvalidRequest, ProtocolError
+from mcp_transport.transports.streamable_http import answer_failures
+
+
+async def fail(exc):
+    raise exc
+
+
+async def mapped(exc, caplog):
+    errors = []
+
+    async def send_error(error):
+        errors.append(error)
+
+    with caplog.at_level(logging.ERROR):
+        await answer_failures(fail(exc), send_error, "test")
+    (error,) = errors
+    return error
+
+
+async def test_a_protocol_error_is_answered_as_itself(caplog):
+    refused = InvalidRequest("Bad request.")
+    assert await mapped(refused, caplog) is refused
+    assert not caplog.records
+
+
+@pytest.mark.parametrize("exc, status, logged", [(redis.ConnectionError("down"), 503, "Redis is unreachable"),
+                                                 (KeyError("bug"), 500, "the test endpoint failed")])
+async def test_anything_else_is_a_logged_5xx_with_a_clear_message(exc, status, logged, caplog):
+    error = await mapped(exc, caplog)
+    assert isinstance(error, ProtocolError) and error.http_status == status
+    assert error.message in ("The session store is unavailable.", "Internal error.")
+    assert [record.getMessage() for record in caplog.records] == [logged]
+
+
+async def test_work_that_succeeds_sends_no_error(caplog):
+    errors = []
+
+    async def ok():
+        return None
+
+    async def send_error(error):
+        errors.append(error)
+
+    await answer_failures(ok(), send_error, "test")
+    assert errors == []
