@@ -219,3 +219,57 @@ def test_delete_ends_a_parked_async_job(servers, server_env):
     until(lambda: job_statuses(server_env, session_id) == ["input_required"], every=0.5)
     assert session.client.delete().status == 200
     assert job_statuses(server_env, session_id) == ["cancelled"]
+
+
+@pytest.fixture(scope="module")
+def holding_server(start_server, server_env):
+    """A worker of two slots whose tools do not park (JOB_PARK_ON_ASK off): they wait in their
+    slot, at most one of the two (JOB_HELD_WAITS' default) and for 45 s at most."""
+    queue = f"{server_env['CELERY_QUEUE']}-held"
+    settings = {"CLIENT_REQUEST_TIMEOUT": 600, "JOB_PARK_ON_ASK": False, "JOB_HELD_ASK_TIMEOUT": 45}
+    server = start_server(CELERY_QUEUE=queue, MCP_TRANSPORT_JSON=json.dumps(settings))
+    worker = LiveWorker(queue=queue, cwd=ROOT, concurrency=2,
+                        env={**server_env, "CELERY_QUEUE": queue, "LOG_LEVEL": "INFO",
+                             "MCP_TRANSPORT_JSON": json.dumps({**settings, "HEARTBEAT_SECONDS": 0.3})}).start()
+    yield server
+    worker.stop()
+
+
+def confirm(server):
+    """A session calling confirm_job: (client, its stream, the call, the elicitation or the result)."""
+    client = HttpClient(server.url)
+    client.initialize(capabilities=ASKS)
+    call = client.message("tools/call", {"name": "confirm_job", "arguments": {"question": "Ship it?"}})
+    stream = client.stream("POST", call, timeout=DEADLINE + 45)
+    while True:
+        event = stream.next_event(timeout=DEADLINE + 45)
+        assert event is not None, stream.raw
+        message = json.loads(event.data) if event.data else {}
+        if message.get("method") == "elicitation/create" or message.get("id") == call["id"]:
+            return client, stream, call, message
+
+
+def test_jobs_that_wait_in_their_slot_leave_one_free_and_wait_less_long(holding_server):
+    client, stream, call, asked = confirm(holding_server)
+    assert asked.get("method") == "elicitation/create"
+
+    # The second slot may not wait for a client too: the ask fails at once, and other jobs run.
+    _client, refused_stream, _call, refused = confirm(holding_server)
+    refused_stream.close()
+    text = refused["result"]["content"][0]["text"]
+    assert refused["result"]["isError"] is True and "too many of this worker's slots wait" in text, refused
+    other_users_job_finishes(holding_server)
+
+    answer = {"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"confirm": True}}}
+    assert client.request("POST", answer).status == 202
+    while (message := json.loads(stream.next_event(timeout=DEADLINE).data or "{}")).get("id") != call["id"]:
+        pass
+    assert message["result"]["content"][0]["text"] == "confirmed"
+    stream.close()
+
+    # Unanswered, such a wait ends after JOB_HELD_ASK_TIMEOUT (45 s), not CLIENT_REQUEST_TIMEOUT (600 s).
+    _client, stream, call, asked = confirm(holding_server)
+    while (message := json.loads(stream.next_event(timeout=DEADLINE + 45).data or "{}")).get("id") != call["id"]:
+        pass
+    assert "no answer in time" in message["result"]["content"][0]["text"], message
+    stream.close()
