@@ -81,7 +81,7 @@ DEFAULTS = {
     #: The event store: a dotted path and its keyword arguments (storage/: ``maxlen``, ``ttl``
     #: and ``session_max_events`` default to the three keys above; the Redis store also takes
     #: ``persist`` "batched" | "write_through" | "off", ``flush_interval``, ``flush_max``,
-    #: ``max_unwritten``).
+    #: ``max_unwritten``, ``unwritten_wait``).
     "EVENT_STORE": {"BACKEND": "mcp_transport.storage.redis.RedisEventStore", "OPTIONS": {}},
     #: Seconds between heartbeats of running requests; one silent for 3 beats is an orphan
     #: (its process died) and a resuming client gets an error response for it.

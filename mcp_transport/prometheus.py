@@ -36,6 +36,8 @@ COUNTERS = {
     "mcp_jobs_submitted": ("jobs_submitted", "Background jobs submitted (tools run by Celery workers)."),
     "mcp_events_write_dropped": ("events_write_dropped", "Events whose database row the database refused "
                                  "(not in the durable record; the other rows of their batch were written)."),
+    "mcp_events_unwritten_overrun": ("events_unwritten_overrun", "Appends that waited unwritten_wait seconds for "
+                                     "the database and went on: Redis may trim events whose rows wait for a retry."),
 }
 #: metric name -> (label, counter name prefix, label values, help)
 LABELLED_COUNTERS = {

@@ -13,9 +13,18 @@ the refused rows are alone; those are dropped from the durable record, counted
 (``events_write_dropped``) and logged in one line per batch. A failure of the database itself
 (``OperationalError``, ``InterfaceError``: down, restarting, locked) is retryable: the rows stay
 queued and are written again after a back-off, while Redis keeps serving them.
+
+*No event leaves Redis before its row is written* ("keep the Redis copy until its row is safe",
+issue 10): ``Flusher.admit`` holds an append back while its stream already has ``maxlen`` events
+unwritten, or its session ``session_max_events`` events or ``session_max_bytes`` bytes (the
+limits past which the Redis store trims or evicts), so what Redis trims has been written. The
+backlog is counted per stream and session, and the wait happens before the append joins a
+shared script call, so one session's backlog (a database outage, a flood) holds back that
+session's appends only. The wait is bounded (``unwritten_wait``): see ``Flusher.admit``.
 """
 import asyncio
 import logging
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 from django.db import InterfaceError, OperationalError, close_old_connections, connections, router, transaction
@@ -73,20 +82,27 @@ class Flusher:
     """Rows waiting for the database, written in bulk off the loop. One per event loop.
 
     With ``max_unwritten``, ``make_room`` holds appends back while that many rows are not in the
-    database yet (waiting, being written, or waiting for a retry). ``counters`` (a
+    database yet (waiting, being written, or waiting for a retry). ``limits`` (a ``Backlog``)
+    bounds the unwritten events of each stream and session (``admit``). ``counters`` (a
     ``signals.RedisCounters``) counts the rows the database refused. ``closed_sessions(ids)``
     (async) says which sessions closed: their rows written meanwhile are deleted again."""
 
     def __init__(self, table: EventTable, interval: float, max_rows: int, max_unwritten=None, counters=None,
-                 closed_sessions=None):
+                 closed_sessions=None, limits=None):
         self.table, self.interval, self.max_rows = table, interval, max_rows
         self.max_unwritten, self.counters, self.closed_sessions = max_unwritten, counters, closed_sessions
+        self.limits = limits
         self._rows = []
         self._writing = 0
         self._failures = 0  # consecutive retryable failures: the back-off's index
         self._full = asyncio.Event()
         self._task = None
         self._written = None
+        #: Unwritten events admitted, by ("stream", session, stream), ("session", session) and
+        #: bytes by ("bytes", session); zero entries are deleted.
+        self._held = Counter()
+        #: Since when (loop time) each session's appends wait for the database.
+        self._waiting_since = {}
 
     def unwritten(self) -> int:
         return len(self._rows) + self._writing
@@ -99,6 +115,79 @@ class Flusher:
             if self._written is None:
                 self._written = asyncio.get_running_loop().create_future()
             await asyncio.shield(self._written)
+
+    # -- the backlog of each stream and session --------------------------------------------
+
+    async def admit(self, session_id: str, stream_key: str, size: int) -> None:
+        """Count one event of ``size`` bytes as unwritten, once its stream and session have
+        room for it (``Backlog``); ``release`` it when its row is written, refused or dropped.
+
+        When they have none, the database is behind (an outage: rows wait for a retry), and
+        the issue asks to "keep the Redis copy until its row is safe". So the append waits for
+        the rows before it to be written, but for ``limits.wait`` seconds at most in all per
+        stall of the session: an unbounded wait would hold the session's requests (their call
+        slots, a sync tool's thread) for as long as the outage lasts, so the web process keeps
+        them bounded. Past that, appends go on and Redis may trim events whose rows still wait:
+        they are not lost (they stay queued here and are written when the database is back),
+        but a client more than a ring behind cannot read them until then. Counted as
+        ``events_unwritten_overrun``. Other sessions never wait for this one."""
+        loop = asyncio.get_running_loop()
+        while self._no_room(session_id, stream_key, size):
+            since = self._waiting_since.setdefault(session_id, loop.time())
+            left = since + self.limits.wait - loop.time()
+            if left <= 0:
+                self._overrun(session_id)
+                break
+            self._full.set()  # write now, do not wait for the interval
+            if self._written is None:
+                self._written = loop.create_future()
+            try:
+                await asyncio.wait_for(asyncio.shield(self._written), left)
+            except asyncio.TimeoutError:
+                pass
+        else:
+            self._waiting_since.pop(session_id, None)
+        self._hold(session_id, stream_key, size, 1)
+
+    def _no_room(self, session_id, stream_key, size) -> bool:
+        """Whether one more event would take the stream or the session past its limit (an
+        event alone larger than a limit waits only for the ones before it)."""
+        limits, held = self.limits, self._held
+        if limits is None:
+            return False
+        in_stream, in_session = held["stream", session_id, stream_key], held["session", session_id]
+        kept_bytes = held["bytes", session_id]
+        return ((in_stream and in_stream + 1 > limits.stream) or (in_session and in_session + 1 > limits.session)
+                or (limits.session_bytes is not None and kept_bytes and kept_bytes + size > limits.session_bytes))
+
+    def _overrun(self, session_id):
+        if self.counters is not None:
+            self.counters.add_soon({"events_unwritten_overrun": 1})
+        logger.warning("session %s… has waited %.0f s for the database: its events go on, and Redis may trim some "
+                       "whose rows still wait for a retry", session_id[:8], self.limits.wait)
+
+    def _hold(self, session_id, stream_key, size, sign):
+        if self.limits is None:
+            return
+        for key, amount in ((("stream", session_id, stream_key), 1), (("session", session_id), 1),
+                            (("bytes", session_id), size)):
+            self._held[key] += sign * amount
+            if self._held[key] <= 0:
+                del self._held[key]
+
+    def release(self, rows) -> None:
+        """The rows' events are no longer unwritten (written, refused, dropped, never added)."""
+        for session_id, stream_key, _, data, _ in rows:
+            self._hold(session_id, stream_key, len(data), -1)
+        if rows:
+            self._wake()
+
+    def _wake(self):
+        written, self._written = self._written, None
+        if written is not None and not written.done():
+            written.set_result(None)
+
+    # -- rows ------------------------------------------------------------------------------
 
     def add(self, rows: list) -> None:
         self._rows.extend(rows)
@@ -151,9 +240,9 @@ class Flusher:
         finally:
             self._writing -= len(rows)
             self._rows[:0] = retry  # before anything added meanwhile: positions stay in order
-            written, self._written = self._written, None
-            if written is not None and not written.done():
-                written.set_result(None)
+            waiting = {id(row) for row in retry}
+            self.release([row for row in rows if id(row) not in waiting])
+            self._wake()
 
     async def forget_closed(self, rows) -> None:
         """A session closed while its rows waited here or were being written: its DELETE
@@ -178,7 +267,18 @@ class Flusher:
             self.counters.add_soon({"events_write_dropped": len(refused)})
 
     def drop_session(self, session_id: str) -> None:
+        dropped = [row for row in self._rows if row[0] == session_id]
         self._rows = [row for row in self._rows if row[0] != session_id]
+        self.release(dropped)
+
+
+class Backlog:
+    """How many unwritten events a stream (``stream``) and a session (``session`` events,
+    ``session_bytes`` bytes, None: no byte limit) may have, and the longest an append waits for
+    room (``wait`` seconds per stall of its session)."""
+
+    def __init__(self, stream: int, session: int, session_bytes, wait: float):
+        self.stream, self.session, self.session_bytes, self.wait = stream, session, session_bytes, wait
 
 
 def _one_line(error) -> str:

@@ -29,8 +29,12 @@ keep are counted in ``lengths`` too (``b|<key>``), so the script knows them with
 *Durability* (``persist``). ``"batched"`` (default): an event is in Redis when ``append``
 returns, and reaches the database within ``flush_interval`` seconds (or as soon as
 ``flush_max`` events wait); losing Redis's copy *and* the appending process within that window
-loses it. With ``max_unwritten`` at most that many events are in that window: appends wait
-for the database beyond it. ``"write_through"``: ``append`` returns once the event is in Redis and in the
+loses it. No event leaves Redis before its row is written: an append waits while its stream
+has ``maxlen`` events unwritten, or its session ``session_max_events`` events or
+``session_max_bytes`` bytes (what Redis would trim or evict next), for ``unwritten_wait``
+seconds at most per stall (``persist.Flusher.admit``), and only that session's appends wait.
+With ``max_unwritten`` at most that many events of the whole process are in that window:
+appends wait for the database beyond it (workers). ``"write_through"``: ``append`` returns once the event is in Redis and in the
 database (slower appends, no window). ``"off"``: Redis only; a flush or restart of Redis loses
 every buffered event.
 
@@ -55,7 +59,7 @@ from ..protocol.jsonrpc import dumps
 from . import persist
 from .base import (EventStore, Replay, StoredEvent, UnknownEvent, merge, missing_reason, position_key,
                    stats_from_counts)
-from .persist import PERSIST_MODES, EventTable, Flusher
+from .persist import PERSIST_MODES, Backlog, EventTable, Flusher
 from .signals import Coalescer, RedisCounters, closed_sessions, metrics_key
 
 APPEND_LUA = """
@@ -342,8 +346,9 @@ class _LoopState:
         self.append_script = client.register_script(APPEND_LUA)
         self.delete_script = client.register_script(DELETE_LUA)
         self.batcher = Coalescer(store._send)
+        backlog = Backlog(store.maxlen, store.session_max_events, store.session_max_bytes, store.unwritten_wait)
         self.flusher = (Flusher(store.table, store.flush_interval, store.flush_max, store.max_unwritten,
-                                store.counters, closed_sessions) if store.table else None)
+                                store.counters, closed_sessions, backlog) if store.table else None)
 
 
 class RedisEventStore(EventStore):
@@ -351,17 +356,20 @@ class RedisEventStore(EventStore):
     ``session_max_events``, and ``session_max_bytes``: SESSION_MAX_BYTES, None for none), ``persist`` ("batched", "write_through", "off"),
     ``flush_interval`` (seconds, 0.2), ``flush_max`` (events, 500) and ``max_unwritten``
     (events, None: no limit; appends wait while this many are not in the database yet) for
-    "batched", and ``approximate_trim`` (XADD MAXLEN ~: cheaper, keeps up to ~100 more events than maxlen)."""
+    "batched", ``unwritten_wait`` (seconds, 30: the longest a session's appends wait for the
+    database while its backlog of unwritten events is full), and ``approximate_trim`` (XADD
+    MAXLEN ~: cheaper, keeps up to ~100 more events than maxlen)."""
 
     source = "redis"
 
     def __init__(self, *, persist: str = "batched", flush_interval: float = 0.2, flush_max: int = 500,
-                 max_unwritten=None, approximate_trim: bool = False, **ring):
+                 max_unwritten=None, unwritten_wait: float = 30.0, approximate_trim: bool = False, **ring):
         super().__init__(**ring)
         if persist not in PERSIST_MODES:
             raise ImproperlyConfigured(f"EVENT_STORE option persist must be one of {PERSIST_MODES}, not {persist!r}.")
         self.persist, self.approximate_trim = persist, approximate_trim
         self.flush_interval, self.flush_max, self.max_unwritten = flush_interval, flush_max, max_unwritten
+        self.unwritten_wait = unwritten_wait
         self.table = EventTable() if persist != "off" else None
         self.counters = RedisCounters()
         self._loops = weakref.WeakKeyDictionary()
@@ -384,7 +392,11 @@ class RedisEventStore(EventStore):
         if data is None:
             data = dumps(message) if message is not None else b""
         item = _Append(session_id, stream_key, final, data)
-        return EventId(stream_key, await self._state().batcher.submit(item) or CLOSED_POSITION)
+        state = self._state()
+        if state.flusher is not None:
+            # Before the shared script call, so that only this session waits for its backlog.
+            await state.flusher.admit(session_id, stream_key, len(data))
+        return EventId(stream_key, await state.batcher.submit(item) or CLOSED_POSITION)
 
     async def _send(self, items) -> list:
         """One script call for a batch of appends; returns their positions in order."""
@@ -392,14 +404,18 @@ class RedisEventStore(EventStore):
         if limit and len(items) > limit:  # else the script could trim unwritten events of the batch
             return [position for start in range(0, len(items), limit)
                     for position in await self._send(items[start:start + limit])]
-        names = StoreKeys()
-        args, order = _script_args(self, names, items)
-        state = self._state()
-        if state.flusher is not None:
-            await state.flusher.make_room(len(items))
+        names, state = StoreKeys(), self._state()
         positions = [None] * len(items)
-        for index, position in zip(order, await state.append_script(keys=names.shared, args=args)):
-            positions[index] = position
+        try:
+            args, order = _script_args(self, names, items)
+            if state.flusher is not None:
+                await state.flusher.make_room(len(items))
+            for index, position in zip(order, await state.append_script(keys=names.shared, args=args)):
+                positions[index] = position
+        finally:
+            if state.flusher is not None:  # what makes no row is no longer unwritten (admit)
+                state.flusher.release([(item.session_id, item.stream_key, None, item.data, item.final)
+                                       for item, position in zip(items, positions) if not position])
         if self.table is not None:
             await self._persist([(item.session_id, item.stream_key, position, item.data, item.final)
                                  for item, position in zip(items, positions) if position], state)
@@ -409,11 +425,17 @@ class RedisEventStore(EventStore):
         if self.persist == "write_through":
             # A refused row costs only itself; rows the failing database did not take are
             # retried by the flusher, as batched ones (Redis has them meanwhile).
-            retry, refused = await self.table.run(persist.write_rows, rows)
+            try:
+                retry, refused = await self.table.run(persist.write_rows, rows)
+            except BaseException:
+                state.flusher.release(rows)
+                raise
+            waiting = {id(row) for row in retry}
+            state.flusher.release([row for row in rows if id(row) not in waiting])
             state.flusher.count_refused(refused)
-            await state.flusher.forget_closed(rows)
             if retry:
                 state.flusher.add(retry)
+            await state.flusher.forget_closed(rows)
         else:
             state.flusher.add(rows)
 

@@ -299,6 +299,79 @@ async def test_rows_are_written_again_after_the_database_failed(stores, session_
     assert await ids_of(await store.replay_after(session_id, ids[0])) == ids[1:]
 
 
+# -- no event leaves Redis before its row is written, on a web process too (issue 10) -----------
+
+def database_outage(monkeypatch):
+    """Every write of event rows fails as a database that is down does (OperationalError: the
+    rows wait for a retry) while ``outage["down"]`` is true."""
+    from django.db import OperationalError
+
+    from mcp_transport.storage import persist
+
+    insert, outage = persist.insert_rows, {"down": True}
+
+    def failing(rows):
+        if outage["down"]:
+            raise OperationalError("the database is down")
+        return insert(rows)
+
+    monkeypatch.setattr(persist, "insert_rows", failing)
+    return outage
+
+
+async def test_during_a_database_outage_redis_trims_no_unwritten_event(stores, session_id, stream_key, monkeypatch):
+    """A web process's store (no max_unwritten): "keep the Redis copy until its row is safe".
+    With a ring's worth of the stream unwritten, its next append waits for the database instead
+    of making Redis trim an event no row holds yet; another session's appends do not wait; once
+    the database is back, a follower that fell behind reads every event."""
+    from mcp_transport.protocol.ids import new_session_id
+
+    outage = database_outage(monkeypatch)
+    store, follower = stores(maxlen=5, flush_interval=0.05), stores(maxlen=5)
+    first = await append_many(store, session_id, stream_key, 5)
+    held = asyncio.ensure_future(store.append(session_id, stream_key, notification(5)))
+    other = new_session_id()
+    other_ids = await asyncio.wait_for(append_many(store, other, stream_key, 5), 10)  # its own ring's worth
+    assert await ids_of(await follower.read_after(other, stream_key, "0-0")) == other_ids
+    await asyncio.sleep(0.3)  # the held append had every chance to go on (it must not)
+    assert not held.done()
+    assert await ids_of(await follower.read_after(session_id, stream_key, "0-0")) == first
+    outage["down"] = False
+    sixth = await asyncio.wait_for(held, 30)
+    later = await append_many(store, session_id, stream_key, 6, start=6)
+    await store.flush()
+    assert await ids_of(await follower.read_after(session_id, stream_key, first[0].position)) == first[1:] + [sixth] + later
+    assert await row_count(store, session_id) == 12
+
+
+async def test_the_sessions_backlog_counts_across_its_streams(stores, session_id, monkeypatch):
+    """SESSION_MAX_EVENTS evicts the session's oldest event, whichever its stream: an append to
+    another stream of a session whose backlog is full waits too."""
+    database_outage(monkeypatch)
+    store = stores(maxlen=100, session_max_events=4, flush_interval=0.05)
+    first = await append_many(store, session_id, "a" * 16, 4)
+    held = asyncio.ensure_future(store.append(session_id, "b" * 16, notification(9)))
+    await asyncio.sleep(0.3)
+    assert not held.done()
+    assert await ids_of(await store.read_after(session_id, "a" * 16, "0-0")) == first
+    held.cancel()
+
+
+async def test_an_append_waits_for_the_database_only_so_long(stores, session_id, stream_key, monkeypatch):
+    """The wait is bounded (unwritten_wait, per stall of the session): then appends go on (the
+    rows stay queued and are written once the database is back), counted as an overrun."""
+    outage = database_outage(monkeypatch)
+    store = stores(maxlen=3, flush_interval=0.05, unwritten_wait=0.5)
+    ids = await append_many(store, session_id, stream_key, 3)
+    ids += await asyncio.wait_for(append_many(store, session_id, stream_key, 3, start=3), 30)
+    await asyncio.sleep(RedisCounters.DELAY * 4)
+    assert int(await async_redis().hget(StoreKeys().shared[0], "events_unwritten_overrun") or 0) >= 1
+    outage["down"] = False
+    await store.flush()
+    await store.flush()
+    assert await ids_of(await stores().read_after(session_id, stream_key, ids[0].position)) == ids[1:]
+
+
 async def test_a_replay_waits_for_events_still_in_another_processs_batch(stores, session_id, stream_key):
     """Redis lost the stream while its last events wait in the appending process's batch: a
     replay in another process reads the database again until they are there (issue 10)."""
