@@ -9,6 +9,7 @@ nothing. The deadlines below are far under that stall and far over a loaded mach
 """
 import json
 import os
+import secrets
 import subprocess
 import sys
 import time
@@ -127,3 +128,27 @@ def test_a_parked_modern_question_nobody_answers_times_out(server):
         time.sleep(0.2)
     assert "no answer in time" in task["result"]["content"][0]["text"], task
     assert task["result"]["isError"] is True and "inputRequests" not in task
+
+
+def test_the_cleanup_expires_a_parked_call_nobody_follows(server, server_env):
+    """A plain 2026-07-28 call whose client never retries has nobody following its stream: the
+    cleanup task expires its question, and the job ends with the tool's answer to that."""
+    filename = f"{secrets.token_hex(6)}.txt"
+    asked = ModernClient(server.url, {"elicitation": {}}).post(
+        "tools/call", {"name": "confirm_delete", "arguments": {"filename": filename}}).json["result"]
+    assert asked["resultType"] == "input_required", asked
+    code = ("import asyncio, json; from mcp_transport.operations import cleanup; "
+            "from mcp_transport.models import McpJob; asyncio.run(cleanup()); "
+            f"job = McpJob.objects.get(arguments__filename={filename!r}); print(json.dumps([job.status, job.result]))")
+    env = {**os.environ, **server_env, "CELERY_QUEUE": f"{server_env['CELERY_QUEUE']}-fair",
+           "MCP_TRANSPORT_JSON": json.dumps({"CLIENT_REQUEST_TIMEOUT": ASK_TIMEOUT})}
+    deadline = time.monotonic() + DEADLINE + ASK_TIMEOUT
+    while True:
+        done = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, capture_output=True,
+                              text=True, env=env, check=True)
+        status, result = json.loads(done.stdout.strip().splitlines()[-1])
+        if status not in ("queued", "working", "input_required"):
+            break
+        assert time.monotonic() < deadline, (status, done.stderr)
+        time.sleep(1)
+    assert "no answer in time" in result["content"][0]["text"], result
