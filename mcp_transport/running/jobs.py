@@ -345,6 +345,7 @@ async def resume_parked(value: str, reply: dict) -> bool:
     if job is None or not index.isdigit():
         return False
     await _record_answer(job, int(index), reply)
+    await async_redis().hdel(pending_request_key(job), str(reply.get("id")))
     return await requeue(job)
 
 
@@ -369,7 +370,6 @@ async def requeue(job) -> bool:
         # A beat with it: a job neither parked nor beating would look lost to jobs.watch.
         pipe.hset(names.call(job.session_id, job.stream_key), "beat", int(time.time() * 1000))
         pipe.hdel(names.call(job.session_id, job.stream_key), "parked", "parked_until")
-        pipe.delete(pending_request_key(job))
         await pipe.execute()
     retry_id = str(uuid.uuid4())
     # attempts - 1: the run that starts now goes on with the same attempt (worker.JobRun.start
@@ -409,6 +409,7 @@ async def expire_parked(session_id: str, call: dict) -> bool:
                                                                           "reason": "timed out"})
             await get_event_store().append(session_id, job.stream_key, cancelled)
         await _record_answer(job, index, {"error": {"code": -32603, "message": "no answer in time"}})
+        await async_redis().hdel(pending_request_key(job), str(entry["id"]))
         expired = True
     return await requeue(job) if expired else False
 
@@ -642,8 +643,9 @@ def related_task_meta(job) -> dict:
 
 
 def pending_request_key(job) -> str:
-    """The request a task-augmented job waits on the client for, so tasks/result can send it."""
-    return f"{keys().prefix}:jobask:{job.id}"
+    """The requests a task-augmented job waits on the client for (a hash: request id -> message),
+    so tasks/result can send them."""
+    return f"{keys().prefix}:jobpending:{job.id}"
 
 
 def dumps(message) -> str:

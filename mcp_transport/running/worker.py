@@ -120,6 +120,8 @@ class JobChannel(RequestStream):
         #: now, and an event set whenever one more waits.
         self.outstanding, self._sending, self.changed = {}, 0, asyncio.Event()
         self._held = 0
+        #: The request id each asking task of a task-augmented job sent (jobs.pending_request_key).
+        self._request_of = {}
         #: monotonic time of the last progress notification (the tool's or a heartbeat).
         self.last_progress_at = time.monotonic()
         self.last_total = None
@@ -136,8 +138,13 @@ class JobChannel(RequestStream):
             params = message["params"]
             params["_meta"] = {**params.get("_meta", {}), **jobs.related_task_meta(self.job)}
         if message and "method" in message and "id" in message and self.job.is_task:
-            await async_redis().set(jobs.pending_request_key(self.job), jobs.dumps(message),
-                                    ex=get_config()["CLIENT_REQUEST_TIMEOUT"] + 60)
+            # Every open question of a task, for tasks/result to send (two may be open at once).
+            pending = jobs.pending_request_key(self.job)
+            self._request_of[asyncio.current_task()] = message["id"]
+            async with async_redis().pipeline(transaction=False) as pipe:
+                pipe.hset(pending, str(message["id"]), jobs.dumps(message))
+                pipe.expire(pending, get_config()["CLIENT_REQUEST_TIMEOUT"] + 60)
+                await pipe.execute()
         if message is not None:
             fitted, _ = quotas.within_event_size(message, jsonrpc.dumps(message))
             if fitted is None:
@@ -267,7 +274,9 @@ class JobChannel(RequestStream):
         try:
             return await super().request(method, params, timeout=timeout)
         finally:
-            await async_redis().delete(jobs.pending_request_key(self.job))
+            request_id = self._request_of.pop(asyncio.current_task(), None)
+            if request_id is not None:
+                await async_redis().hdel(jobs.pending_request_key(self.job), str(request_id))
             await self._move(Status.WORKING, Status.INPUT_REQUIRED)
 
     async def _ask(self, method, params, key, timeout):

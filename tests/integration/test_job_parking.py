@@ -273,3 +273,34 @@ def test_jobs_that_wait_in_their_slot_leave_one_free_and_wait_less_long(holding_
         pass
     assert "no answer in time" in message["result"]["content"][0]["text"], message
     stream.close()
+
+
+def test_a_task_asking_two_questions_at_once_sends_both_on_tasks_result(servers):
+    """A 2025-11-25 task of multi_input, followed by tasks/result on the other web process: both
+    open questions go out there (a task kept only its last one), and their answers finish it."""
+    first, second = servers
+    client = HttpClient(first.url)
+    client.initialize(capabilities=ASKS)
+    task = client.call("tools/call", {"name": "multi_input", "arguments": {}, "task": {}})["result"]["task"]
+    until(lambda: client.call("tasks/get", {"taskId": task["taskId"]})["result"]["status"] == "input_required")
+    follower = client.on(second.url)
+    call = follower.message("tasks/result", {"taskId": task["taskId"]})
+    stream = follower.stream("POST", call, timeout=DEADLINE)
+    questions = {}
+    while len(questions) < 2:
+        event = stream.next_event(timeout=DEADLINE)
+        assert event is not None, (questions, stream.raw)
+        message = json.loads(event.data) if event.data else {}
+        if message.get("method") == "elicitation/create":
+            questions[message["params"]["message"]] = message["id"]
+    for question, name in (("Second name?", "Kim"), ("First name?", "Lou")):
+        reply = {"jsonrpc": "2.0", "id": questions[question], "result": named(name)}
+        assert client.request("POST", reply).status == 202
+    while (event := stream.next_event(timeout=DEADLINE)) is not None:
+        message = json.loads(event.data) if event.data else {}
+        if message.get("id") == call["id"]:
+            assert message["result"]["content"][0]["text"] == "Lou and Kim", message
+            break
+    else:
+        raise AssertionError(stream.raw)
+    stream.close()

@@ -135,9 +135,10 @@ async def _follow(job, channel):
     async with doorbell().listen(keys().stream_bell(session_id, stream_key)) as bell:
         events = await store.read_after(session_id, stream_key, "0-0")
         position = events[-1].id.position if events else "0-0"
-        pending = await async_redis().get(jobs.pending_request_key(job))
-        if pending and not any(event.final for event in events):
-            await channel.emit(json.loads(pending))
+        pending = await async_redis().hgetall(jobs.pending_request_key(job))
+        if not any(event.final for event in events):
+            for request_id in sorted(pending, key=int):  # in the order they were asked
+                await channel.emit(json.loads(pending[request_id]))
         while not any(event.final for event in events):
             if await bell.wait(min(get_config()["KEEPALIVE_SECONDS"], get_config()["HEARTBEAT_SECONDS"])) is None:
                 await jobs.watch_job(job)
