@@ -174,6 +174,8 @@ class Flusher:
             self._held[key] += sign * amount
             if self._held[key] <= 0:
                 del self._held[key]
+        if ("session", session_id) not in self._held:  # its stall, if any, is over
+            self._waiting_since.pop(session_id, None)
 
     def release(self, rows) -> None:
         """The rows' events are no longer unwritten (written, refused, dropped, never added)."""

@@ -444,3 +444,17 @@ async def test_byte_bookkeeping_follows_trims_and_deletes(stores, session_id):
     names = StoreKeys()
     fields = await async_redis().hkeys(names.shared[1])
     assert not [field for field in fields if session_id in field]
+
+
+async def test_the_backlog_keeps_nothing_of_a_session_once_its_rows_are_written(stores, session_id, stream_key,
+                                                                               monkeypatch):
+    """What admit() counts per session goes with the session's last unwritten row (no entry per
+    session ever seen), and a new stall gets its whole wait again."""
+    outage = database_outage(monkeypatch)
+    store = stores(maxlen=2, flush_interval=0.05, unwritten_wait=0.3)
+    await asyncio.wait_for(append_many(store, session_id, stream_key, 4), 30)  # overran once
+    outage["down"] = False
+    await store.flush()
+    await store.flush()
+    flusher = store._state().flusher
+    assert not flusher._held and not flusher._waiting_since
