@@ -39,9 +39,10 @@ def connect_layers():
     from .eras.legacy_2025 import tasks
     from .methods import dispatch
     from .running import jobs
-    from .state import control, sessions
+    from .state import control, quotas, sessions
 
     dispatch.serve_tasks(tasks)  # the 2025-11-25 tasks utility: tasks/*, task-augmented calls
     sessions.on_close(jobs.end_session_jobs)  # a closed session's background jobs end with it
+    quotas.on_reclaim(jobs.watch_job)  # a caller at its limit frees the places of lost jobs
     control.on_message("closed", sessions.forget)  # its quick-resume copy in each process too
     control.on_message("auth_forget", auth.forget_local)  # a revoked token, in each process's cache

@@ -52,8 +52,12 @@ DEFAULTS = {
     #: Addresses or networks of front proxies whose X-Forwarded-For names the client; a
     #: forwarded header from any other peer is ignored.
     "TRUSTED_PROXIES": [],
-    #: Requests of one session running at once (tools, resources, prompts, completions; 429 above).
+    #: Requests of one session running at once (tools, resources, prompts, completions, and its
+    #: background jobs until they end; 429 above).
     "MAX_CALLS_PER_SESSION": 32,
+    #: The same for sessionless 2026-07-28 requests, per caller: its principal when AUTH is on,
+    #: else its client address (TRUSTED_PROXIES). Tasks count until they end.
+    "MAX_CALLS_PER_CALLER": 64,
     #: Seconds an inline tool (one the web process runs) may run; then it is stopped and the call
     #: gets an error result. None: no limit. Background tools have Celery's time limits.
     "TOOL_MAX_SECONDS": 600,

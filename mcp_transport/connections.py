@@ -127,8 +127,13 @@ class Keys:
         return f"{self.prefix}:addrsess:{address}"
 
     def calls(self, session_id):
-        """Sorted set of a session's requests running now, scored by when they expire (quotas.py)."""
+        """Sorted set of the requests and background jobs of a session (or of a 2026-07-28 caller,
+        ``caller:<digest>``) running now, scored by when they expire (quotas.py)."""
         return f"{self.prefix}:calls:{session_id}"
+
+    def job_slot(self, job_id):
+        """The running-calls set (``calls``) a background job counts in, until it ends (quotas.py)."""
+        return f"{self.prefix}:jobslot:{job_id}"
 
     def subscriptions(self, session_id):
         """The resource URIs a session subscribed to."""

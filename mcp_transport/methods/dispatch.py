@@ -39,7 +39,8 @@ class Call:
     principal: Any = None
     #: Reaches the client while the request runs (notify, request, close_stream, cancelled).
     channel: Any = None
-    #: Its place among the session's running requests (quotas.admit_call), released at its end.
+    #: Its place among its owner's running calls (a quotas.Slot), freed at its end unless the
+    #: background job it creates takes it over.
     quota: Any = None
     #: True once a task of its own runs it (that task releases the quota).
     started: bool = False

@@ -125,13 +125,15 @@ def _active_job_of_request(session_id, request_id):
 # -- submitting ------------------------------------------------------------------------------
 
 async def submit(spec, arguments: dict, *, session_id: str, request_id, stream_key: str, user_id=None,
-                 principal="", progress_token=None, is_task=False, ttl_ms=None, context=None) -> McpJob:
+                 principal="", progress_token=None, is_task=False, ttl_ms=None, context=None, slot=None) -> McpJob:
     """Create the job and queue it; its answer will come on ``stream_key`` (``context``: what a
-    2026-07-28 call brings instead of a session, ``modern_context()``)."""
+    2026-07-28 call brings instead of a session, ``modern_context()``; ``slot``: the request's
+    place among its owner's running calls, which the job holds until it ends, quotas.py)."""
     job = McpJob(id=new_job_id(), session_id=session_id, user_id=user_id, principal=principal, request_id=request_id,
                  stream_key=stream_key, tool=spec.name, arguments=arguments, progress_token=progress_token,
                  is_task=is_task, ttl_ms=ttl_ms, celery_task_id=str(uuid.uuid4()), context=context or {})
     await _insert(job)
+    await quotas.hand_to_job(slot, job.id)  # before it is queued: finish() frees it
     metrics.incr("jobs_submitted")
     await control.register_call(_CallRecord(job), job=job.id)
     try:
@@ -173,6 +175,7 @@ async def finish(job, status: str, result=None, error: str = "", allowed=McpJob.
                             finished_at=timezone.now(), **fields):
         return False
     job.status, job.result, job.error = status, result, error
+    await quotas.release_job(job.id)
     await answer(job)
     await metrics.record_job(status, (timezone.now() - job.created_at).total_seconds())
     return True

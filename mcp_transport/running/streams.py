@@ -373,7 +373,7 @@ async def _run(stream, request, call):
     finally:
         control.running.pop(key, None)
         # Before the response goes out: the client may send its next call as soon as it has it.
-        await quotas.release_call(stream.session_id, call.quota)
+        await quotas.release_call(call.quota)
     if stream.cancelled:
         # "Receivers ... SHOULD: Not send a response for the cancelled request." -- spec
         # 2025-11-25 basic/utilities/cancellation. The stream ends with a terminal marker.

@@ -5,18 +5,29 @@
   session that idled out stops counting once its live key is gone (an admitted session's key is
   written after its database row, so only entries older than ``ADMISSION_GRACE_SECONDS`` are
   checked for it);
-- requests of a session running at once (``MAX_CALLS_PER_SESSION``): a sorted set scored by the
-  time each entry expires, so the entry of a process that died goes by itself;
+- calls running at once, per session (``MAX_CALLS_PER_SESSION``) and, for the sessionless
+  2026-07-28 era, per caller (``MAX_CALLS_PER_CALLER``: the principal when authorization is on,
+  else the client address): a sorted set per owner, scored by the time each entry expires, so
+  the entry of a process that died goes by itself. A background job counts as the call it is
+  until it ends, queued, running or waiting for its client (``hand_to_job``): its entry is
+  ``job:<id>``, freed by whoever ends the job (jobs.finish) and, should that process die first,
+  by the next admission the owner is refused (``reclaim_ended_jobs``: ended jobs' entries go, a
+  job whose worker was killed is declared lost first);
 - ``resources/subscribe`` URIs per session (``MAX_SUBSCRIPTIONS_PER_SESSION``);
 - and, with no Redis of its own, the size of one stored event (``within_event_size``).
 
 A refusal is counted as ``limit_refusals:<limit>`` (metrics.py).
 """
+import hashlib
 import logging
 import math
 import secrets
 import time
 import weakref
+from dataclasses import dataclass
+from typing import Optional
+
+from channels.db import database_sync_to_async
 
 from . import metrics
 from ..conf import get_config
@@ -50,12 +61,22 @@ return -1
 """
 
 ADMIT_CALL_LUA = """
--- KEYS[1]: the session's running requests. ARGV: limit, now (ms), token, expiry (ms), ttl (ms).
+-- KEYS[1]: the owner's running calls. ARGV: limit, now (ms), token, expiry (ms), ttl (ms).
 local key = KEYS[1]
 redis.call('ZREMRANGEBYSCORE', key, '-inf', ARGV[2])
 if redis.call('ZCARD', key) >= tonumber(ARGV[1]) then return 0 end
 redis.call('ZADD', key, ARGV[4], ARGV[3])
-redis.call('PEXPIRE', key, ARGV[5])
+if redis.call('PTTL', key) < tonumber(ARGV[5]) then redis.call('PEXPIRE', key, ARGV[5]) end
+return 1
+"""
+
+HAND_TO_JOB_LUA = """
+-- KEYS[1]: the owner's running calls, KEYS[2]: the job's record of its owner. ARGV: the call's
+-- token (or ''), the job's entry, its expiry (ms), ttl (ms).
+if ARGV[1] ~= '' then redis.call('ZREM', KEYS[1], ARGV[1]) end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[4]) then redis.call('PEXPIRE', KEYS[1], ARGV[4]) end
+redis.call('SET', KEYS[2], KEYS[1], 'PX', ARGV[4])
 return 1
 """
 
@@ -113,26 +134,117 @@ async def admit_session(address: str, session_id: str) -> None:
                            retry_after=wait)
 
 
-async def admit_call(session_id: str):
-    """Count a request that starts running in this session; returns its token for
-    ``release_call``, or raises LimitReached (the request is not run)."""
-    config = get_config()
-    limit = config["MAX_CALLS_PER_SESSION"]
+#: Seconds a background job's entry lasts if nobody releases it: longer than a job lives, since
+#: whoever ends it frees it, and a refused admission frees the entries of ended jobs.
+JOB_ENTRY_SECONDS = 24 * 3600
+JOB_ENTRY = "job:"
+
+
+@dataclass
+class Slot:
+    """A request's place among its owner's running calls (``admit_call``): ``release_call``
+    frees it when the request ends, unless a job it started took it over (``hand_to_job``)."""
+
+    key: str
+    token: Optional[str]
+
+
+async def admit_call(session_id: str) -> Slot:
+    """Count a request that starts running in this session (MAX_CALLS_PER_SESSION), or raise
+    LimitReached (the request is not run)."""
+    limit = get_config()["MAX_CALLS_PER_SESSION"]
+    return await _admit(keys().calls(session_id), limit, "calls_per_session",
+                        f"This session already runs {limit} requests at once: wait for one to finish.")
+
+
+async def admit_caller_call(principal_key: str, address: str) -> Slot:
+    """The same for a sessionless (2026-07-28) request, counted per caller (MAX_CALLS_PER_CALLER):
+    its principal when authorization is on, else its client address (TRUSTED_PROXIES honoured)."""
+    limit = get_config()["MAX_CALLS_PER_CALLER"]
+    caller = f"principal:{principal_key}" if principal_key else f"address:{address}"
+    owner = "caller:" + hashlib.sha256(caller.encode()).hexdigest()[:32]  # a key of bounded length
+    return await _admit(keys().calls(owner), limit, "calls_per_caller",
+                        f"This client already runs {limit} requests at once: wait for one to finish.")
+
+
+async def _admit(key: str, limit: int, label: str, refusal: str) -> Slot:
     # An entry outlives the longest a call may run, then goes by itself if never released.
-    lifetime_ms = int(((config["TOOL_MAX_SECONDS"] or 24 * 3600) + 60) * 1000)
-    token, now = secrets.token_hex(8), _now_ms()
-    admitted = await _script(ADMIT_CALL_LUA)(keys=[keys().calls(session_id)],
-                                             args=[limit, now, token, now + lifetime_ms, lifetime_ms])
-    if not admitted:
-        metrics.incr("limit_refusals:calls_per_session")
-        raise LimitReached(f"This session already runs {limit} requests at once: wait for one to finish.",
-                           retry_after=1)
-    return token
+    lifetime_ms = int(((get_config()["TOOL_MAX_SECONDS"] or 24 * 3600) + 60) * 1000)
+    token = secrets.token_hex(8)
+    for attempt in range(2):
+        now = _now_ms()
+        if await _script(ADMIT_CALL_LUA)(keys=[key], args=[limit, now, token, now + lifetime_ms, lifetime_ms]):
+            return Slot(key, token)
+        if attempt or not await reclaim_ended_jobs(key):
+            break
+    metrics.incr(f"limit_refusals:{label}")
+    raise LimitReached(refusal, retry_after=1)
 
 
-async def release_call(session_id: str, token) -> None:
-    if token is not None:
-        await async_redis().zrem(keys().calls(session_id), token)
+async def release_call(slot: Optional[Slot]) -> None:
+    if slot is not None and slot.token is not None:
+        token, slot.token = slot.token, None
+        await async_redis().zrem(slot.key, token)
+
+
+async def hand_to_job(slot: Optional[Slot], job_id: str) -> None:
+    """The request's place goes to the background job it created (a job counts as a call until
+    it ends: queued, running or waiting for its client); ``release_job`` frees it."""
+    if slot is None:
+        return
+    token, slot.token = slot.token, None
+    ttl_ms = JOB_ENTRY_SECONDS * 1000
+    await _script(HAND_TO_JOB_LUA)(keys=[slot.key, keys().job_slot(job_id)],
+                                   args=[token or "", JOB_ENTRY + job_id, _now_ms() + ttl_ms, ttl_ms])
+
+
+async def release_job(job_id: str) -> None:
+    """The job ended (whichever process ended it): its place is free."""
+    client = async_redis()
+    owner = await client.getdel(keys().job_slot(job_id))
+    if owner is not None:
+        await client.zrem(owner, JOB_ENTRY + job_id)
+
+
+#: What a refused admission does to each unfinished job of its owner (running/jobs.watch_job,
+#: connected in apps.py: a job whose worker was lost ends then).
+_watch_job = None
+
+
+def on_reclaim(watch) -> None:
+    """``await watch(job)`` for the unfinished jobs of an owner refused at its limit."""
+    global _watch_job
+    _watch_job = watch
+
+
+async def reclaim_ended_jobs(key: str) -> bool:
+    """Free the entries of the owner's jobs that ended without freeing theirs (the process that
+    ended them died first, or the row is gone), after the ``on_reclaim`` hook has looked at the
+    unfinished ones (a worker killed with kill -9 while nobody follows its job: nobody else may). At most once a second per
+    owner: a client hammering at its limit does not hammer the database. True if any was freed."""
+    client = async_redis()
+    if not await client.set(f"{key}:reclaim", "1", nx=True, ex=1):
+        return False
+    ids = [entry[len(JOB_ENTRY):] for entry in await client.zrange(key, 0, -1) if entry.startswith(JOB_ENTRY)]
+    if not ids:
+        return False
+    rows = await _job_rows(ids)
+    running = [job for job in rows.values() if not job.is_terminal] if _watch_job is not None else []
+    for job in running:
+        await _watch_job(job)  # a lost worker's job ends now (and frees its own entry)
+    if running:
+        rows = await _job_rows(ids)
+    ended = [JOB_ENTRY + job_id for job_id in ids if job_id not in rows or rows[job_id].is_terminal]
+    if ended:
+        await client.zrem(key, *ended)
+    return bool(ended)
+
+
+@database_sync_to_async
+def _job_rows(ids):
+    from ..models import McpJob
+
+    return {job.id: job for job in McpJob.objects.filter(id__in=ids)}
 
 
 async def subscribe(session_id: str, uri: str, ttl: int) -> None:

@@ -238,22 +238,23 @@ class McpHttpConsumer(AsyncConsumer):
         auth.require_spec_scopes(target_spec(request), self.principal, self.scope, self.headers)  # 403
         call = Call(session=session, user=self.user, principal=self.principal)
         sse = self.wants_sse(may_send(request))
-        if counts_as_call(request) and not (sse and runs_in_background(request)):
+        if counts_as_call(request):  # a background tool's job counts too, until it ends
             try:
                 call.quota = await quotas.admit_call(session.id)
             except ProtocolError as exc:  # 429: the session runs MAX_CALLS_PER_SESSION already
                 return await self.send_request_error(request, exc)
         try:
             if sse:
-                return await self.respond_sse(session, request, call)  # the request's task releases it
+                # The request's task releases its place, or the job it starts takes it over.
+                return await self.respond_sse(session, request, call)
             # A JSON reply has nowhere to put messages sent before the result: they are dropped.
             call.channel = streams.JsonReplyChannel(request.id)
             reply = await self.run_inline(request, call)
         except BaseException:
             if not call.started:
-                await quotas.release_call(session.id, call.quota)
+                await quotas.release_call(call.quota)
             raise
-        await quotas.release_call(session.id, call.quota)
+        await quotas.release_call(call.quota)
         await self.send_json(200, reply)
 
     async def send_request_error(self, request, exc: ProtocolError):
@@ -272,7 +273,10 @@ class McpHttpConsumer(AsyncConsumer):
 
     async def respond_sse(self, session, request, call):
         if runs_in_background(request, self.principal):
-            return await self.respond_job(session, request)
+            try:
+                return await self.respond_job(session, request, call.quota)
+            finally:
+                await quotas.release_call(call.quota)  # nothing left to free once its job holds it
         stream = streams.RequestStream(session.id, request.id, ids.new_stream_key())
         call.channel = stream
         sessions.remember_for_resume(session)
@@ -283,7 +287,7 @@ class McpHttpConsumer(AsyncConsumer):
         stream.attach(writer)
         await streams.start(stream, request, call)
 
-    async def respond_job(self, session, request):
+    async def respond_job(self, session, request, slot=None):
         """A background tool: a worker runs it (jobs.py) and appends what it sends to the call's
         stream; this connection follows the stream as a resumed GET would, so a client that
         drops it resumes on any process."""
@@ -298,7 +302,8 @@ class McpHttpConsumer(AsyncConsumer):
         try:
             await jobs.submit(registry.tools[params["name"]], params.get("arguments") or {}, session_id=session.id,
                               request_id=request.id, stream_key=stream_key, user_id=self.user_id,
-                              principal=self.principal.key, progress_token=jsonrpc.progress_token(params))
+                              principal=self.principal.key, progress_token=jsonrpc.progress_token(params),
+                              slot=slot)
         except Exception:
             # The stream is primed, so the client may resume it anywhere: it must end with an
             # answer, or every resume would wait for one forever.

@@ -119,19 +119,22 @@ async def _receive_request(session, request, principal, scope, headers):
         await sessions.update(session, state=state.value)
     if scope is not None:
         auth.require_spec_scopes(target_spec(request), principal, scope, headers)
-    if runs_in_background(request, principal):
-        return await _submit_job(session, request, principal)
     call = Call(session=session, user=principal.user or AnonymousUser(), principal=principal)
-    if counts_as_call(request):
+    if counts_as_call(request):  # a background tool's job counts too, until it ends
         try:
             call.quota = await quotas.admit_call(session.id)
         except ProtocolError as exc:  # the session runs MAX_CALLS_PER_SESSION already
             return await reply(session.id, error_message(request.id, exc.code, exc.message))
+    if runs_in_background(request, principal):
+        try:
+            return await _submit_job(session, request, principal, call.quota)
+        finally:
+            await quotas.release_call(call.quota)  # nothing left to free once its job holds it
     try:
         await _start(session, request, call)
     except BaseException:
         if not call.started:
-            await quotas.release_call(session.id, call.quota)
+            await quotas.release_call(call.quota)
         raise
 
 
@@ -159,14 +162,14 @@ def _record_client(session_id, info):
                                                     client_version=str(info.get("version", ""))[:100])
 
 
-async def _submit_job(session, request, principal):
+async def _submit_job(session, request, principal, slot=None):
     """A background tool: a worker runs it and appends what it sends to its stream."""
     params, stream_key = request.params, ids.new_stream_key()
     await add_stream(session.id, stream_key)
     try:
         await jobs.submit(registry.tools[params["name"]], params.get("arguments") or {}, session_id=session.id,
                           request_id=request.id, stream_key=stream_key, user_id=principal.user_id,
-                          principal=principal.key, progress_token=jsonrpc.progress_token(params))
+                          principal=principal.key, progress_token=jsonrpc.progress_token(params), slot=slot)
     except Exception:
         # The stream is listed, so followers wait for its answer: it must get one.
         logger.exception("submitting a job of %s failed", params["name"])

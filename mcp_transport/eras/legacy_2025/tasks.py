@@ -47,7 +47,7 @@ async def create(spec, arguments, params, call) -> dict:
                             stream_key=new_stream_key(), user_id=call.session.user_id,
                             principal=call.session.principal,
                             progress_token=meta.get("progressToken"), is_task=True,
-                            ttl_ms=granted_ttl(params.get("task")))
+                            ttl_ms=granted_ttl(params.get("task")), slot=call.quota)
     job = await jobs.load(job.id)  # its timestamps, as the database keeps them
     return {"task": jobs.task_view(job)}
 

@@ -19,7 +19,7 @@ import redis
 from ... import auth, logs
 from ...methods import dispatch
 from . import jobs as modern_jobs, tasks as modern_tasks, rounds
-from ...state import sessions
+from ...state import quotas, sessions
 from ...running import streams
 from ...state.bell import doorbell
 from ...conf import get_config
@@ -133,6 +133,21 @@ async def post(consumer, message):
     auth.require_spec_scopes(dispatch.target_spec(request), consumer.principal, consumer.scope, consumer.headers)
     call = dispatch.Call(session=stateless_session(meta, consumer.user_id, consumer.principal.key),
                          user=consumer.user, principal=consumer.principal)
+    if dispatch.counts_as_call(request):  # and its job (a task's too) counts until it ends
+        try:
+            call.quota = await quotas.admit_caller_call(consumer.principal.key, consumer.client_address())
+        except ProtocolError as exc:  # 429: this caller runs MAX_CALLS_PER_CALLER already
+            headers = [(name.encode(), value.encode()) for name, value in exc.headers]
+            return await consumer.send_json(exc.http_status, error_reply(request.id, exc), headers)
+    try:
+        await serve(consumer, request, meta, handler, call)
+    finally:
+        if not call.started:
+            await quotas.release_call(call.quota)  # a no-op once a job holds its place
+
+
+async def serve(consumer, request, meta, handler, call):
+    """Answer the request, or start the task that will (``call.started``: it frees its place)."""
     reply = ModernReply(consumer, request.id)
     call.channel = ModernChannel(reply, request.id, meta.get(modern.META_LOG_LEVEL))
     call.channel.call = call
@@ -147,10 +162,23 @@ async def post(consumer, message):
         if created is not None:
             return await reply.finish(200, result_message(request.id, modern.stamp(created, dispatch.server_info())))
     if dispatch.runs_in_background(request, call.principal):
-        return consumer.run_task(guarded(reply, follow_job(reply, request, call)))
+        return start(consumer, call, guarded(reply, follow_job(reply, request, call)))
     if not dispatch.may_send(request):
         return await reply.finish(*await answer(request, handler, call))
-    consumer.run_task(guarded(reply, run_inline(reply, request, handler, call)))
+    start(consumer, call, guarded(reply, run_inline(reply, request, handler, call)))
+
+
+def start(consumer, call, work):
+    """Run ``work`` in a task of the request's own, which frees the call's place at its end."""
+    call.started = True
+    consumer.run_task(releasing(call, work))
+
+
+async def releasing(call, work):
+    try:
+        await work
+    finally:
+        await quotas.release_call(call.quota)
 
 
 async def start_task(request, call):

@@ -67,7 +67,8 @@ async def _submit(spec, params, call, request_id):
                              request_id=request_id, stream_key=new_stream_key(), user_id=call.session.user_id,
                              principal=call.session.principal, progress_token=meta.get("progressToken"),
                              context=jobs.modern_context(call.session.client_capabilities,
-                                                         meta.get("io.modelcontextprotocol/logLevel")))
+                                                         meta.get("io.modelcontextprotocol/logLevel")),
+                             slot=call.quota)
 
 
 async def _resumed(payload):

@@ -74,7 +74,8 @@ async def submit(spec, arguments: dict, call, request_id, meta: dict) -> dict:
                             principal=call.session.principal, progress_token=meta.get("progressToken"), is_task=True,
                             ttl_ms=get_config()["TASK_DEFAULT_TTL_MS"],
                             context=jobs.modern_context(call.session.client_capabilities,
-                                                        meta.get("io.modelcontextprotocol/logLevel")))
+                                                        meta.get("io.modelcontextprotocol/logLevel")),
+                            slot=call.quota)
     job = await jobs.load(job.id)  # its timestamps, as the database keeps them
     return tasks_extension.create_task_result(view(job))
 
