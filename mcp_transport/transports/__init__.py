@@ -5,5 +5,6 @@
 - ``stdio.py`` and ``http_sse.py`` (the 2024-11-05 HTTP+SSE transport) carry messages rather than
   HTTP requests and share ``eras/legacy_2025/session.py``: the same sessions, event store,
   dispatch and Celery jobs as Streamable HTTP.
-- ``serving.py`` and ``request_limits.py``: what the app needs from daphne in front of it.
+- ``sse_writer.py``: writing a stream's frames on one HTTP response (keep-alive, polling, takeover).
+- ``serving.py``, ``request_limits.py``, ``endpoints.py``: what the app needs from daphne in front of it.
 """

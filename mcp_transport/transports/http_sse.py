@@ -30,9 +30,9 @@ from channels.exceptions import StopConsumer
 
 from .. import auth, logs
 from ..state import control, metrics, sessions
-from ..running import streams
 from ..conf import get_config
 from ..connections import async_redis, keys
+from .sse_writer import SseWriter
 from .streamable_http import JSON_HEADERS, SSE_HEADERS, answer_failures, check_host
 from ..protocol import http, ids, jsonrpc, sse
 from ..protocol.cursor import Cursor
@@ -100,7 +100,7 @@ class _Endpoint(AsyncConsumer):
         await self.send({"type": "http.response.body", "body": body})
 
 
-class HeldWriter(streams.SseWriter):
+class HeldWriter(SseWriter):
     """An SseWriter that ends only when told to: HTTP+SSE has no polling mode, so
     POLL_AFTER_SECONDS (Streamable HTTP's) does not apply."""
 

@@ -37,6 +37,7 @@ from ..protocol.session import SessionState, next_state
 from ..methods.registry import registry
 from ..storage import UnknownEvent, get_event_store
 from ..eras.legacy_2025.session import receive_notification
+from .sse_writer import SseWriter, priming_frame
 
 logger = logging.getLogger(__name__)
 
@@ -364,7 +365,7 @@ class McpHttpConsumer(AsyncConsumer):
             return False
         session = await self.open_session(resume=True)
         claim = control.ReaderClaim(session.id, event_id.stream)
-        writer = streams.SseWriter(self.send, session.id, event_id.stream)
+        writer = SseWriter(self.send, session.id, event_id.stream)
         writer.token = claim.token
         replayed = stream.resume(event_id.position, writer)
         if replayed is None:
@@ -438,7 +439,7 @@ class McpHttpConsumer(AsyncConsumer):
         Returns its position, the stream's replay origin."""
         event_id = await get_event_store().append(session.id, stream_key, None)
         if versions.primes_streams(session.protocol_version):
-            writer.push(streams.priming_frame(event_id))
+            writer.push(priming_frame(event_id))
         else:
             writer.push(b": open\n\n")  # the first body chunk is what flushes the headers
         return event_id.position
@@ -448,7 +449,7 @@ class McpHttpConsumer(AsyncConsumer):
         of its own (the caller starts it when ``run`` is False)."""
         headers = [*SSE_HEADERS, (b"mcp-session-id", session_id.encode())]
         await self.send({"type": "http.response.start", "status": 200, "headers": headers})
-        writer = writer or streams.SseWriter(self.send, session_id, stream_key)
+        writer = writer or SseWriter(self.send, session_id, stream_key)
         writer.token = token or writer.token
         metrics.incr("sse_streams_opened")
         if run:
