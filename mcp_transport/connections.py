@@ -67,7 +67,7 @@ class Keys:
 
     def opened_streams(self, session_id):
         """The streams of a session served over stdio or HTTP+SSE, in the order they were
-        opened (transports/session.py)."""
+        opened (eras/legacy_2025/session.py)."""
         return f"{self.prefix}:opened:{session_id}"
 
     def closed(self, session_id):

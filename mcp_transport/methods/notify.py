@@ -79,7 +79,7 @@ async def list_changed(kind: str) -> int:
 
 async def _ring_listeners(message: dict) -> None:
     """The 2026-07-28 era has no sessions: its subscriptions/listen streams, on any process,
-    hear every change on one channel and keep what their filter asks for (modern.py)."""
+    hear every change on one channel and keep what their filter asks for (eras/modern_2026/http.py)."""
     await async_redis().publish(keys().listen_bell(), dumps(message))
 
 

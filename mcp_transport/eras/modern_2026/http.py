@@ -371,7 +371,7 @@ class ModernChannel:
 async def follow_job(reply, request, call):
     """A background tool: a worker runs it and appends what it sends to a stream of its own in
     the event store (jobs.py); this connection relays that stream until its final event, or
-    until the tool asks the client something (modern_jobs.py: the round ends, the job waits for
+    until the tool asks the client something (jobs.py: the round ends, the job waits for
     the retry). A client that closes the response cancels the job."""
     spec = registry.tools[request.params["name"]]
     try:

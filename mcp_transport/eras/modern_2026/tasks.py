@@ -1,6 +1,6 @@
 """The tasks extension of the 2026-07-28 era (``io.modelcontextprotocol/tasks``) over the
-background jobs of jobs.py: the same ``McpJob`` rows, Celery worker and event store as the
-2025-11-25 tasks utility (tasks.py); the wire is protocol/tasks_extension.py.
+background jobs of running/jobs.py: the same ``McpJob`` rows, Celery worker and event store as the
+2025-11-25 tasks utility (eras/legacy_2025/tasks.py); the wire is protocol/tasks_extension.py.
 
 A modern client that declares the extension and calls a background tool gets a
 ``CreateTaskResult`` once the job's row is written ("A server MUST NOT return CreateTaskResult
