@@ -20,6 +20,8 @@ from django.contrib.admin.utils import quote
 from mcp_transport.admin.refs import session_ref
 from mcp_transport.testing import HttpClient
 
+from .waiting import eventually
+
 GET = {"Accept": "text/event-stream"}
 FAST = json.dumps({"HEARTBEAT_SECONDS": 0.3, "DASHBOARD_SAMPLE_SECONDS": 0.3})
 #: Long enough for a flush of counters and a sample (every 0.3 s here).
@@ -122,22 +124,28 @@ def listed(html, session_id) -> bool:
     return f'value="{session_ref(session_id)}"' in html
 
 
+def _assert(condition):
+    assert condition
+
+
 def _cells(row) -> list:
     return [re.sub(r"<[^>]+>", "", cell).strip() for cell in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S)]
 
 
 def test_session_list_shows_live_counters_of_real_traffic(server, admin):
     client = _session_with_history(server)
-    time.sleep(SETTLE)
-    html = admin.page("/admin/mcp_transport/mcpsession/", q=client.session_id[:12])
-    cells = _cells(_row(html, client.session_id))
-    # checkbox, id, user, client, version, created, last seen, state, open, buffered, replays, resumes
-    assert cells[1] == client.session_id[:8] + "…"
-    assert cells[3] == "mcp-transport-tests 0" and cells[4] == "2025-11-25"
-    assert cells[7] == "ready"
-    assert cells[8] == "0"  # nothing streams now
-    assert int(cells[9]) == 60 + 2  # priming, 60 progress, the result
-    assert cells[10] == "1 (1)" and cells[11] == "2"
+
+    def counters_shown():  # once the processes have flushed their counters
+        html = admin.page("/admin/mcp_transport/mcpsession/", q=client.session_id[:12])
+        cells = _cells(_row(html, client.session_id))
+        # checkbox, id, user, client, version, created, last seen, state, open, buffered, replays, resumes
+        assert cells[1] == client.session_id[:8] + "…"
+        assert cells[3] == "mcp-transport-tests 0" and cells[4] == "2025-11-25"
+        assert cells[7] == "ready"
+        assert cells[8] == "0"  # nothing streams now
+        assert int(cells[9]) == 60 + 2  # priming, 60 progress, the result
+        assert cells[10] == "1 (1)" and cells[11] == "2"
+    eventually(counters_shown)
 
 
 def test_session_list_filters_and_search(server, admin):
@@ -178,12 +186,15 @@ def test_the_lists_link_opens_the_page_of_a_session_whose_id_holds_an_underscore
 
 def test_session_page_lists_streams_and_events_newest_first_paginated(server, admin):
     client = _session_with_history(server, steps=60)
-    time.sleep(SETTLE)
     url = f"{session_url(client.session_id)}/change/"
-    html = admin.page(url)
-    assert "POST request" in html and "answered" in html
-    first = re.findall(r"<code>([0-9a-f]{16}\.[0-9]+-[0-9]+)</code>", html)
-    assert len(first) == 50  # one page
+
+    def first_page():  # once the batched event rows are written
+        html = admin.page(url)
+        assert "POST request" in html and "answered" in html
+        first = re.findall(r"<code>([0-9a-f]{16}\.[0-9]+-[0-9]+)</code>", html)
+        assert len(first) == 50  # one page
+        return html, first
+    html, first = eventually(first_page)
     assert "response to 2" in html.split("Buffered events")[1].split("notifications/progress")[0]  # the result on top
     assert "&quot;progress&quot;: 60" in html  # pretty-printed JSON (indent=2)
     older = admin.page(url, page=2)
@@ -219,8 +230,7 @@ def test_terminate_action_ends_open_streams_and_later_requests_get_404(server, a
 
 def test_purge_action_drops_buffers_and_rows(server, admin):
     client = _session_with_history(server, steps=5)
-    time.sleep(SETTLE)
-    assert "No stored events" not in admin.page(f"{session_url(client.session_id)}/change/")
+    eventually(lambda: _assert("No stored events" not in admin.page(f"{session_url(client.session_id)}/change/")))
     html = admin.action("purge_buffers", [client.session_id])
     assert "Purged the buffers of 1 session(s)" in html
     page = admin.page(f"{session_url(client.session_id)}/change/")
@@ -245,17 +255,19 @@ def test_session_page_buttons_terminate_and_purge(server, admin):
 def test_dashboard_shows_current_values_and_charts(server, admin):
     for _ in range(3):
         _session_with_history(server, steps=2)
-        time.sleep(SETTLE / 2)
-    time.sleep(SETTLE)
-    html = admin.page("/admin/mcp_transport/mcpsession/dashboard/")
-    for title in ("Reconnects per minute", "Share of reconnects with Last-Event-ID", "Replays per minute",
-                  "Replay hit rate", "Buffered events", "Evictions per minute, by reason", "Sessions per minute",
-                  "Concurrent streams"):
-        assert f"<h3>{title}</h3>" in html
-    assert html.count("<polyline") >= 8
-    values = dict(re.findall(r'<div class="label">([^<]+)</div><div class="value">([^<]+)</div>', html))
-    assert int(values["Reconnects (GET)"].replace(",", "")) >= 6
-    assert int(values["Replays"].split()[0].replace(",", "")) >= 3
+        time.sleep(SETTLE / 2)  # samples in more than one slot, for lines rather than points
+
+    def dashboard():  # once counters are flushed and sampled
+        html = admin.page("/admin/mcp_transport/mcpsession/dashboard/")
+        for title in ("Reconnects per minute", "Share of reconnects with Last-Event-ID", "Replays per minute",
+                      "Replay hit rate", "Buffered events", "Evictions per minute, by reason", "Sessions per minute",
+                      "Concurrent streams"):
+            assert f"<h3>{title}</h3>" in html
+        assert html.count("<polyline") >= 8
+        values = dict(re.findall(r'<div class="label">([^<]+)</div><div class="value">([^<]+)</div>', html))
+        assert int(values["Reconnects (GET)"].replace(",", "")) >= 6
+        assert int(values["Replays"].split()[0].replace(",", "")) >= 3
+    eventually(dashboard)
 
 
 def test_pages_need_a_staff_login(server):
