@@ -368,6 +368,10 @@ async def requeue(job) -> bool:
     spec = registry.tools.get(job.tool) if job is not None else None
     if job is None or spec is None or job.status != Status.INPUT_REQUIRED:
         return False  # still running (it looks at its answers when it parks), or ended meanwhile
+    if is_modern(job) and await _questions_open(job.id):
+        # "The task MUST stay in input_required until every pending request has been answered"
+        # (tasks extension, partial fulfillment): a 2026-07-28 job goes on with all its answers.
+        return False
     names = keys()
     async with async_redis().pipeline(transaction=False) as pipe:
         # A beat with it: a job neither parked nor beating would look lost to jobs.watch.
@@ -385,6 +389,11 @@ async def requeue(job) -> bool:
     await control.beat(job.session_id, job.stream_key)
     await enqueue(job, spec)
     return True
+
+
+async def _questions_open(job_id: str) -> bool:
+    asked, answered = await asked_and_answered(job_id)
+    return any(index not in answered for index in asked)
 
 
 async def expire_parked(session_id: str, call: dict) -> bool:
