@@ -24,7 +24,7 @@ session's appends only. The wait is bounded (``unwritten_wait``): see ``Flusher.
 """
 import asyncio
 import logging
-from collections import Counter
+from collections import Counter, deque
 from concurrent.futures import ThreadPoolExecutor
 
 from django.db import InterfaceError, OperationalError, close_old_connections, connections, router, transaction
@@ -103,6 +103,8 @@ class Flusher:
         self._held = Counter()
         #: Since when (loop time) each session's appends wait for the database.
         self._waiting_since = {}
+        #: The appends of each session waiting in ``admit``, in call order (one object each).
+        self._queued = {}
 
     def unwritten(self) -> int:
         return len(self._rows) + self._writing
@@ -130,24 +132,47 @@ class Flusher:
         them bounded. Past that, appends go on and Redis may trim events whose rows still wait:
         they are not lost (they stay queued here and are written when the database is back),
         but a client more than a ring behind cannot read them until then. Counted as
-        ``events_unwritten_overrun``. Other sessions never wait for this one."""
+        ``events_unwritten_overrun``. Other sessions never wait for this one.
+
+        A session's appends pass in call order: one that finds others of its session waiting
+        queues behind them even when there is room, or it would reach Redis before them (a sync
+        tool's reports are appended without waiting for each other, worker.py: the stream
+        would carry them out of order)."""
+        if session_id not in self._queued and not self._no_room(session_id, stream_key, size):
+            self._waiting_since.pop(session_id, None)
+            self._hold(session_id, stream_key, size, 1)
+            return
+        queue, turn = self._queued.setdefault(session_id, deque()), [stream_key, size]  # a list: one per append
+        queue.append(turn)
+        found_room = False
+        try:
+            found_room = await self._wait_for_room(session_id, stream_key, size, queue, turn)
+            self._hold(session_id, stream_key, size, 1)
+        finally:
+            queue.remove(turn)
+            if not queue:
+                del self._queued[session_id]
+            elif not found_room or not self._no_room(session_id, *queue[0]):
+                self._wake()  # the next in line can pass now (or overrun, or it is cancelled)
+
+    async def _wait_for_room(self, session_id, stream_key, size, queue, turn) -> bool:
+        """Wait until it is this append's turn and there is room (True), or the stall overran."""
         loop = asyncio.get_running_loop()
-        while self._no_room(session_id, stream_key, size):
+        while queue[0] is not turn or self._no_room(session_id, stream_key, size):
             since = self._waiting_since.setdefault(session_id, loop.time())
             left = since + self.limits.wait - loop.time()
-            if left <= 0:
+            if left <= 0 and queue[0] is turn:
                 self._overrun(session_id)
-                break
+                return False
             self._full.set()  # write now, do not wait for the interval
             if self._written is None:
                 self._written = loop.create_future()
             try:
-                await asyncio.wait_for(asyncio.shield(self._written), left)
+                await asyncio.wait_for(asyncio.shield(self._written), left if left > 0 else None)
             except asyncio.TimeoutError:
                 pass
-        else:
-            self._waiting_since.pop(session_id, None)
-        self._hold(session_id, stream_key, size, 1)
+        self._waiting_since.pop(session_id, None)
+        return True
 
     def _no_room(self, session_id, stream_key, size) -> bool:
         """Whether one more event would take the stream or the session past its limit (an

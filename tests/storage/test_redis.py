@@ -458,3 +458,20 @@ async def test_the_backlog_keeps_nothing_of_a_session_once_its_rows_are_written(
     await store.flush()
     flusher = store._state().flusher
     assert not flusher._held and not flusher._waiting_since
+
+
+async def test_appends_waiting_for_the_backlog_keep_their_order(stores, session_id, stream_key):
+    """A sync tool's reports reach the loop one by one and are not awaited (worker.py: up to 100
+    on their way): appends started while earlier ones wait for the database (the stream's
+    backlog is full) must not overtake them, or the stream carries the reports out of order."""
+    store = stores(maxlen=3, flush_interval=0, max_unwritten=3)
+    slow_database(store, 0.01)
+    started = []
+    for i in range(60):
+        started.append(asyncio.ensure_future(store.append(session_id, stream_key, notification(i))))
+        await asyncio.sleep(0.001)  # the next report arrives while earlier ones wait
+    ids = await asyncio.gather(*started)
+    await store.flush()
+    events = await stores(maxlen=3).read_after(session_id, stream_key, ids[0].position)
+    assert [event.message["params"]["progress"] for event in events] == list(range(1, 60))
+    assert not store._state().flusher._queued  # no session's queue outlives its waiting appends
