@@ -388,12 +388,9 @@ def test_trusting_memory_for_revocable_tokens_still_drops_them_on_revocation(sta
 # -- the admin: static tokens, and each session's user ------------------------------------------
 
 def test_admin_creates_lists_and_revokes_tokens_and_shows_session_users(auth_server, admin_login, server_env):
-    import importlib.util
+    from .test_admin import Admin
 
-    spec = importlib.util.spec_from_file_location("admin_helpers", Path(__file__).with_name("test_admin.py"))
-    helpers = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(helpers)
-    admin = helpers.Admin(auth_server, admin_login)
+    admin = Admin(auth_server, admin_login)
     kate = new_token(server_env, "kate")  # makes the user the form below picks
     client_of(auth_server, kate)
     sessions = admin.get("/admin/mcp_transport/mcpsession/?q=kate")[1]
