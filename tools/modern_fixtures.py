@@ -192,3 +192,11 @@ def count_inline(key: str, steps: int, interval_ms: int, ctx: Context) -> str:
         cache.set(key, i, timeout=600)
         ctx.report_progress(i, steps)
     return f"counted {steps}"
+
+
+@tool(structured_output=False)
+async def escalate_twice(ctx: Context) -> str:
+    """Hand the work to two tasks at once, which a call cannot do: the first task is the call's
+    answer, the second ``run_as_task`` fails (tests/integration/test_call_limits.py)."""
+    await asyncio.gather(ctx.run_as_task("slow_compute", seconds=600, label="first"),
+                         ctx.run_as_task("slow_compute", seconds=600, label="second"))

@@ -160,7 +160,9 @@ class Context:
         now with its ``CreateTaskResult`` (the tasks extension of 2026-07-28: "A tool that
         gathers input via the SEP-2322 MRTR loop and then escalates to async on the final round
         MUST return a CreateTaskResult on that final round"). A client that did not declare the
-        extension gets -32021; in the 2025-11-25 era the call gets an error result."""
+        extension gets -32021; in the 2025-11-25 era the call gets an error result. A call hands
+        its work to one task: a second ``run_as_task`` ends the call with the first one's task
+        while it is being created (``asyncio.gather``), and raises RuntimeError after."""
         start = getattr(self._channel, "start_task", None)
         if start is None:
             raise ClientCapabilityError("Only a 2026-07-28 client with the tasks extension can be handed a task.")

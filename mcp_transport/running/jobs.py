@@ -129,11 +129,16 @@ async def submit(spec, arguments: dict, *, session_id: str, request_id, stream_k
     """Create the job and queue it; its answer will come on ``stream_key`` (``context``: what a
     2026-07-28 call brings instead of a session, ``modern_context()``; ``slot``: the request's
     place among its owner's running calls, which the job holds until it ends, quotas.py)."""
+    place = quotas.take_for_job(slot)  # before anything is spent: a call's place funds one job
     job = McpJob(id=new_job_id(), session_id=session_id, user_id=user_id, principal=principal, request_id=request_id,
                  stream_key=stream_key, tool=spec.name, arguments=arguments, progress_token=progress_token,
                  is_task=is_task, ttl_ms=ttl_ms, celery_task_id=str(uuid.uuid4()), context=context or {})
-    await _insert(job)
-    await quotas.hand_to_job(slot, job.id)  # before it is queued: finish() frees it
+    try:
+        await _insert(job)
+    except BaseException:
+        await quotas.release_call(place)  # no job holds it: the request's own release no longer can
+        raise
+    await quotas.hand_to_job(place, job.id)  # before it is queued: finish() frees it
     metrics.incr("jobs_submitted")
     await control.register_call(_CallRecord(job), job=job.id)
     try:

@@ -187,6 +187,23 @@ async def release_call(slot: Optional[Slot]) -> None:
         await async_redis().zrem(slot.key, token)
 
 
+class PlaceSpent(RuntimeError):
+    """The request's place went to a job already, or was freed: it cannot fund another job."""
+
+
+def take_for_job(slot: Optional[Slot]) -> Optional[Slot]:
+    """The request's place, taken at once (no ``await``) for the one job it may start, so two
+    jobs started together from one call (``asyncio.gather`` of two ``Context.run_as_task``) cannot
+    both count as that call: a call is one place, and a second job would run uncounted. None when
+    the request is not counted; PlaceSpent when its place is gone."""
+    if slot is None:
+        return None
+    if slot.token is None:
+        raise PlaceSpent("This call has already handed its work to a task; it can start only one.")
+    taken, slot.token = Slot(slot.key, slot.token), None
+    return taken
+
+
 async def hand_to_job(slot: Optional[Slot], job_id: str) -> None:
     """The request's place goes to the background job it created (a job counts as a call until
     it ends: queued, running or waiting for its client); ``release_job`` frees it."""

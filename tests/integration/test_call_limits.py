@@ -198,6 +198,23 @@ def test_modern_calls_are_capped_per_address_tasks_included(caller_server, store
     until(lambda: refusals(store, "calls_per_caller") > before, "the refusal was not counted")
 
 
+def test_a_call_that_hands_its_work_to_two_tasks_funds_only_one(caller_server):
+    """A tool's ``asyncio.gather`` of two ``run_as_task`` calls: the call is one place, so the
+    second task is refused rather than run uncounted, and the caller keeps its other place."""
+    caller = Caller(caller_server, next(_addresses))
+    escalated = caller.post("tools/call", {"name": "escalate_twice", "arguments": {}}).json["result"]
+    assert escalated["resultType"] == "task", escalated
+    started = [escalated["taskId"]]
+    try:
+        other = caller.post("tools/call", {"name": "slow_compute", "arguments": {"seconds": 600}}, request_id=81)
+        assert other.status == 200, "the escalation took both of the caller's places"
+        started.append(other.json["result"]["taskId"])
+        assert_refused(caller.post("tools/call", ECHO, request_id=82), 82, 2)
+    finally:
+        for task_id in started:
+            assert caller.post("tasks/cancel", {"taskId": task_id}).status == 200
+
+
 def test_a_modern_background_call_counts_until_its_job_ends(caller_server):
     address = next(_addresses)
     caller = Caller(caller_server, address, {})

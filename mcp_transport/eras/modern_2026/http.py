@@ -331,6 +331,8 @@ class ModernChannel:
         self.round = None
         #: The request's dispatch.Call (what a task started from it needs).
         self.call = None
+        #: The creation of the one task the call hands its work to (start_task).
+        self._handover = None
 
     async def notify(self, method, params):
         # "The server MUST NOT emit notifications/message for a request that does not include
@@ -356,7 +358,18 @@ class ModernChannel:
         return None  # no resumption in this era: the stream stays open until the result
 
     async def start_task(self, tool, arguments):
-        """Context.run_as_task: the CreateTaskResult of ``tool`` run as a task, or -32021."""
+        """Context.run_as_task: the CreateTaskResult of ``tool`` run as a task, or -32021.
+
+        A call has one answer, so it hands its work to one task: a second ``run_as_task`` made
+        while the first one's task is being created (an ``asyncio.gather``) ends the call with
+        that same task; one made after it raises RuntimeError."""
+        if self._handover is None:
+            self._handover = asyncio.ensure_future(self._create_task(tool, arguments))
+        elif self._handover.done():
+            raise RuntimeError("This call has already handed its work to a task.")
+        return await self._handover  # cancelling the round cancels the creation too
+
+    async def _create_task(self, tool, arguments):
         spec = registry.tools.get(tool)
         if spec is None or not spec.background:
             raise ValueError(f"run_as_task needs a background tool; {tool!r} is not one.")
