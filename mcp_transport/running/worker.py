@@ -43,6 +43,7 @@ from ..methods.context import ClientCapabilityError, ClientRequestError, Context
 from ..protocol import jsonrpc, mrtr
 from ..protocol.jsonrpc import request_message
 from ..methods.registry import ArgumentError, ToolError, registry
+from ..methods.settling import run_until_settled
 from ..storage import RedisEventStore, get_event_store
 from .streams import RequestStream, next_outbound_id, wait_for_reply
 
@@ -338,44 +339,21 @@ class JobParked(BaseException):
     Exception`` does not swallow it); it runs again when the answer arrives."""
 
 
-#: Loop turns without a new question after which an async tool that waits for answers is taken
-#: to wait on nothing else (what rounds.py does for an inline handler's round).
-SETTLE_TURNS = 3
-
-
 async def run_until_parked(coroutine, channel):
-    """Run an async tool's coroutine; its value, or JobParked once it waits only for answers.
+    """Run an async tool's coroutine; its value, or JobParked once it waits only for answers
+    (methods/settling.py: how that is told, and that the tool's task is cancelled).
 
-    Every question asked before the run ends is sent and registered (``channel.outstanding``);
-    the tool's task is cancelled (no task is left on the loop). A branch doing something else
-    meanwhile (``asyncio.gather`` of a question and other I/O) is stopped with it and runs again
-    on the next run, as everything the tool does before its answers does."""
-    task = asyncio.ensure_future(coroutine)
-    try:
-        while not task.done():
-            waiter = asyncio.ensure_future(channel.changed.wait())
-            try:
-                await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                waiter.cancel()
-            if task.done():
-                break
-            channel.changed.clear()
-            if await _waits_only_for_answers(task, channel):
-                raise JobParked()
-        return task.result()
-    finally:
-        if not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+    Every question asked before the run ends is sent and registered (``channel.outstanding``):
+    the job parks on all of them. A branch doing something else meanwhile (``asyncio.gather`` of
+    a question and other I/O) is stopped with the run and runs again on the next one."""
+    return await run_until_settled(coroutine, channel.changed, ending=JobParked,
+                                   settled=lambda: _waits_only_for_answers(channel))
 
 
-async def _waits_only_for_answers(task, channel) -> bool:
-    for _ in range(SETTLE_TURNS):
-        await asyncio.sleep(0)
-        if task.done() or channel.changed.is_set() or channel._sending:
-            return False  # a question still being sent sets ``changed`` once it is
-    return bool(channel.outstanding)
+def _waits_only_for_answers(channel) -> bool:
+    # Not while a question is still being sent (it sets ``changed`` once it is), and only with
+    # questions to park on.
+    return not channel._sending and bool(channel.outstanding)
 
 
 _worker_concurrency = None

@@ -18,12 +18,8 @@ import asyncio
 
 from . import request_state
 from ...methods.context import TaskStarted
+from ...methods.settling import run_until_settled
 from ...protocol import mrtr
-
-#: Loop turns without a new question after which an async handler's round ends: enough for
-#: every branch of an ``asyncio.gather`` to reach its first question (one turn each).
-SETTLE_TURNS = 3
-
 
 class LiveRound:
     """The round a handler runs in; what its channel's ``request`` consults."""
@@ -45,34 +41,10 @@ class LiveRound:
 
 
 async def run(coroutine, live: LiveRound):
-    """Run ``coroutine`` in ``live``; its value, or ``mrtr.InputRequired`` once it asks."""
-    task = asyncio.ensure_future(coroutine)
-    try:
-        while not task.done():
-            waiter = asyncio.ensure_future(live.changed.wait())
-            try:
-                await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                waiter.cancel()
-            if task.done():
-                break
-            live.changed.clear()
-            if await _settled(task, live):
-                raise mrtr.InputRequired(dict(live.round.asked))
-        return task.result()
-    finally:
-        if not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-
-
-async def _settled(task, live) -> bool:
-    """True when SETTLE_TURNS loop turns passed with no new question and the handler still runs."""
-    for _ in range(SETTLE_TURNS):
-        await asyncio.sleep(0)
-        if task.done() or live.changed.is_set():
-            return False
-    return True
+    """Run ``coroutine`` in ``live``; its value, or ``mrtr.InputRequired`` with every question
+    it asked once it waits on nothing else (methods/settling.py)."""
+    return await run_until_settled(coroutine, live.changed,
+                                   ending=lambda: mrtr.InputRequired(dict(live.round.asked)))
 
 
 async def serve(handler, method: str, params: dict, call) -> dict:
