@@ -5,24 +5,23 @@ Cancel goes through ``jobs.cancel()``, the path of ``notifications/cancelled``: 
 runs, and a job still queued is revoked in Celery.
 
 The progress bars of running jobs poll ``progress/`` (a JSON view, one query for the rows on
-the page) every second; the worker writes a running job's progress to its row at most every
+the page, named by reference as every job on the admin's lists and pages: refs.py) every
+second; the worker writes a running job's progress to its row at most every
 ``worker.PROGRESS_WRITE_INTERVAL`` seconds, so that is the bar's resolution.
 """
 import json
 from datetime import timedelta
 
 from django.contrib import admin, messages
-from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import Avg, Case, Count, DurationField, ExpressionWrapper, F, IntegerField, Value, When
 from django.http import HttpResponseNotAllowed, HttpResponseRedirect, JsonResponse
-from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
 from ..running import jobs
-from ..models import McpJob
+from ..models import McpJob, McpSession
 from . import refs
 from .charts import Series, line_chart
 from .paging import CappedPaginator, FastListMixin
@@ -77,15 +76,20 @@ def _progress_text(state) -> str:
     return done or "–"
 
 
+def job_url(job_id, view="change") -> str:
+    """A job's admin page (or its cancel view), by reference: a job id is a task's handle."""
+    return refs.admin_url(refs.JOBS, McpJob, job_id, view)
+
+
 def progress_bar_html(job):
-    """A bar that jobs.js keeps moving while the job is active."""
+    """A bar that jobs.js keeps moving while the job is active (it names the job by reference)."""
     state = progress_state(job)
     width = state["percent"] if state["percent"] is not None else 0
     return format_html(
         '<span class="mcp-progress-cell" data-job="{}" data-active="{}" data-url="{}">'
         '<span class="mcp-progress{}" role="progressbar" aria-valuemin="0" aria-valuemax="100"{}>'
         '<span style="width:{}%"></span></span> <small class="mcp-progress-text">{}</small></span>',
-        job.id, "1" if state["active"] else "0", reverse("admin:mcp_transport_mcpjob_progress"),
+        refs.job_ref(job.id), "1" if state["active"] else "0", reverse("admin:mcp_transport_mcpjob_progress"),
         " mcp-indeterminate" if state["indeterminate"] else "",
         format_html(' aria-valuenow="{}"', f"{width:.0f}") if state["percent"] is not None else "",
         f"{width:.1f}", state["text"])
@@ -99,10 +103,11 @@ def moment_html(value, seconds=False):
 
 
 @admin.register(McpJob)
-class McpJobAdmin(FastListMixin, admin.ModelAdmin):
+class McpJobAdmin(refs.ByReference, FastListMixin, admin.ModelAdmin):
     list_display = ("short_id", "tool", "status_badge", "progress_bar", "duration_text", "session_link", "user",
                     "created", "attempts")
     list_display_links = ("short_id",)
+    references = refs.JOBS
     list_filter = ("status", "is_task")
     search_fields = ("^id", "tool", "^session_id")
     search_help_text = "Job id prefix, tool name or session id prefix."
@@ -133,7 +138,7 @@ class McpJobAdmin(FastListMixin, admin.ModelAdmin):
     def status_badge(self, obj):
         state = progress_state(obj)
         return format_html('<span class="mcp-badge" data-job-status="{}" style="background:{}">{}</span>',
-                           obj.id, state["colour"], state["label"])
+                           refs.job_ref(obj.id), state["colour"], state["label"])
 
     @admin.display(description="progress")
     def progress_bar(self, obj):
@@ -141,13 +146,12 @@ class McpJobAdmin(FastListMixin, admin.ModelAdmin):
 
     @admin.display(description="duration")
     def duration_text(self, obj):
-        return format_html('<span data-job-duration="{}">{}</span>', obj.id, _seconds(obj.duration))
+        return format_html('<span data-job-duration="{}">{}</span>', refs.job_ref(obj.id), _seconds(obj.duration))
 
     @admin.display(description="session", ordering="session_id")
     def session_link(self, obj):
-        # By reference (refs.py: no session id in the list's HTML), quoted as the admin quotes
-        # primary keys.
-        url = reverse("admin:mcp_transport_mcpsession_change", args=[quote(refs.session_ref(obj.session_id))])
+        # By reference (refs.py: no session id in the list's HTML).
+        url = refs.admin_url(refs.SESSIONS, McpSession, obj.session_id)
         return format_html('<a href="{}"><code>{}…</code></a>', url, obj.session_id[:8])
 
     @admin.display(description="created", ordering="created_at")
@@ -170,10 +174,9 @@ class McpJobAdmin(FastListMixin, admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False  # a deleted row would leave its worker running: cancel instead
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        context = {**(extra_context or {}), "show_save": False, "show_save_and_continue": False,
-                   "show_save_and_add_another": False}
-        return super().change_view(request, object_id, form_url, context)
+    def change_context(self, request, obj) -> dict:
+        return {"cancel_url": job_url(obj.pk, "cancel"),
+                "show_save": False, "show_save_and_continue": False, "show_save_and_add_another": False}
 
     @admin.action(description="Cancel selected jobs (as notifications/cancelled)", permissions=["change"])
     def cancel_jobs(self, request, queryset):
@@ -190,24 +193,25 @@ class McpJobAdmin(FastListMixin, admin.ModelAdmin):
         ]
 
     def progress_view(self, request):
-        """``?id=<job>&id=...``: the progress state of each job, in one query."""
+        """``?id=<ref>&id=...``: the progress state of each job, in one query, under the
+        reference (or full id) it was asked by: the bars name jobs by reference."""
         if not self.has_view_permission(request):
             raise PermissionDenied
         wanted = request.GET.getlist("id")[:PROGRESS_BATCH]
-        rows = McpJob.objects.filter(pk__in=wanted).only(
-            "id", "status", "progress", "total", "message", "started_at", "finished_at")
-        return JsonResponse({"jobs": {job.pk: progress_state(job) for job in rows}})
+        rows = refs.JOBS.select(McpJob.objects.only(
+            "id", "status", "progress", "total", "message", "started_at", "finished_at"), wanted)
+        return JsonResponse({"jobs": {value: progress_state(job) for value, job in rows.items()}})
 
     def cancel_view(self, request, object_id):
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
-        job = get_object_or_404(McpJob, pk=unquote(object_id))
+        job = self.object_or_404(McpJob.objects.all(), object_id)
         if not self.has_change_permission(request, job):
             raise PermissionDenied
         done = jobs.cancel(job.pk)
         self.message_user(request, "Job cancelled." if done else "The job had already ended.",
                           messages.SUCCESS if done else messages.WARNING)
-        return HttpResponseRedirect(reverse("admin:mcp_transport_mcpjob_change", args=[quote(job.pk)]))
+        return HttpResponseRedirect(job_url(job.pk))
 
 
 # -- the dashboard's job signals ------------------------------------------------------------

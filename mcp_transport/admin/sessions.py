@@ -6,14 +6,11 @@ from datetime import timezone as dt_timezone
 
 from asgiref.sync import async_to_sync
 from django.contrib import admin, messages
-from django.contrib.admin import helpers
-from django.contrib.admin.utils import quote, unquote
-from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Max, Min, Q
-from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import path, reverse
+from django.urls import path
 from django.utils import timezone
 from django.utils.html import format_html
 
@@ -79,17 +76,8 @@ class ProtocolVersionFilter(ChoicesFilter):
     values = versions.SUPPORTED
 
 
-class SessionChangeList(ChangeList):
-    """Rows link to their session by reference (refs.py), never by id."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        # A popup list (``?_popup=1``) would hand each row's primary key to its opener in the
-        # HTML; no form picks a session that way.
-        self.is_popup = False
-
-    def url_for_result(self, result):
-        return session_url(result.pk)
+class SessionChangeList(refs.ReferenceChangeList):
+    """Rows with their live counters, linked by reference (refs.py)."""
 
     def get_results(self, request):
         super().get_results(request)
@@ -101,7 +89,7 @@ class SessionChangeList(ChangeList):
 
 def session_url(session_id, view="change") -> str:
     """A session's admin page (or its terminate and purge views), by reference."""
-    return reverse(f"admin:mcp_transport_mcpsession_{view}", args=[quote(refs.session_ref(session_id))])
+    return refs.admin_url(refs.SESSIONS, McpSession, session_id, view)
 
 
 def terminate(session_ids) -> int:
@@ -149,10 +137,12 @@ def _describe(message) -> str:
 
 
 @admin.register(McpSession)
-class McpSessionAdmin(FastListMixin, admin.ModelAdmin):
+class McpSessionAdmin(refs.ByReference, FastListMixin, admin.ModelAdmin):
     list_display = ("short_id", "user", "client", "protocol", "created", "last_seen", "state_badge",
                     "open_streams", "buffered_events", "replays", "resumes")
     list_display_links = ("short_id",)
+    references = refs.SESSIONS
+    changelist_class = SessionChangeList
     list_filter = (StreamingFilter, "state", ClosedReasonFilter, ProtocolVersionFilter)
     search_fields = ("^id", "client_name", "user__username")
     search_help_text = "Session id prefix, client name or username."
@@ -171,9 +161,6 @@ class McpSessionAdmin(FastListMixin, admin.ModelAdmin):
     )
 
     # -- the list --------------------------------------------------------------------------
-
-    def get_changelist(self, request, **kwargs):
-        return SessionChangeList
 
     @admin.display(description="session", ordering="id")
     def short_id(self, obj):
@@ -240,27 +227,12 @@ class McpSessionAdmin(FastListMixin, admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False  # deleting a row would leave the live session running: terminate instead
 
-    def get_object(self, request, object_id, from_field=None):
-        found = getattr(request, "_mcp_session", None)  # change_view loaded it already
-        if found is not None and object_id in (found.pk, refs.session_ref(found.pk)):
-            return found
-        if from_field is None and refs.is_ref(object_id):
-            return refs.find(self.get_queryset(request), object_id)
-        return super().get_object(request, object_id, from_field)
+    def change_queryset(self, request):
+        return McpSession.objects.select_related("user")
 
-    def _session_or_404(self, queryset, object_id):
-        """The session a URL names: by reference (the lists' links) or by id."""
-        # object_id comes quoted, as the admin quotes primary keys in URLs ("_" in session ids).
-        session = refs.find(queryset, unquote(object_id))
-        if session is None:
-            raise Http404("No MCP session matches the given query.")
-        return session
-
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        session = request._mcp_session = self._session_or_404(McpSession.objects.select_related("user"), object_id)
-        context = {**(extra_context or {}), **self.session_context(request, session),
-                   "show_save": False, "show_save_and_continue": False, "show_save_and_add_another": False}
-        return super().change_view(request, object_id, form_url, context)
+    def change_context(self, request, obj) -> dict:
+        return {**self.session_context(request, obj),
+                "show_save": False, "show_save_and_continue": False, "show_save_and_add_another": False}
 
     def session_context(self, request, session) -> dict:
         stats = live.fetch([session.pk])[session.pk]
@@ -287,7 +259,9 @@ class McpSessionAdmin(FastListMixin, admin.ModelAdmin):
     def session_jobs(self, session) -> list:
         """The session's most recent background jobs, with what their progress bars show."""
         rows = McpJob.objects.filter(session_id=session.pk).order_by("-created_at")[:JOBS_SHOWN]
-        return [{"job": job, "state": job_admin.progress_state(job), "bar": job_admin.progress_bar_html(job)}
+        # By reference, as the jobs list names them: a job id is a task's handle (refs.py).
+        return [{"job": job, "ref": refs.job_ref(job.pk), "url": job_admin.job_url(job.pk),
+                 "state": job_admin.progress_state(job), "bar": job_admin.progress_bar_html(job)}
                 for job in rows]
 
     def session_streams(self, session, stats) -> list:
@@ -305,17 +279,6 @@ class McpSessionAdmin(FastListMixin, admin.ModelAdmin):
         return list(found.values())
 
     # -- actions ---------------------------------------------------------------------------
-
-    def action_value(self, obj):
-        return refs.session_ref(obj.pk)  # the list's checkboxes: no session id in its HTML
-
-    def response_action(self, request, queryset):
-        # The checkboxes post references: the actions (Django's ``pk__in``) get the ids.
-        posted = request.POST.copy()
-        posted.setlist(helpers.ACTION_CHECKBOX_NAME,
-                       refs.resolve(McpSession.objects.all(), request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)))
-        request.POST = posted
-        return super().response_action(request, queryset)
 
     @admin.action(description="Terminate selected sessions (streams close, then 404)", permissions=["change"])
     def terminate_sessions(self, request, queryset):
@@ -343,7 +306,7 @@ class McpSessionAdmin(FastListMixin, admin.ModelAdmin):
     def _act_on_one(self, request, object_id, act, message):
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
-        session = self._session_or_404(McpSession.objects.all(), object_id)
+        session = self.object_or_404(McpSession.objects.all(), object_id)
         if not self.has_change_permission(request, session):
             raise PermissionDenied
         act([session.pk])

@@ -1,7 +1,9 @@
 """The admin's operations hardening, against a live daphne server: the MCP pages need the app's
 view permissions (not just staff), logins are throttled (django-axes), and the lists show
-shortened session ids (the full id, the session's credential, only on the session's page)."""
+shortened session and job ids (the full id, a session's credential or a task's handle, only on
+the object's own page), and name rows by references a forged one cannot stand for."""
 import http.cookiejar
+import json
 import os
 import re
 import secrets
@@ -12,9 +14,11 @@ import urllib.request
 import pytest
 from django.contrib.admin.utils import quote
 
+from mcp_transport.admin.refs import session_ref
 from mcp_transport.testing import HttpClient
 
 from .test_admin import Admin
+from .test_admin_jobs import job_row, running_task, task_status
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PASSWORD = "hardening-password-for-tests"
@@ -118,3 +122,27 @@ def test_the_session_list_html_carries_no_full_session_id(server, admin_login):
     assert "Terminated 1 session(s)." in html
     assert clients[0].request("POST", clients[0].message("ping")).status == 404
     assert clients[1].request("POST", clients[1].message("ping")).status == 200
+
+
+JOBS = "/admin/mcp_transport/mcpjob/"
+
+
+def test_a_forged_job_reference_names_nothing(server, admin_login, celery_worker):
+    """A reference with the job's prefix and a wrong tag, or a session's reference of the same id
+    (another salt), opens no page, cancels nothing and reads no progress; the real one does."""
+    client, task_id = running_task(server)
+    admin = Admin(server, admin_login)
+    row = job_row(admin.page(JOBS, q=task_id[:8]), task_id)
+    real = re.search(r'name="_selected_action" value="([^"]+)"', row).group(1)
+    forged = [f"{task_id[:8]}.{'0' * 24}", session_ref(task_id)]
+    assert real not in forged
+    for reference in forged:
+        assert admin.get(f"{JOBS}{quote(reference)}/change/")[0] == 404
+        assert admin.send(f"{JOBS}{quote(reference)}/cancel/", {"csrfmiddlewaretoken": admin.csrf})[0] == 404
+        assert json.loads(admin.page(f"{JOBS}progress/", id=reference)) == {"jobs": {}}
+        html = admin.post(JOBS, {"action": "cancel_jobs", "index": 0, "select_across": 0,
+                                 "_selected_action": [reference]})
+        assert "No items have been changed." in html and "Cancelled 1 job(s)" not in html
+        assert task_status(client, task_id) == "working"  # what a queued job is to a client too
+    assert "Job cancelled." in admin.post(f"{JOBS}{quote(real)}/cancel/", {})
+    assert task_status(client, task_id) == "cancelled"

@@ -8,7 +8,7 @@ import time
 import pytest
 from django.contrib.admin.utils import quote
 
-from mcp_transport.testing import HttpClient
+from mcp_transport.testing import HttpClient, ModernClient
 
 from .waiting import eventually, settled
 
@@ -116,6 +116,74 @@ def test_the_jobs_list_html_carries_no_full_session_id(server, admin):
         assert client.session_id in admin.page(link)
     _cancel(admin, job_id)
     stream.close()
+
+
+TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+
+
+def running_task(server):
+    """A 2026-07-28 task of a long tool (stopped by a cancel), and its client: its taskId is its
+    job id, which alone reads, updates or cancels it where authorization is off."""
+    client = ModernClient(server.url, TASKS)
+    reply = client.post("tools/call", {"name": "slow_compute", "arguments": {"seconds": 600}})
+    assert reply.status == 200 and "result" in reply.json, reply.body
+    return client, reply.json["result"]["taskId"]
+
+
+def task_status(client, task_id) -> str:
+    return client.post("tasks/get", {"taskId": task_id}).json["result"]["status"]
+
+
+def job_row(html, job_id) -> str:
+    """The changelist row that shows ``job_id``'s first 8 characters."""
+    match = re.search(r'<tr>(?:(?!</tr>).)*?<code>%s…</code>(?:(?!</tr>).)*</tr>' % re.escape(job_id[:8]), html, re.S)
+    assert match, f"no row for {job_id[:8]}"
+    return match.group(0)
+
+
+def assert_no_full_id(html, job_id):
+    """At most the 8 characters a list shows, raw or quoted as the admin quotes keys in URLs."""
+    for form in (job_id[:9], quote(job_id[:9])):
+        assert form not in html, html[html.index(form) - 300:html.index(form) + 100]
+
+
+def test_the_jobs_list_names_jobs_by_reference_and_the_reference_opens_and_cancels_the_job(server, admin):
+    """Rows' text, links, action checkboxes, the bars' data, a search and a popup list hold no
+    full taskId; the row's link opens the job's page (the full id there), the bars' progress
+    JSON answers by reference, and the checkbox's value cancels the task."""
+    client, task_id = running_task(server)
+    pages = [admin.page(JOBS), admin.page(JOBS, q=task_id[:8]), admin.page(JOBS, _popup=1)]
+    for html in pages:
+        assert_no_full_id(html, task_id)
+    row = job_row(pages[1], task_id)
+    reference = re.search(r'name="_selected_action" value="([^"]+)"', row).group(1)
+    assert reference.startswith(f"{task_id[:8]}.") and f'data-job="{reference}"' in row
+    progress = admin.page(f"{JOBS}progress/", id=reference)
+    assert task_id[:9] not in progress and json.loads(progress)["jobs"][reference]["active"]
+    link = re.search(r'href="(/admin/mcp_transport/mcpjob/[^"?]+/change/)[?"]', row).group(1)
+    page = admin.page(link)
+    assert task_id in page and "Cancel job" in page
+    html = admin.post(JOBS, {"action": "cancel_jobs", "index": 0, "select_across": 0, "_selected_action": [reference]})
+    assert "Cancelled 1 job(s)" in html, _messages(html)
+    assert task_status(client, task_id) == "cancelled"
+
+
+def test_a_session_pages_jobs_are_named_by_reference(server, admin):
+    """The session page shows its session's id, not its tasks' ids: a job's link and its bar
+    name it by reference, and the link opens the job's page."""
+    client = HttpClient(server.url)
+    client.initialize()
+    arguments = {"steps": 1000, "interval_ms": 100}  # runs until cancelled below
+    reply = client.call("tools/call", {"name": "slow_job", "arguments": arguments, "task": {}})
+    task_id = reply["result"]["task"]["taskId"]
+    page = admin.page(f"{session_url(client.session_id)}/change/")
+    assert "Background jobs" in page and client.session_id in page
+    assert_no_full_id(page, task_id)
+    link = re.search(r'href="(/admin/mcp_transport/mcpjob/[^"?]+/change/)"><code>%s…' % re.escape(task_id[:8]),
+                     page).group(1)
+    assert task_id in admin.page(link)
+    assert "Job cancelled." in admin.post(link.replace("/change/", "/cancel/"), {})
+    assert client.call("tasks/get", {"taskId": task_id})["result"]["status"] == "cancelled"
 
 
 def test_cancel_action_stops_the_worker_and_the_stream_ends_without_a_result(server, admin):

@@ -1,10 +1,11 @@
-"""Admin links to sessions quote the reference as Django's admin quotes primary keys: the id's
-prefix in it may hold "_3A", which the change view would otherwise read back as ":"."""
+"""Admin links to sessions and jobs quote the reference as Django's admin quotes primary keys:
+the id's prefix in it may hold "_3A", which the change view would otherwise read back as ":".
+Each kind of reference has its own salt."""
 from django.contrib import admin
 from django.contrib.admin.utils import unquote
 
 from mcp_transport.admin import refs
-from mcp_transport.admin.jobs import McpJobAdmin
+from mcp_transport.admin.jobs import McpJobAdmin, job_url
 from mcp_transport.models import McpJob
 
 
@@ -13,4 +14,21 @@ def test_a_jobs_session_link_survives_the_admins_unquoting():
     html = McpJobAdmin(McpJob, admin.site).session_link(McpJob(session_id=session_id))
     path = html.split('href="')[1].split('"')[0]
     reference = unquote(path.split("/mcpsession/")[1].split("/")[0])
-    assert refs.names(reference, session_id) and session_id not in path
+    assert refs.SESSIONS.names(reference, session_id) and session_id not in path
+
+
+def test_a_jobs_link_survives_the_admins_unquoting():
+    job_id = "Ab_3Acd_5Fef-gh_xYZ0123456789abcd"
+    path = job_url(job_id)
+    reference = unquote(path.split("/mcpjob/")[1].split("/")[0])
+    assert refs.JOBS.names(reference, job_id) and job_id not in path
+
+
+def test_a_reference_names_objects_of_its_own_kind_only():
+    """A job id is a task's handle: a session's reference of the same string (another salt)
+    must not stand for the job, nor a job's for a session."""
+    object_id = "Ab_3Acd_5Fef-gh_xYZ0123456789abcd"
+    job, session = refs.JOBS.ref(object_id), refs.SESSIONS.ref(object_id)
+    assert job != session and job.startswith(object_id[:refs.PREFIX] + refs.SEPARATOR)
+    assert refs.JOBS.names(job, object_id) and not refs.JOBS.names(session, object_id)
+    assert refs.SESSIONS.names(session, object_id) and not refs.SESSIONS.names(job, object_id)
