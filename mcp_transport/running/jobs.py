@@ -493,6 +493,15 @@ async def watch_job(job) -> None:
         await watch(job.session_id, job.stream_key, call)
 
 
+async def current(job):
+    """The job as it stands now (tasks/get): one that has not ended is looked at first, so that a
+    task whose worker died does not stay "working" forever (watch_job)."""
+    if job.is_terminal:
+        return job
+    await watch_job(job)
+    return await load(job.id)
+
+
 async def expire_unclaimed(job) -> bool:
     """Fail a job that no worker took within JOB_QUEUE_TIMEOUT (no worker runs, none consumes
     its queue, or they do not know the task and discard it), so that its client gets an error

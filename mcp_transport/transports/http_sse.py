@@ -33,7 +33,7 @@ from ..state import control, metrics, sessions
 from ..conf import get_config
 from ..connections import async_redis, keys
 from .sse_writer import SseWriter
-from .streamable_http import JSON_HEADERS, SSE_HEADERS, answer_failures, check_host
+from .streamable_http import JSON_HEADERS, SSE_HEADERS, RequestBody, answer_failures, check_host
 from ..protocol import http, ids, jsonrpc, sse
 from ..protocol.cursor import Cursor
 from ..protocol.errors import ProtocolError, TransportError
@@ -48,6 +48,10 @@ class _Endpoint(AsyncConsumer):
 
     methods = ()
     response_started = False
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.body = RequestBody()
 
     async def dispatch(self, message):
         # As McpHttpConsumer: no close_old_connections() hop per message (no ORM on the loop).
@@ -195,13 +199,9 @@ class MessagesConsumer(_Endpoint):
     methods = ("POST",)
 
     async def http_request(self, message):
-        if not hasattr(self, "body"):
-            self.body, self.size = [], 0
-        self.size += len(message.get("body", b""))
-        self.body.append(message.get("body", b""))
-        if message.get("more_body") and self.size <= get_config()["MAX_REQUEST_BYTES"]:
+        if not self.body.add(message):
             return
-        body, self.body = b"".join(self.body), None
+        body = self.body.take()
         await self.respond(lambda: self.post(body))
         raise StopConsumer()
 
@@ -211,7 +211,7 @@ class MessagesConsumer(_Endpoint):
     async def post(self, body):
         headers = await self.check_request()
         http.check_content_type(headers.get("content-type"))
-        http.check_body_size(self.size, get_config()["MAX_REQUEST_BYTES"])
+        http.check_body_size(self.body.size, get_config()["MAX_REQUEST_BYTES"])
         message = jsonrpc.parse(body)
         session_id = parse_qs(self.scope.get("query_string", b"").decode("latin-1")).get("session_id", [None])[0]
         if session_id is None:

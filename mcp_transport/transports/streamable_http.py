@@ -74,6 +74,25 @@ def check_host(host):
         raise TransportError(f"Host {host!r} is not allowed.")
 
 
+class RequestBody:
+    """A request's body as its ``http.request`` messages bring it. Past MAX_REQUEST_BYTES no
+    more is kept: the request is refused with what came (``http.check_body_size``)."""
+
+    def __init__(self):
+        self.parts, self.size = [], 0
+
+    def add(self, message) -> bool:
+        """Keep this message's part; True once the body is complete, or too big to wait for."""
+        part = message.get("body", b"")
+        self.size += len(part)
+        self.parts.append(part)
+        return not message.get("more_body") or self.size > get_config()["MAX_REQUEST_BYTES"]
+
+    def take(self) -> bytes:
+        body, self.parts = b"".join(self.parts), []  # a held stream keeps no copy of its request
+        return body
+
+
 class McpHttpConsumer(AsyncConsumer):
     """Serves one HTTP request on the MCP endpoint (POST, GET or DELETE)."""
 
@@ -83,6 +102,10 @@ class McpHttpConsumer(AsyncConsumer):
     #: The StreamTail of a GET response, whose claim and subscription must be released.
     tail = None
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.body = RequestBody()
+
     async def dispatch(self, message):
         # AsyncConsumer.dispatch calls close_old_connections() through sync_to_async before
         # every message: a hop to Django's one sync thread per request. This consumer never uses
@@ -90,14 +113,9 @@ class McpHttpConsumer(AsyncConsumer):
         await getattr(self, message["type"].replace(".", "_"))(message)
 
     async def http_request(self, message):
-        if not hasattr(self, "body"):
-            self.body, self.size = [], 0
-        self.size += len(message.get("body", b""))
-        self.body.append(message.get("body", b""))
-        if message.get("more_body") and self.size <= get_config()["MAX_REQUEST_BYTES"]:
+        if not self.body.add(message):
             return
-        body, self.body = b"".join(self.body), None  # a held stream keeps no copy of its request
-        await answer_failures(self.handle(body), self.send_error, "MCP")
+        await answer_failures(self.handle(self.body.take()), self.send_error, "MCP")
         if not self.tasks:
             raise StopConsumer()
 
@@ -179,7 +197,7 @@ class McpHttpConsumer(AsyncConsumer):
     async def post(self, body):
         http.check_content_type(self.headers.get("content-type"))
         self.accept = http.negotiate_post(self.headers.get("accept"))
-        http.check_body_size(self.size, get_config()["MAX_REQUEST_BYTES"])
+        http.check_body_size(self.body.size, get_config()["MAX_REQUEST_BYTES"])
         message = jsonrpc.parse(body)
         if is_modern(message, self.headers):  # spec-checklist §3.2, step 4
             return await modern.post(self, message)

@@ -105,10 +105,7 @@ async def owned(params, call):
 
 
 async def tasks_get(params, call):
-    job = await owned(params, call)
-    if not job.is_terminal:
-        await jobs.watch_job(job)  # a task whose worker died must not stay "working" forever
-        job = await jobs.load(job.id)
+    job = await jobs.current(await owned(params, call))
     task = view(job)
     error = None
     if task["status"] == "failed":
