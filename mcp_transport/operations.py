@@ -18,8 +18,10 @@ the session's open streams and running requests on every process; later requests
 3. Rows of sessions closed longer ago than ``CLOSED_SESSION_RETENTION`` go, with any event rows
    they still have.
 4. Rows of background jobs that ended longer ago than ``JOB_RETENTION`` go.
-5. Parked background jobs whose questions outlived ``CLIENT_REQUEST_TIMEOUT`` go on with "no
-   answer in time" (jobs.expire_parked_jobs), also those nobody follows.
+5. Background jobs waiting for their client longer than ``CLIENT_REQUEST_TIMEOUT``, also those
+   nobody follows (jobs.expire_parked_jobs): parked ones go on with "no answer in time", one
+   whose call record is gone fails, one in its slot whose worker died is lost. All of them,
+   oldest first, across runs: each run spends ``jobs.SWEEP_SECONDS`` at most.
 
 The Celery task ``mcp_transport.cleanup`` runs it; schedule it with Celery beat::
 

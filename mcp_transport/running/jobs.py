@@ -28,7 +28,7 @@ import logging
 import re
 import time
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import redis as redis_sync
 from asgiref.sync import async_to_sync
@@ -360,9 +360,13 @@ async def resume_parked(value: str, reply: dict) -> bool:
 async def _record_answer(job, index: int, reply: dict) -> None:
     names, ttl = keys(), get_config()["STREAM_TTL"]
     async with async_redis().pipeline(transaction=False) as pipe:
-        pipe.hset(names.job_answers(job.id), str(index), dumps({k: reply.get(k) for k in ("result", "error")}))
+        pipe.hset(names.job_answers(job.id), str(index), _answer_value(reply))
         pipe.expire(names.job_answers(job.id), ttl)
         await pipe.execute()
+
+
+def _answer_value(reply: dict) -> str:
+    return dumps({key: reply.get(key) for key in ("result", "error")})
 
 
 async def requeue(job) -> bool:
@@ -401,50 +405,159 @@ async def _questions_open(job_id: str) -> bool:
     return any(index not in answered for index in asked)
 
 
+#: Seconds a question's parked key outlives its deadline (worker.JobChannel._send_question):
+#: until then a late answer may still take it, after that nothing can.
+PARKED_KEY_GRACE = 60
+#: What a question nobody answered in time gets instead (the tool sees ClientRequestError).
+NO_ANSWER = {"error": {"code": -32603, "message": "no answer in time"}}
+
+
 async def expire_parked(session_id: str, call: dict) -> bool:
     """A parked job's questions that its client did not answer within CLIENT_REQUEST_TIMEOUT get
     the answer "no answer in time" (the tool gets ClientRequestError, as an inline wait would),
     and the client is told to stop: "the sender SHOULD issue a cancellation notification for that
     request and stop waiting for a response" -- spec 2025-11-25 basic/lifecycle (Timeouts)."""
-    now_ms = time.time() * 1000
-    if int(call.get("parked_until", 0)) > now_ms:
+    if int(call.get("parked_until", 0)) > time.time() * 1000:
         return False
     job = await load(call.get("job"))
-    if job is None:
-        return False
+    return job is not None and await expire_questions(job)
+
+
+async def expire_questions(job) -> bool:
+    """Answer the parked job's overdue questions "no answer in time" and queue it again; True if
+    this call queued it."""
+    now_ms = time.time() * 1000
     asked, answered = await asked_and_answered(job.id)
     expired = False
     for index, entry in sorted(asked.items()):
-        if index in answered or entry.get("until", 0) > now_ms:
+        if index in answered or entry.get("until", 0) > now_ms or not await _claim_unanswered(job, index, entry):
             continue
-        if not await async_redis().getdel(keys().parked(session_id, entry["id"])):
-            continue  # answered meanwhile, or someone else expired it
-        if "key" in entry:  # a 2026-07-28 question: no longer one of the task's inputRequests
-            await async_redis().hdel(inputs_key(job), entry["key"])
-        else:
-            cancelled = notification_message("notifications/cancelled", {"requestId": entry["id"],
-                                                                          "reason": "timed out"})
-            await get_event_store().append(session_id, job.stream_key, cancelled)
-        await _record_answer(job, index, {"error": {"code": -32603, "message": "no answer in time"}})
+        await _withdraw_question(job, entry)
+        await _record_answer(job, index, NO_ANSWER)
         await async_redis().hdel(pending_request_key(job), str(entry["id"]))
         expired = True
-    return await requeue(job) if expired else False
+    # Every question answered but the job still parked: whoever recorded the last answer stopped
+    # before queueing it, and nothing else would.
+    everything_answered = bool(asked) and all(index in answered for index in asked)
+    return await requeue(job) if expired or everything_answered else False
+
+
+async def _claim_unanswered(job, index: int, entry: dict) -> bool:
+    """Whether this call may answer the question "no answer in time": it took the question's
+    parked key (no answer can take it after that), or the key has lapsed, PARKED_KEY_GRACE after
+    the deadline (the cleanup runs minutes apart, CLIENT_REQUEST_TIMEOUT may exceed STREAM_TTL):
+    then HSETNX of the answer lets one of two expirers through."""
+    client = async_redis()
+    if await client.getdel(keys().parked(job.session_id, entry["id"])):
+        return True
+    if time.time() * 1000 < entry.get("until", 0) + PARKED_KEY_GRACE * 1000:
+        return False  # an answer (or another expirer) took it, and records it now
+    return bool(await client.hsetnx(keys().job_answers(job.id), str(index), _answer_value(NO_ANSWER)))
+
+
+async def _withdraw_question(job, entry: dict) -> None:
+    if "key" in entry:  # a 2026-07-28 question: no longer one of the task's inputRequests
+        await async_redis().hdel(inputs_key(job), entry["key"])
+    else:
+        cancelled = notification_message("notifications/cancelled", {"requestId": entry["id"], "reason": "timed out"})
+        await get_event_store().append(job.session_id, job.stream_key, cancelled)
+
+
+# -- the cleanup's sweep of waiting jobs ---------------------------------------------------------
+# The cleanup looks at every input_required job whose status is older than CLIENT_REQUEST_TIMEOUT,
+# in pages of SWEEP_BATCH ordered by (updated_at, id), each page after the last row of the one
+# before: rows it must leave alone (a job waiting in its worker slot whose worker still beats)
+# cannot hide the rows behind them, as they did when it read one unordered page of 1,000. A run
+# stops after the page during which SWEEP_SECONDS ran out; the next run goes on after the last row
+# it saw (a cursor in Redis), so one run's cost stays bounded and every row is reached in turn.
+# Rows that turn waiting later have a newer updated_at: they come after the cursor.
+
+#: Waiting jobs read per query by the cleanup.
+SWEEP_BATCH = 1000
+#: Seconds one cleanup run spends on waiting jobs (it finishes the page it is on).
+SWEEP_SECONDS = 30.0
 
 
 async def expire_parked_jobs() -> int:
-    """Look at the parked jobs whose questions may have expired (cleanup): a 2026-07-28 call
-    whose client never retries has nobody following its stream to notice."""
-    expired = 0
-    for job in await _jobs_waiting_since(timezone.now() - timedelta(seconds=get_config()["CLIENT_REQUEST_TIMEOUT"])):
-        call = await async_redis().hgetall(keys().call(job.session_id, job.stream_key))
-        if "parked" in call and "done" not in call:
-            expired += await expire_parked(job.session_id, call)
-    return expired
+    """The cleanup's look at the jobs waiting for their client (see above): a 2026-07-28 call
+    whose client never retries has nobody following its stream to notice; how many it moved."""
+    before = timezone.now() - timedelta(seconds=get_config()["CLIENT_REQUEST_TIMEOUT"])
+    stop_at, after, moved = time.monotonic() + SWEEP_SECONDS, await _sweep_cursor(), 0
+    while True:
+        rows = await _jobs_waiting_since(before, after)
+        moved += await _sweep(rows)
+        if len(rows) < SWEEP_BATCH:
+            await _save_sweep_cursor(None)  # all seen: the next run starts from the oldest again
+            return moved
+        after = (rows[-1].updated_at, rows[-1].id)
+        if time.monotonic() >= stop_at:
+            await _save_sweep_cursor(after)
+            return moved
+
+
+async def _sweep(rows) -> int:
+    async with async_redis().pipeline(transaction=False) as pipe:
+        for job in rows:
+            pipe.hgetall(keys().call(job.session_id, job.stream_key))
+        calls = await pipe.execute()
+    moved = 0
+    for job, call in zip(rows, calls):
+        try:
+            moved += await _sweep_one(job, call)
+        except Exception:  # one row's trouble must not stop the cleanup for every row after it
+            logger.exception("the cleanup could not look at waiting job %s", short_id(job.id))
+    return moved
+
+
+async def _sweep_one(job, call: dict) -> bool:
+    if not call:
+        return await end_unreachable(job)
+    if "parked" in call and "done" not in call:
+        return await expire_questions(job)  # by the row: a re-created record may lack "job"
+    return await watch(job.session_id, job.stream_key, call)  # in its slot: lost if its heart stopped
+
+
+async def end_unreachable(job) -> bool:
+    """Fail a waiting job whose call record is gone (it outlived STREAM_TTL, or Redis lost it:
+    eviction, a restart without persistence). A running worker's heartbeat would have written
+    it again, so none runs the job; and once its questions' parked keys have lapsed no answer
+    can reach it: left alone it would stay input_required, holding its caller's place
+    (MAX_CALLS_PER_*), for ever."""
+    waited = (timezone.now() - job.updated_at).total_seconds()
+    if waited < get_config()["CLIENT_REQUEST_TIMEOUT"] + PARKED_KEY_GRACE:
+        return False  # a late answer may still find it and queue it again
+    text = (f"Tool {job.tool} waited for its client, and the server lost the call's record (it outlived "
+            f"STREAM_TTL, or Redis lost it): no answer can reach the call any more.")
+    return await finish(job, Status.FAILED, error_result(text), error=text, allowed=(Status.INPUT_REQUIRED,),
+                        where={"updated_at": job.updated_at}, **internal_failure(job))
+
+
+def _sweep_cursor_key() -> str:
+    return f"{keys().prefix}:sweep:waiting"
+
+
+async def _sweep_cursor():
+    raw = await async_redis().get(_sweep_cursor_key())
+    if not raw:
+        return None
+    moment, _, job_id = raw.partition(" ")
+    return datetime.fromisoformat(moment), job_id
+
+
+async def _save_sweep_cursor(after) -> None:
+    if after is None:
+        await async_redis().delete(_sweep_cursor_key())
+    else:  # a day: a cursor nobody comes back to goes by itself
+        await async_redis().set(_sweep_cursor_key(), f"{after[0].isoformat()} {after[1]}", ex=86400)
 
 
 @database_sync_to_async
-def _jobs_waiting_since(before) -> list:
-    return list(McpJob.objects.filter(status=Status.INPUT_REQUIRED, updated_at__lt=before)[:1000])
+def _jobs_waiting_since(before, after=None) -> list:
+    rows = McpJob.objects.filter(status=Status.INPUT_REQUIRED, updated_at__lt=before)
+    if after is not None:
+        moment, job_id = after
+        rows = rows.filter(Q(updated_at__gt=moment) | Q(updated_at=moment, id__gt=job_id))
+    return list(rows.order_by("updated_at", "id")[:SWEEP_BATCH])
 
 
 async def hold_slot(worker: str, job_id: str, limit: int, seconds: float) -> bool:

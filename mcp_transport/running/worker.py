@@ -221,7 +221,8 @@ class JobChannel(RequestStream):
                  "until": int((time.time() + timeout) * 1000)}
         async with client.pipeline(transaction=False) as pipe:
             # Whoever answers (streams.deliver_reply, jobs.deliver_inputs) finds the job by it.
-            pipe.set(names.parked(self.session_id, reply_id), jobs.parked_value(self.job.id, index), ex=timeout + 60)
+            pipe.set(names.parked(self.session_id, reply_id), jobs.parked_value(self.job.id, index),
+                     ex=timeout + jobs.PARKED_KEY_GRACE)
             if self.modern:  # an inputRequests entry, keyed by the question's index: stable across runs
                 entry["key"] = key or f"{mrtr.key_prefix(method)}-{index + 1}"
                 pipe.hset(jobs.inputs_key(self.job), entry["key"],
@@ -240,10 +241,16 @@ class JobChannel(RequestStream):
         """The run ends with questions open: the job is parked (``input_required``, its deadlines
         in the call record, for jobs.expire_parked). An answer that came while the run was still
         going was stored without queueing the job (it was working): queue it now."""
-        names, client = keys(), async_redis()
+        names, client, config = keys(), async_redis(), get_config()
         until = min(entry["until"] for entry in self.outstanding.values())
-        await client.hset(names.call(self.session_id, self.stream_key),
-                          mapping={"parked": len(self.outstanding), "parked_until": until})
+        record = names.call(self.session_id, self.stream_key)
+        async with client.pipeline(transaction=False) as pipe:
+            # The record's ttl ran from the call's start: a job parking near STREAM_TTL lost it
+            # before its deadline (or the heartbeat wrote it again without "job"), and then no
+            # one expired its questions. It now lasts at least STREAM_TTL past the deadline.
+            pipe.hset(record, mapping={"job": self.job.id, "parked": len(self.outstanding), "parked_until": until})
+            pipe.expire(record, config["CLIENT_REQUEST_TIMEOUT"] + config["STREAM_TTL"])
+            await pipe.execute()
         await self._move(Status.INPUT_REQUIRED, Status.WORKING)
         answered = await client.hmget(names.job_answers(self.job.id), [str(index) for index in self.outstanding])
         if any(answer is not None for answer in answered):

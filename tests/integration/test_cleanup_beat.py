@@ -39,10 +39,12 @@ def until(predicate, timeout=90, every=0.2):
 
 
 @contextmanager
-def beat_worker(server_env, folder):
-    """``celery worker -B``, as scripts/run.py starts it, cleaning up every second."""
+def beat_worker(server_env, folder, settings=None):
+    """``celery worker -B``, as scripts/run.py starts it, cleaning up every second (``settings``:
+    its MCP_TRANSPORT keys; by default every event row is past its retention)."""
+    settings = {"EVENT_RETENTION": 0} if settings is None else settings
     env = {**os.environ, **server_env, "CELERY_BROKER_URL": own_broker(server_env["REDIS_URL"]),
-           "MCP_CLEANUP_INTERVAL": "1", "MCP_TRANSPORT_JSON": json.dumps({"EVENT_RETENTION": 0})}
+           "MCP_CLEANUP_INTERVAL": "1", "MCP_TRANSPORT_JSON": json.dumps(settings)}
     log_path = folder / "worker.log"
     with open(log_path, "w") as log:
         process = subprocess.Popen(
