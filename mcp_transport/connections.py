@@ -98,6 +98,10 @@ class Keys:
         """The jobs of one Celery worker waiting for a client in their slot: job id -> deadline."""
         return f"{self.prefix}:heldwaits:{worker}"
 
+    def waiting_sweep(self):
+        """Where the cleanup's sweep of waiting jobs stopped: "<updated_at> <job id>" (jobs.py)."""
+        return f"{self.prefix}:sweep:waiting"
+
     def listen_bell(self):
         """Every list_changed / resources/updated, for the 2026-07-28 subscriptions/listen streams."""
         return f"{self.prefix}:listen"

@@ -532,12 +532,8 @@ async def end_unreachable(job) -> bool:
                         where={"updated_at": job.updated_at}, **internal_failure(job))
 
 
-def _sweep_cursor_key() -> str:
-    return f"{keys().prefix}:sweep:waiting"
-
-
 async def _sweep_cursor():
-    raw = await async_redis().get(_sweep_cursor_key())
+    raw = await async_redis().get(keys().waiting_sweep())
     if not raw:
         return None
     moment, _, job_id = raw.partition(" ")
@@ -546,9 +542,9 @@ async def _sweep_cursor():
 
 async def _save_sweep_cursor(after) -> None:
     if after is None:
-        await async_redis().delete(_sweep_cursor_key())
+        await async_redis().delete(keys().waiting_sweep())
     else:  # a day: a cursor nobody comes back to goes by itself
-        await async_redis().set(_sweep_cursor_key(), f"{after[0].isoformat()} {after[1]}", ex=86400)
+        await async_redis().set(keys().waiting_sweep(), f"{after[0].isoformat()} {after[1]}", ex=86400)
 
 
 @database_sync_to_async
