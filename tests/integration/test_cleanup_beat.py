@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def own_broker(url: str) -> str:
     """The same Redis server, another database: no other worker in the suite takes these tasks."""
     parts = urlsplit(url)
-    return urlunsplit(parts._replace(path="/7"))
+    return urlunsplit(parts._replace(path="/8" if parts.path == "/7" else "/7"))
 
 
 def manage_show(server_env, session_id) -> dict:
