@@ -43,7 +43,10 @@ def is_ref(value: str) -> bool:
 
 
 def _prefix(ref: str) -> str:
-    return ref.partition(SEPARATOR)[0]
+    """The id prefix a reference starts with, or "" when it is not PREFIX characters long: a
+    shorter one (say "a.x") would make the lookup read a share of every row of the table."""
+    prefix = ref.partition(SEPARATOR)[0]
+    return prefix if len(prefix) == PREFIX else ""
 
 
 class References:
@@ -88,7 +91,7 @@ class References:
             return {}
         condition = reduce(or_, (Q(pk__startswith=prefix) for prefix in prefixes), Q(pk__in=ids))
         found = {}
-        for row in queryset.filter(condition):
+        for row in queryset.filter(condition)[:len(ids) + _CANDIDATES * len(prefixes)]:
             if row.pk in ids:
                 found[row.pk] = row
             found.update((ref, row) for ref in refs if self.names(ref, row.pk))

@@ -32,3 +32,11 @@ def test_a_reference_names_objects_of_its_own_kind_only():
     assert job != session and job.startswith(object_id[:refs.PREFIX] + refs.SEPARATOR)
     assert refs.JOBS.names(job, object_id) and not refs.JOBS.names(session, object_id)
     assert refs.SESSIONS.names(session, object_id) and not refs.SESSIONS.names(job, object_id)
+
+
+def test_a_reference_whose_prefix_is_short_names_nothing_without_a_query():
+    """A forged reference with a one-character prefix must not make the progress view or an action
+    read a 64th of every job (this test has no database: a query would fail it)."""
+    forged = [f"{letter}.{'0' * 24}" for letter in "abcdefghij"]
+    assert refs.JOBS.select(McpJob.objects.all(), forged) == {}
+    assert refs.JOBS.find(McpJob.objects.all(), "a.tag") is None
