@@ -20,6 +20,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from .protocol import bounds
+
 DEFAULTS = {
     #: Redis URL for sessions, events and doorbells; None: the LOCATION of CACHE_ALIAS.
     "REDIS_URL": None,
@@ -72,6 +74,11 @@ DEFAULTS = {
     #: resources/subscribe URIs one session may hold (-32602 above it), and the longest URI.
     "MAX_SUBSCRIPTIONS_PER_SESSION": 100,
     "MAX_URI_BYTES": 2048,
+    #: Every message a client sends (both eras, every transport), checked as it is parsed: how
+    #: deep arrays and objects may nest in it, and the longest string request id or
+    #: progressToken (bytes). Above either: HTTP 400, nothing stored (protocol/bounds.py).
+    "MAX_JSON_DEPTH": 64,
+    "MAX_ID_BYTES": 256,
     #: SSE ``retry`` in milliseconds sent with each stream's priming event; None: never sent.
     "SSE_RETRY_MS": 1000,
     #: Seconds between keep-alive comments on idle SSE streams.
@@ -208,6 +215,12 @@ def get_config() -> dict:
     if unknown:
         raise ImproperlyConfigured(f"Unknown MCP_TRANSPORT keys: {', '.join(sorted(unknown))}.")
     return {**DEFAULTS, **user}
+
+
+def message_bounds() -> bounds.Bounds:
+    """The shape every client message must keep (MAX_JSON_DEPTH, MAX_ID_BYTES)."""
+    config = get_config()
+    return bounds.Bounds(max_depth=config["MAX_JSON_DEPTH"], max_id_bytes=config["MAX_ID_BYTES"])
 
 
 def redis_url() -> str:

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Union
 
+from . import bounds as shape
 from .errors import ErrorCode, InvalidParams, InvalidRequest, ParseError
 
 RequestId = Union[str, int]
@@ -49,8 +50,9 @@ MIN_INTEGER_ID, MAX_INTEGER_ID = -2 ** 63, 2 ** 64 - 1
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def parse(body: bytes) -> Message:
-    """Parse one POST body. Raises only ParseError or InvalidRequest.
+def parse(body: bytes, bounds: shape.Bounds = shape.DEFAULT) -> Message:
+    """Parse one POST body. Raises only ParseError, InvalidRequest, or InvalidParams (HTTP 400)
+    for a message nesting deeper than ``bounds`` allow (``protocol/bounds.py``).
 
     Two kinds of JSON text are refused as not JSON this server can carry (-32700): a number
     outside the doubles (``1e999``: it would come back as ``Infinity``, which is not JSON), and
@@ -73,9 +75,18 @@ def parse(body: bytes) -> Message:
         raise InvalidRequest("The request body must be a JSON-RPC object.")
     if obj.get("jsonrpc") != "2.0":
         raise InvalidRequest('The "jsonrpc" member must be exactly "2.0".')
-    if "method" in obj:
-        return _parse_call(obj)
-    return _parse_response(obj)
+    shape.check_depth(obj, text, bounds.max_depth)
+    message = _parse_call(obj) if "method" in obj else _parse_response(obj)
+    _check_ids(message, bounds.max_id_bytes)
+    return message
+
+
+def _check_ids(message, max_id_bytes):
+    if not isinstance(message, Notification):
+        shape.check_id(message.id, "A request id", max_id_bytes)
+    meta = getattr(message, "params", None) and message.params.get("_meta")
+    if isinstance(meta, dict):
+        shape.check_id(meta.get("progressToken"), "A progressToken", max_id_bytes)
 
 
 def _reject_constant(name):

@@ -30,7 +30,7 @@ from channels.exceptions import StopConsumer
 
 from .. import auth, logs
 from ..state import control, metrics, sessions
-from ..conf import get_config
+from ..conf import get_config, message_bounds
 from ..connections import async_redis, keys
 from .sse_writer import SseWriter
 from .streamable_http import JSON_HEADERS, SSE_HEADERS, RequestBody, answer_failures, check_host
@@ -212,7 +212,7 @@ class MessagesConsumer(_Endpoint):
         headers = await self.check_request()
         http.check_content_type(headers.get("content-type"))
         http.check_body_size(self.body.size, get_config()["MAX_REQUEST_BYTES"])
-        message = jsonrpc.parse(body)
+        message = jsonrpc.parse(body, message_bounds())
         session_id = parse_qs(self.scope.get("query_string", b"").decode("latin-1")).get("session_id", [None])[0]
         if session_id is None:
             raise TransportError("Missing session_id: use the endpoint URL the SSE stream sent.")

@@ -21,7 +21,7 @@ from django.contrib.auth.models import AnonymousUser
 
 from .. import auth, logs
 from ..state import control, sessions
-from ..conf import get_config
+from ..conf import get_config, message_bounds
 from ..protocol import jsonrpc
 from ..protocol.errors import ErrorCode, ProtocolError
 from ..storage import get_event_store
@@ -71,7 +71,7 @@ async def _read_messages(reader, session, principal, write):
 
 async def _receive_line(session, line, principal, write):
     try:
-        message = jsonrpc.parse(line)
+        message = jsonrpc.parse(line, message_bounds())
     except ProtocolError as exc:
         return write(_error(exc.code, exc.message))
     try:

@@ -25,7 +25,7 @@ from ..state import control, metrics, quotas, sessions
 from ..running import jobs, streams
 from ..eras.modern_2026 import http as modern
 from ..state.bell import doorbell
-from ..conf import get_config
+from ..conf import get_config, message_bounds
 from ..connections import keys
 from ..methods.dispatch import (Call, counts_as_call, dispatch, initialize_result, may_send, runs_in_background,
     target_spec)
@@ -198,7 +198,7 @@ class McpHttpConsumer(AsyncConsumer):
         http.check_content_type(self.headers.get("content-type"))
         self.accept = http.negotiate_post(self.headers.get("accept"))
         http.check_body_size(self.body.size, get_config()["MAX_REQUEST_BYTES"])
-        message = jsonrpc.parse(body)
+        message = jsonrpc.parse(body, message_bounds())
         if is_modern(message, self.headers):  # spec-checklist §3.2, step 4
             return await modern.post(self, message)
         if "mcp-session-id" not in self.headers and isinstance(message, Request) and message.method == "initialize":

@@ -4,8 +4,8 @@ import json
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from mcp_transport.protocol import jsonrpc
-from mcp_transport.protocol.errors import (ErrorCode, InvalidRequest, ParseError,
+from mcp_transport.protocol import bounds, jsonrpc
+from mcp_transport.protocol.errors import (ErrorCode, InvalidParams, InvalidRequest, ParseError,
                                            RemoteProtocolError)
 from mcp_transport.protocol.jsonrpc import Notification, Request, Response
 
@@ -484,3 +484,48 @@ def test_within_size_drops_oversized_notifications_and_requests():
     for message in (jsonrpc.notification_message("notifications/message", {"data": "z" * 500}),
                     jsonrpc.request_message(3, "sampling/createMessage", {"data": "z" * 500})):
         assert jsonrpc.within_size(message, jsonrpc.dumps(message), 100) == (None, b"")
+
+
+# -- the shape bound (protocol/bounds.py): depth and id length, before anything is kept --------
+
+def _nested(levels):
+    value = 1
+    for n in range(levels):
+        value = {"a": value} if n % 2 else [value]
+    return value
+
+
+def test_a_message_at_the_depth_bound_parses_and_one_deeper_is_refused():
+    at_bound = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": _nested(62)}}  # 1 + 1 + 62
+    assert jsonrpc.parse(json.dumps(at_bound).encode()).params["x"] == _nested(62)
+    deeper = {**at_bound, "params": {"x": _nested(63)}}
+    with pytest.raises(InvalidParams) as refused:
+        jsonrpc.parse(json.dumps(deeper).encode())
+    assert refused.value.http_status == 400 and "64 deep" in refused.value.message
+
+
+def test_depth_costs_no_stack_and_brackets_inside_strings_do_not_count():
+    deep = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":' + b"[" * 900 + b"]" * 900 + b"}}"
+    with pytest.raises(InvalidParams):
+        jsonrpc.parse(deep)
+    flat = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "[{" * 500}}).encode()
+    assert jsonrpc.parse(flat).method == "ping"
+
+
+def test_the_bound_is_the_callers():
+    message = json.dumps({"jsonrpc": "2.0", "id": "abcd", "method": "ping", "params": {"x": [[1]]}}).encode()
+    with pytest.raises(InvalidParams):
+        jsonrpc.parse(message, bounds.Bounds(max_depth=3))
+    with pytest.raises(InvalidRequest):
+        jsonrpc.parse(message, bounds.Bounds(max_id_bytes=3))
+    assert jsonrpc.parse(message, bounds.Bounds(max_depth=4, max_id_bytes=4)).id == "abcd"
+
+
+@pytest.mark.parametrize("message", [
+    {"jsonrpc": "2.0", "id": "x" * 257, "method": "ping"},
+    {"jsonrpc": "2.0", "id": "é" * 129, "result": {}},
+    {"jsonrpc": "2.0", "method": "tools/call", "params": {"_meta": {"progressToken": "x" * 257}}},
+])
+def test_a_string_id_or_progress_token_over_the_bound_is_refused(message):
+    with pytest.raises(InvalidRequest):
+        jsonrpc.parse(json.dumps(message).encode())
