@@ -21,12 +21,20 @@ records its child loggers propagate.
         "root": {"handlers": ["console"], "level": "INFO"},
     }
 
+Every string a client controls can reach a record: ``clientInfo``'s name and version, request
+ids, method and tool names, what a tool logs, header values in an error. A CR or LF in one
+would start a forged line in a plain format, so ``ContextFilter`` escapes the control characters
+of every record it passes -- its message, its ids and its traceback's text -- as ``\\n``,
+``\\x1b``, ``\\u2028``: one record is one line (a traceback's own line breaks excepted), whatever
+the format string. A record with nothing to escape is left as it is.
+
 Setting a context variable costs well under a microsecond, so the request path pays nothing
 measurable; the work is done only for records that a handler actually emits.
 """
 import contextvars
 import json
 import logging
+import re
 
 session_id = contextvars.ContextVar("mcp_session_id", default=None)
 request_id = contextvars.ContextVar("mcp_request_id", default=None)
@@ -48,12 +56,60 @@ def bind_request(value) -> None:
     request_id.set(value)
 
 
+#: C0 and C1 controls, DEL, and the Unicode line and paragraph separators (some viewers break
+#: lines at them).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every control character written as an escape (``\\n``, ``\\x1b``, ``\\u2028``)."""
+    return _CONTROL.sub(_escape_one, text)
+
+
+def _escape_one(match):
+    char = match.group()
+    return _NAMED.get(char) or (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
+
+
 class ContextFilter(logging.Filter):
-    """Adds ``mcp_session_id`` and ``mcp_request_id`` to every record (never drops one)."""
+    """Adds ``mcp_session_id`` and ``mcp_request_id`` to every record (never drops one), and
+    escapes the control characters of its message, ids and traceback (log forging)."""
 
     def filter(self, record):
         _add_ids(record)
+        _escape_record(record)
         return True
+
+
+def _escape_record(record):
+    try:
+        message = record.getMessage()
+    except Exception:  # a bad format call: the handler reports it as it emits (handleError)
+        return
+    if _CONTROL.search(message):
+        record.msg, record.args = escape_controls(message), None
+    if isinstance(record.mcp_request_id, str):
+        record.mcp_request_id = escape_controls(record.mcp_request_id)
+    if record.exc_info and not record.exc_text:
+        record.exc_text = _traceback_text(record.exc_info)
+
+
+def _traceback_text(exc_info) -> str:
+    """The traceback as logging writes it, its exceptions' own texts escaped: the line breaks
+    between its lines are the traceback's, the ones in a message a client may have chosen."""
+    text = logging.Formatter().formatException(exc_info)
+    exc, seen = exc_info[1], set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        try:
+            said = str(exc)
+        except Exception:  # an exception whose __str__ fails: the traceback says so already
+            said = ""
+        if _CONTROL.search(said):
+            text = text.replace(said, escape_controls(said))
+        exc = exc.__cause__ or exc.__context__
+    return re.sub("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]", _escape_one, text)
 
 
 def short_id(value) -> str:

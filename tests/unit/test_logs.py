@@ -2,6 +2,7 @@
 import asyncio
 import json
 import logging
+import sys
 
 import pytest
 
@@ -89,3 +90,54 @@ def test_json_formatter_includes_the_traceback():
 
         payload = json.loads(logs.JsonFormatter().format(record(exc_info=sys.exc_info())))
     assert "ValueError: boom" in payload["exc_info"]
+
+
+# -- log forging (issue 20, class 10): one record is one line in every format -------------------
+
+PLAIN = "%(levelname)s [%(mcp_session_id)s %(mcp_request_id)s] %(message)s"
+FORGED = "x\r\nERROR [aaaaaaaa 1] forged\x1b[2J\u2028\x85"
+
+
+def _plain(made):
+    handler = logging.StreamHandler()
+    handler.addFilter(logs.ContextFilter())
+    handler.setFormatter(logging.Formatter(PLAIN))
+    assert handler.filter(made)
+    return handler.format(made)
+
+
+def test_control_characters_in_a_message_argument_are_escaped():
+    line = _plain(record("session opened by %s %s", (FORGED, "1\n2")))
+    assert "\n" not in line and "\r" not in line and "\x1b" not in line and "\u2028" not in line
+    assert line.endswith("session opened by x\\r\\nERROR [aaaaaaaa 1] forged\\x1b[2J\\u2028\\x85 1\\n2")
+
+
+def test_a_request_id_with_a_newline_is_escaped(fresh_context):
+    def run():
+        logs.bind_request("7\nERROR forged")
+        return _plain(record())
+    assert fresh_context.run(run) == "INFO [- 7\\nERROR forged] hello world"
+
+
+def test_an_exception_text_keeps_the_traceback_lines_but_not_the_clients():
+    try:
+        raise ValueError(f"bad name {FORGED}")
+    except ValueError:
+        made = record("tool failed", (), exc_info=sys.exc_info())
+    lines = _plain(made).split("\n")
+    assert lines[0] == "INFO [- -] tool failed" and lines[1] == "Traceback (most recent call last):"
+    assert lines[-1] == "ValueError: bad name x\\r\\nERROR [aaaaaaaa 1] forged\\x1b[2J\\u2028\\x85"
+    assert not any(line.startswith("ERROR") for line in lines)
+
+
+def test_a_record_without_controls_is_left_as_it_is():
+    made = record("hello %s", ("world",))
+    logs.ContextFilter().filter(made)
+    assert (made.msg, made.args) == ("hello %s", ("world",))
+
+
+def test_json_stays_one_line_and_keeps_the_text():
+    made = record("name %s", ("a\nb",))
+    logs.ContextFilter().filter(made)
+    payload = logs.JsonFormatter().format(made)
+    assert "\n" not in payload and json.loads(payload)["message"] == "name a\\nb"
