@@ -79,6 +79,11 @@ DEFAULTS = {
     #: progressToken (bytes). Above either: HTTP 400, nothing stored (protocol/bounds.py).
     "MAX_JSON_DEPTH": 64,
     "MAX_ID_BYTES": 256,
+    #: Bytes of events replayed to one caller (its principal when AUTH is on, else its client
+    #: address) per REPLAY_WINDOW_SECONDS, over every resume of every session (Streamable HTTP
+    #: and HTTP+SSE); a resume past it gets 429 with Retry-After. None: no limit.
+    "REPLAY_BYTES_PER_CALLER": 64 * 1024 * 1024,
+    "REPLAY_WINDOW_SECONDS": 60,
     #: SSE ``retry`` in milliseconds sent with each stream's priming event; None: never sent.
     "SSE_RETRY_MS": 1000,
     #: Seconds between keep-alive comments on idle SSE streams.
@@ -200,6 +205,9 @@ DEFAULTS = {
     #: Multi-round-trip requests (2026-07-28): seconds a requestState stays valid; a background
     #: call waiting on the client's answer waits CLIENT_REQUEST_TIMEOUT at most.
     "REQUEST_STATE_TTL": 600,
+    #: Bytes of a sealed requestState (the answers a round carries to the next): a round that
+    #: would carry more gets -32602, a longer state presented is refused unread.
+    "MAX_REQUEST_STATE_BYTES": 256 * 1024,
     #: Seconds a process may trust its memory for revocable tokens (static, django-oauth-toolkit)
     #: instead of reading Redis on every request. 0: revocation takes effect on the very next
     #: request; above 0 a revocation reaches every process through the control channel at once,

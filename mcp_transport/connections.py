@@ -130,6 +130,10 @@ class Keys:
         """Sorted set of the ids of sessions opened from one client address (quotas.py)."""
         return f"{self.prefix}:addrsess:{address}"
 
+    def replayed(self, caller):
+        """Bytes replayed to a caller (``caller:<digest>``) in the current window (quotas.py)."""
+        return f"{self.prefix}:replayed:{caller}"
+
     def calls(self, session_id):
         """Sorted set of the requests and background jobs of a session (or of a 2026-07-28 caller,
         ``caller:<digest>``) running now, scored by when they expire (quotas.py)."""

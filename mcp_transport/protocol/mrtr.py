@@ -62,6 +62,17 @@ def expired() -> BadRequestState:
     return BadRequestState("The requestState has expired: send the request again without it.", "expired")
 
 
+def oversized(limit: int) -> BadRequestState:
+    return BadRequestState(f"The requestState is longer than the {limit} bytes this server ever issues.", "invalid")
+
+
+def too_much_to_carry(size: int, limit: int) -> InvalidParams:
+    """The answers a round would carry to the next make a state over ``limit``: refused, so a
+    state (and every retry that presents it) stays within the bound."""
+    return InvalidParams(f"The answers this request carries to its next round take {size} bytes sealed; this "
+                         f"server carries at most {limit}: answer with less.")
+
+
 def foreign() -> BadRequestState:
     return BadRequestState("The requestState was issued for another request or principal.", "foreign")
 

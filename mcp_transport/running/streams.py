@@ -108,6 +108,12 @@ class RequestStream:
             writer.push(frame, last=final)
         return event_id
 
+    def replay_size(self, position: str):
+        """Bytes of the recent frames after ``position``, or None when they do not reach back to it."""
+        recent = list(self._recent)
+        index = next((i for i, (known, _, _) in enumerate(recent) if known == position), None)
+        return None if index is None else sum(len(frame) for _, frame, _ in recent[index + 1:])
+
     def resume(self, position: str, writer):
         """Queue the frames after ``position`` on ``writer`` and attach it, in one step (no event
         can fall between them); how many it queued, or None, attaching nothing, when the recent

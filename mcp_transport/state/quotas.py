@@ -14,6 +14,8 @@
   by the next admission the owner is refused (``reclaim_ended_jobs``: ended jobs' entries go, a
   job whose worker was killed is declared lost first);
 - ``resources/subscribe`` URIs per session (``MAX_SUBSCRIPTIONS_PER_SESSION``);
+- bytes replayed to a caller per window (``REPLAY_BYTES_PER_CALLER`` per
+  ``REPLAY_WINDOW_SECONDS``): a 198-byte resume can replay a 1 MB result, again and again;
 - and, with no Redis of its own, the size of one stored event (``within_event_size``).
 
 A refusal is counted as ``limit_refusals:<limit>`` (metrics.py).
@@ -92,6 +94,19 @@ redis.call('EXPIRE', KEYS[2], ARGV[4])
 return 1
 """
 
+CHARGE_REPLAY_LUA = """
+-- KEYS[1]: the caller's replayed bytes in this window. ARGV: bytes, limit, window (ms).
+-- Returns -1 when charged, else the milliseconds until the window ends (the Retry-After).
+-- A first replay larger than the whole budget still goes: the budget never locks anyone out.
+local used = tonumber(redis.call('GET', KEYS[1]) or '0')
+if used > 0 and used + tonumber(ARGV[1]) > tonumber(ARGV[2]) then
+  local left = redis.call('PTTL', KEYS[1])
+  if left > 0 then return left end
+end
+if redis.call('INCRBY', KEYS[1], ARGV[1]) == tonumber(ARGV[1]) then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+return -1
+"""
+
 _scripts = weakref.WeakKeyDictionary()  # client -> {lua: Script}
 
 
@@ -157,14 +172,36 @@ async def admit_call(session_id: str) -> Slot:
                         f"This session already runs {limit} requests at once: wait for one to finish.")
 
 
-async def admit_caller_call(principal_key: str, address: str) -> Slot:
-    """The same for a sessionless (2026-07-28) request, counted per caller (MAX_CALLS_PER_CALLER):
-    its principal when authorization is on, else its client address (TRUSTED_PROXIES honoured)."""
-    limit = get_config()["MAX_CALLS_PER_CALLER"]
+def caller_key(principal_key: str, address: str) -> str:
+    """Who a per-caller limit counts: the principal when authorization is on, else the client
+    address (TRUSTED_PROXIES honoured); hashed, so a key of bounded length."""
     caller = f"principal:{principal_key}" if principal_key else f"address:{address}"
-    owner = "caller:" + hashlib.sha256(caller.encode()).hexdigest()[:32]  # a key of bounded length
-    return await _admit(keys().calls(owner), limit, "calls_per_caller",
+    return "caller:" + hashlib.sha256(caller.encode()).hexdigest()[:32]
+
+
+async def admit_caller_call(principal_key: str, address: str) -> Slot:
+    """The same for a sessionless (2026-07-28) request, counted per caller (MAX_CALLS_PER_CALLER)."""
+    limit = get_config()["MAX_CALLS_PER_CALLER"]
+    return await _admit(keys().calls(caller_key(principal_key, address)), limit, "calls_per_caller",
                         f"This client already runs {limit} requests at once: wait for one to finish.")
+
+
+async def charge_replay(principal_key: str, address: str, size: int) -> None:
+    """Count ``size`` bytes a resume is about to replay against its caller's budget
+    (REPLAY_BYTES_PER_CALLER per REPLAY_WINDOW_SECONDS), or raise LimitReached (429 with the
+    seconds until the window ends) and nothing is sent. A resume that replays nothing costs no
+    round trip: an honest client that was caught up pays nothing."""
+    config = get_config()
+    limit = config["REPLAY_BYTES_PER_CALLER"]
+    if limit is None or size <= 0:
+        return
+    window_ms = int(config["REPLAY_WINDOW_SECONDS"] * 1000)
+    wait_ms = await _script(CHARGE_REPLAY_LUA)(keys=[keys().replayed(caller_key(principal_key, address))],
+                                               args=[size, limit, window_ms])
+    if wait_ms >= 0:
+        metrics.incr("limit_refusals:replay_bytes")
+        raise LimitReached(f"This client was sent {limit} bytes of replays in the last "
+                           f"{config['REPLAY_WINDOW_SECONDS']} s: resume later.", retry_after=max(wait_ms / 1000, 1))
 
 
 async def _admit(key: str, limit: int, label: str, refusal: str) -> Slot:

@@ -29,7 +29,7 @@ from channels.consumer import AsyncConsumer
 from channels.exceptions import StopConsumer
 
 from .. import auth, logs
-from ..state import control, metrics, sessions
+from ..state import control, metrics, quotas, sessions
 from ..conf import get_config, message_bounds
 from ..connections import async_redis, keys
 from .sse_writer import SseWriter
@@ -166,6 +166,12 @@ class SseConsumer(_Endpoint):
         follower = message_session.Follower(cursor, lambda msg, event_id: writer.push(message_frame(msg, event_id)),
                                             is_open=lambda: not writer.closed)
         await follower.start(resumed=bool(last_event_id))  # a replay that cannot be whole is a 400 here
+        if last_event_id:
+            try:  # REPLAY_BYTES_PER_CALLER: 429 before the headers, the replay queued and not sent
+                await quotas.charge_replay(self.principal.key, self.client_address(headers), writer.queued_bytes())
+            except BaseException:
+                await follower.subscription.__aexit__(None, None, None)
+                raise
         claim = control.ReaderClaim(session.id, GET_STREAM)
         writer.token = claim.token
         headers = [*SSE_HEADERS, (b"mcp-session-id", session.id.encode())]

@@ -60,6 +60,10 @@ class SseWriter:
             if wakeup is not None and not wakeup.done():
                 wakeup.set_result(None)
 
+    def queued_bytes(self) -> int:
+        """Bytes queued and not sent yet (what a resume is about to replay)."""
+        return sum(map(len, self._frames))
+
     def finish(self, frame: bytes = b"") -> None:
         self.push(frame, last=True)
 

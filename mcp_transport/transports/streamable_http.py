@@ -361,12 +361,20 @@ class McpHttpConsumer(AsyncConsumer):
         if event_id is None and not await claim.acquire():
             await _release(subscription, None)
             raise TransportError("This session already has an open GET stream.", http_status=409)
-        writer = await self.start_sse(session.id, stream_key, claim.token, run=False)
+        writer = SseWriter(self.send, session.id, stream_key)
         position = event_id.position if event_id else await self.prime(writer, session, stream_key)
-        self.tail = StreamTail(writer, session.id, position, subscription, claim, take_over=event_id is not None)
-        finished = self.tail.write(backlog)
-        if event_id is not None and not finished and not backlog:
-            writer.push(streams.RESUMED)
+        tail = StreamTail(writer, session.id, position, subscription, claim, take_over=event_id is not None)
+        finished = tail.write(backlog)
+        if event_id is not None:
+            try:  # 429 before the headers: the replay is queued, not sent
+                await self.charge_replay(writer.queued_bytes())
+            except BaseException:
+                await _release(subscription, None)
+                raise
+            if not finished and not backlog:
+                writer.push(streams.RESUMED)
+        self.tail = tail
+        await self.start_sse(session.id, stream_key, claim.token, run=False, writer=writer)
         # The replay goes out with the headers from this task: its first event does not wait
         # for the writer's task to be scheduled.
         await writer.send_queued()
@@ -385,6 +393,10 @@ class McpHttpConsumer(AsyncConsumer):
         claim = control.ReaderClaim(session.id, event_id.stream)
         writer = SseWriter(self.send, session.id, event_id.stream)
         writer.token = claim.token
+        size = stream.replay_size(event_id.position)
+        if size is None:
+            return False
+        await self.charge_replay(size)
         replayed = stream.resume(event_id.position, writer)
         if replayed is None:
             return False
@@ -396,6 +408,10 @@ class McpHttpConsumer(AsyncConsumer):
         metrics.incr("replay_hits:memory")
         self.run_task(self.hold_local(writer, claim))
         return True
+
+    async def charge_replay(self, size: int):
+        """REPLAY_BYTES_PER_CALLER: 429 with Retry-After once this caller's replays are spent."""
+        await quotas.charge_replay(self.principal.key, self.client_address(), size)
 
     async def hold_local(self, writer, claim):
         """Run a locally resumed stream's writer; other processes' readers of it stop first."""

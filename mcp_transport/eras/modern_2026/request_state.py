@@ -8,6 +8,11 @@ that fails verification" -- spec 2026-07-28 basic/patterns/mrtr.
 
 The state is signed, not encrypted: what it carries (the client's own earlier answers, the
 job a call waits on) is nothing the client may not read, and nothing it can change.
+
+Nor compressed: what a state unseals to is never more than the state itself. A compressed one
+let a 5 KB state of a client's repetitive answer inflate to 3.9 MB on every retry. A sealed
+state is at most ``MAX_REQUEST_STATE_BYTES``: a round whose answers would make a longer one is
+refused (-32602), and a longer one presented is refused before its signature is checked.
 """
 from typing import Optional
 
@@ -18,6 +23,8 @@ from ...protocol import mrtr
 
 #: Namespaces the HMAC key: a value Django signs for anything else never verifies here.
 SALT = "mcp_transport.request_state"
+#: How django.core.signing marks a compressed payload (its first character).
+COMPRESSED = "."
 
 
 def principal(call) -> Optional[str]:
@@ -28,14 +35,22 @@ def principal(call) -> Optional[str]:
 
 def seal(method: str, params: dict, call, payload: dict) -> str:
     claims = mrtr.make_claims(method, params, principal(call), payload)
-    return signing.dumps(claims, salt=SALT, compress=True)
+    token, limit = signing.dumps(claims, salt=SALT), get_config()["MAX_REQUEST_STATE_BYTES"]
+    if len(token) > limit:
+        raise mrtr.too_much_to_carry(len(token), limit)
+    return token
 
 
 def unseal(token: str, method: str, params: dict, call) -> dict:
     """The payload of a state this server sealed for this request and principal, not older than
     ``REQUEST_STATE_TTL``; ``mrtr.BadRequestState`` (-32602) otherwise."""
+    config = get_config()
+    if len(token) > config["MAX_REQUEST_STATE_BYTES"]:
+        raise mrtr.oversized(config["MAX_REQUEST_STATE_BYTES"])
+    if token.startswith(COMPRESSED):  # sealed by a version that compressed: never inflated now
+        raise mrtr.expired()
     try:
-        claims = signing.loads(token, salt=SALT, max_age=get_config()["REQUEST_STATE_TTL"])
+        claims = signing.loads(token, salt=SALT, max_age=config["REQUEST_STATE_TTL"])
     except signing.SignatureExpired:
         raise mrtr.expired() from None
     except (signing.BadSignature, ValueError, TypeError):
