@@ -9,6 +9,7 @@ the nesting (``MAX_JSON_DEPTH``) and the ids (``MAX_ID_BYTES``). Without a depth
 ``clientInfo`` nested 500 deep made every recursive encoder on its way (JSON, the ORM, the
 admin) raise RecursionError after the session's row was written.
 """
+import json
 from dataclasses import dataclass
 
 from .errors import InvalidParams, InvalidRequest
@@ -47,3 +48,9 @@ def check_id(value, what: str, max_id_bytes: int) -> None:
     with every event of its stream and in logs."""
     if isinstance(value, str) and len(value) * 4 > max_id_bytes and len(value.encode()) > max_id_bytes:
         raise InvalidRequest(f"{what} is longer than {max_id_bytes} bytes.")
+
+
+def kept_bytes(*values) -> int:
+    """UTF-8 bytes of ``values`` as compact JSON: what keeping them costs (a session's clientInfo
+    and capabilities, a 2026-07-28 request's, copied into its job's row)."""
+    return sum(len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()) for value in values)

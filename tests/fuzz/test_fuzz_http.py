@@ -292,7 +292,7 @@ def fuzz_session(fuzz_server):
     return Session(fuzz_server.url)
 
 
-@settings(settings.get_profile("mcp-fuzz"), max_examples=examples(300, 40_000))
+@settings(settings.get_profile("mcp-fuzz"), max_examples=examples(240, 40_000))
 @given(message=requests())
 def test_every_method_with_any_params(fuzz_session, message):
     body = encode(message)
@@ -502,7 +502,7 @@ def _only_the_progress_token_is_bad(body: bytes, headers) -> bool:
         return False
 
 
-@settings(settings.get_profile("mcp-fuzz"), max_examples=examples(200, 20_000))
+@settings(settings.get_profile("mcp-fuzz"), max_examples=examples(170, 20_000))
 @given(message=modern_requests())
 def test_modern_requests_with_any_params(fuzz_server, message):
     """The invariants of every request, and the legacy era's progress-token rule answered as this

@@ -103,3 +103,16 @@ def test_http_sse_refuses_a_deep_initialize_and_keeps_the_session(mcp_server):
         assert reply == {"jsonrpc": "2.0", "id": 10, "result": {}}, session_of(path)
     finally:
         stream.close()
+
+
+@pytest.mark.parametrize("meta_key", ["io.modelcontextprotocol/clientInfo", "io.modelcontextprotocol/clientCapabilities"])
+def test_a_2026_request_keeps_client_info_and_capabilities_within_the_sessions_bound(mcp_server, meta_key):
+    """MAX_CLIENT_INFO_BYTES (64 KiB) bounds what the legacy initialize keeps; a 2026-07-28
+    request sends both with every call, and a background call keeps them in its job's row."""
+    client = ModernClient(mcp_server.url)
+    big = {"name": "n", "x": "y" * 70_000}
+    reply = client.post("tools/call", {"name": "slow_job", "arguments": {"steps": 1, "interval_ms": 1},
+                                       "_meta": {meta_key: big}}, request_id="big-1")
+    assert reply.status == 400, reply.body
+    assert reply.json["id"] == "big-1" and reply.json["error"]["code"] == -32602
+    assert "at most 65536" in reply.json["error"]["message"]

@@ -19,13 +19,13 @@ import redis
 from ... import auth, logs
 from ...methods import dispatch
 from . import jobs as modern_jobs, tasks as modern_tasks, rounds
-from ...state import quotas, sessions
+from ...state import metrics, quotas, sessions
 from ...running import streams
 from ...state.bell import doorbell
 from ...conf import get_config
 from ...connections import keys
 from ...methods.context import LOG_LEVELS, ClientCapabilityError
-from ...protocol import modern, mrtr, tasks_extension
+from ...protocol import bounds, modern, mrtr, tasks_extension
 from ...protocol.errors import ErrorCode, ProtocolError
 from ...protocol.jsonrpc import Notification, dumps, error_message, notification_message, result_message
 from ...methods.registry import registry
@@ -124,6 +124,7 @@ async def post(consumer, message):
     logs.bind_request(request.id)
     try:
         meta = modern.check_envelope(request, consumer.headers)
+        check_client_info_size(meta, consumer.body.size)
         if request.method == "subscriptions/listen":
             return await listen(consumer, request, meta)
         handler = handler_for(request.method)
@@ -195,6 +196,20 @@ def check_tool_headers(request, headers):
     arguments = request.params.get("arguments")
     if spec is not None and isinstance(arguments, dict):
         modern.check_param_headers(arguments, spec.input_schema, headers)
+
+
+def check_client_info_size(meta, body_size):
+    """MAX_CLIENT_INFO_BYTES, the legacy initialize's bound, for what this era sends with every
+    request and a background call keeps in its job's row: 400, -32602 above it. A body no larger
+    than the bound cannot hold more, so most requests cost nothing here."""
+    limit = get_config()["MAX_CLIENT_INFO_BYTES"]
+    if body_size <= limit:
+        return
+    size = bounds.kept_bytes(meta.get(modern.META_CLIENT_INFO), meta[modern.META_CLIENT_CAPABILITIES])
+    if size > limit:
+        metrics.incr("limit_refusals:client_info_bytes")
+        raise modern.InvalidMeta(f"{modern.META_CLIENT_CAPABILITIES} and {modern.META_CLIENT_INFO} take {size} bytes; "
+                                 f"this server keeps at most {limit} per request.")
 
 
 def stateless_session(meta, user_id, principal="") -> sessions.SessionRecord:
