@@ -47,8 +47,8 @@ def unseal(token: str, method: str, params: dict, call) -> dict:
     config = get_config()
     if len(token) > config["MAX_REQUEST_STATE_BYTES"]:
         raise mrtr.oversized(config["MAX_REQUEST_STATE_BYTES"])
-    if token.startswith(COMPRESSED):  # sealed by a version that compressed: never inflated now
-        raise mrtr.expired()
+    if token.startswith(COMPRESSED):  # this server seals none: never inflated, whoever made it
+        raise mrtr.tampered()
     try:
         claims = signing.loads(token, salt=SALT, max_age=config["REQUEST_STATE_TTL"])
     except signing.SignatureExpired:
