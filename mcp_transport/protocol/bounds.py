@@ -29,18 +29,23 @@ DEFAULT = Bounds()
 def check_depth(obj, text: str, max_depth: int) -> None:
     """-32602 (HTTP 400) when ``obj``, parsed from ``text``, nests deeper than ``max_depth``.
 
-    Iterative, so depth costs no stack; a message with fewer brackets than the bound (nearly
-    every one) is not walked at all."""
+    Level by level, so depth costs no stack; a message with fewer brackets than the bound
+    (nearly every one) is not walked at all."""
     if text.count("{") + text.count("[") <= max_depth:
         return
-    pending = [(obj, 1)]
-    while pending:
-        value, depth = pending.pop()
+    level, depth = [obj], 1
+    while level:
         if depth > max_depth:
             raise InvalidParams(f"The message nests arrays and objects more than {max_depth} deep, "
                                 "deeper than this server accepts.", http_status=400)
-        children = value.values() if isinstance(value, dict) else value
-        pending.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+        inner = []
+        for value in level:
+            inner += [child for child in (value.values() if type(value) is dict else value)
+                      if type(child) in _CONTAINERS]
+        level, depth = inner, depth + 1
+
+
+_CONTAINERS = (dict, list)
 
 
 def check_id(value, what: str, max_id_bytes: int) -> None:

@@ -71,3 +71,13 @@ def test_resume_declines_what_it_no_longer_has(stream):
     assert stream.resume("1-0", writer) is None
     assert stream.resume("99-9", writer) is None
     assert writer.frames == [] and stream._writer is None
+
+
+def test_replay_size_is_the_bytes_resume_would_queue(stream):
+    emit(stream, 1, 2, 3)
+    writer = Writer()
+    size = stream.replay_size("1-0")
+    assert stream.resume("1-0", writer) == 2
+    assert size == sum(map(len, writer.frames)) and size > 0
+    assert stream.replay_size("3-0") == 0
+    assert stream.replay_size("99-0") is None  # not in the recent frames: resume would not either
