@@ -165,10 +165,12 @@ class SseConsumer(_Endpoint):
         writer.push(endpoint_frame(self.endpoint_url(session.id), cursor))
         follower = message_session.Follower(cursor, lambda msg, event_id: writer.push(message_frame(msg, event_id)),
                                             is_open=lambda: not writer.closed)
+        endpoint_bytes = writer.queued_bytes()
         await follower.start(resumed=bool(last_event_id))  # a replay that cannot be whole is a 400 here
         if last_event_id:
+            replayed = writer.queued_bytes() - endpoint_bytes
             try:  # REPLAY_BYTES_PER_CALLER: 429 before the headers, the replay queued and not sent
-                await quotas.charge_replay(self.principal.key, self.client_address(headers), writer.queued_bytes())
+                await quotas.charge_replay(self.principal.key, self.client_address(headers), replayed)
             except BaseException:
                 await follower.subscription.__aexit__(None, None, None)
                 raise
