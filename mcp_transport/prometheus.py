@@ -34,6 +34,8 @@ COUNTERS = {
     "mcp_sse_streams_opened": ("sse_streams_opened", "SSE responses started."),
     "mcp_events_deleted": ("events_deleted", "Buffered events dropped with their session (DELETE, terminate, purge)."),
     "mcp_jobs_submitted": ("jobs_submitted", "Background jobs submitted (tools run by Celery workers)."),
+    "mcp_job_progress_reports": ("job_progress_reports", "Progress reports of background tools (with or without "
+                                 "the client's progress token)."),
     "mcp_events_write_dropped": ("events_write_dropped", "Events whose database row the database refused "
                                  "(not in the durable record; the other rows of their batch were written)."),
     "mcp_events_unwritten_overrun": ("events_unwritten_overrun", "Appends that waited unwritten_wait seconds for "

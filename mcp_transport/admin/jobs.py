@@ -150,6 +150,9 @@ class McpJobAdmin(refs.ByReference, FastListMixin, admin.ModelAdmin):
 
     @admin.display(description="session", ordering="session_id")
     def session_link(self, obj):
+        if jobs.is_modern(obj):
+            # A 2026-07-28 call has no session; its session_id is only its events' namespace.
+            return format_html('<span title="{}">–</span>', "2026-07-28: no session")
         # By reference (refs.py: no session id in the list's HTML).
         url = refs.admin_url(refs.SESSIONS, McpSession, obj.session_id)
         return format_html('<a href="{}"><code>{}…</code></a>', url, obj.session_id[:8])
