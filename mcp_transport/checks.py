@@ -47,7 +47,7 @@ POSITIVE = ("SESSION_IDLE_TIMEOUT", "MAX_REQUEST_BYTES", "KEEPALIVE_SECONDS", "H
 #: Keys that may be None, else numbers >= 0.
 OPTIONAL_NON_NEGATIVE = ("SSE_RETRY_MS", "POLL_AFTER_SECONDS", "CLOSED_SESSION_RETENTION", "EVENT_RETENTION",
                          "JOB_RETENTION", "PROGRESS_HEARTBEAT_SECONDS", "TASK_MAX_TTL_MS",
-                         "JOB_QUEUE_TIMEOUT", "TOOL_MAX_SECONDS", "SESSION_MAX_BYTES",
+                         "JOB_QUEUE_TIMEOUT", "TOOL_MAX_SECONDS", "CLEANUP_INTERVAL", "SESSION_MAX_BYTES",
                          "AUTH_REVOCABLE_MEMORY_SECONDS", "JOB_HELD_WAITS")
 METRICS_ACCESS = ("off", "staff", "token")
 PROCESS_LOCAL_STORES = ("mcp_transport.storage.memory.InMemoryEventStore",)
@@ -104,10 +104,18 @@ def redis_check(app_configs, **kwargs):
             client.close()
     except Exception as exc:
         return [Error(f"Redis does not answer: {exc}",
-                      hint="Sessions, events and cross-process control need Redis: start it, or set "
-                           "MCP_TRANSPORT['REDIS_URL'] (or the LOCATION of CACHES[CACHE_ALIAS]).",
-                      id="mcp_transport.E003")]
+                      hint=f"Sessions, events and cross-process control need Redis: start it, or correct "
+                           f"{_redis_setting()}.", id="mcp_transport.E003")]
     return []
+
+
+def _redis_setting() -> str:
+    """The setting the Redis URL comes from: MCP_TRANSPORT['REDIS_URL'], or when that is unset the
+    LOCATION of the cache it names."""
+    config = get_config()
+    if config["REDIS_URL"]:
+        return "MCP_TRANSPORT['REDIS_URL']"
+    return f"CACHES[{config['CACHE_ALIAS']!r}]['LOCATION'] (or set MCP_TRANSPORT['REDIS_URL'])"
 
 
 @register(Tags.compatibility)
@@ -235,6 +243,8 @@ RUN_JOB = "mcp_transport.run_job"
 @register(WORKERS_TAG, deploy=True)
 def workers_check(app_configs, **kwargs):
     """The running workers know the app's task and consume every background tool's queue."""
+    from .running.jobs import worker_command
+
     if _config() is None or not _background_tools() or not _celery_broker():
         return []
     try:
@@ -244,7 +254,7 @@ def workers_check(app_configs, **kwargs):
     if not registered:
         return [Warning(f"No Celery worker answered a ping within {WORKER_PING_SECONDS:g} s: background calls will "
                         "wait for one, then fail (JOB_QUEUE_TIMEOUT).",
-                        hint="Start one with: celery -A <project> worker", id="mcp_transport.W006")]
+                        hint=f"Start one with: {worker_command()}", id="mcp_transport.W006")]
     messages = [Error(f"Celery worker {name} does not know the task {RUN_JOB}: it discards background calls.",
                       hint="Restart it with this project's code (mcp_transport in INSTALLED_APPS, Celery's Django "
                            "recipe), or give it a broker of its own.", id="mcp_transport.E008")
@@ -252,7 +262,8 @@ def workers_check(app_configs, **kwargs):
     missing = sorted(_tool_queues() - {queue["name"] for answer in queues.values() for queue in answer})
     if missing:
         messages.append(Warning(f"No Celery worker consumes the queue(s) {', '.join(missing)} of background tools.",
-                                hint="Start a worker with -Q naming them.", id="mcp_transport.W006"))
+                                hint=f"Start a worker with: {worker_command(','.join(missing))}",
+                                id="mcp_transport.W006"))
     return messages
 
 

@@ -9,6 +9,7 @@ with the tutorial's), and a styled admin page (its CSS and the jobs list's scrip
 """
 import http.cookiejar
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -78,11 +79,25 @@ def fresh_venv(tmp_path_factory, wheel):
     """The tutorial's `python -m venv .venv` and `pip install django-mcp-transport` (the wheel)."""
     home = tmp_path_factory.mktemp("user")
     venv.EnvBuilder(with_pip=True).create(home / ".venv")
-    python = home / ".venv" / "bin" / "python"
-    done = subprocess.run([str(python), "-m", "pip", "install", "--disable-pip-version-check", str(wheel)],
+    done = subprocess.run(["sh", "-c", ". .venv/bin/activate && " + _install_line(wheel)], cwd=home,
+                          env={**clean_env(home / ".venv" / "bin"), "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return home
+
+
+def _install_line(wheel) -> str:
+    """The tutorial's line that installs the wheel built in a clone (the package is not on the
+    index yet), pointed at the wheel this run built."""
+    (line,) = [line for line in block("install-from-source").splitlines() if line.endswith(".whl")]
+    clone_dist = "path/to/django-mcp-transport/dist"
+    assert line.startswith(f"pip install {clone_dist}/"), line
+    return line.replace(clone_dist, shlex.quote(str(wheel.parent)))
+
+
+def test_the_tutorials_build_line_builds_in_a_clone():
+    lines = block("install-from-source").splitlines()
+    assert lines[:2] == ["pip install build", "python -m build path/to/django-mcp-transport"]
 
 
 @pytest.fixture(scope="module")
