@@ -47,7 +47,7 @@ POSITIVE = ("SESSION_IDLE_TIMEOUT", "MAX_REQUEST_BYTES", "KEEPALIVE_SECONDS", "H
 #: Keys that may be None, else numbers >= 0.
 OPTIONAL_NON_NEGATIVE = ("SSE_RETRY_MS", "POLL_AFTER_SECONDS", "CLOSED_SESSION_RETENTION", "EVENT_RETENTION",
                          "JOB_RETENTION", "PROGRESS_HEARTBEAT_SECONDS", "TASK_MAX_TTL_MS",
-                         "JOB_QUEUE_TIMEOUT", "TOOL_MAX_SECONDS", "CLEANUP_INTERVAL", "SESSION_MAX_BYTES",
+                         "JOB_QUEUE_TIMEOUT", "TOOL_MAX_SECONDS", "CLEANUP_INTERVAL", "CALL_LOG_RETENTION", "SESSION_MAX_BYTES",
                          "AUTH_REVOCABLE_MEMORY_SECONDS", "JOB_HELD_WAITS")
 METRICS_ACCESS = ("off", "staff", "token")
 PROCESS_LOCAL_STORES = ("mcp_transport.storage.memory.InMemoryEventStore",)
@@ -130,6 +130,8 @@ def values_check(app_configs, **kwargs):
     if not http.valid_networks(config["TRUSTED_PROXIES"]):
         errors.append(_value_error("TRUSTED_PROXIES", config["TRUSTED_PROXIES"],
                                    "a list of IP addresses or networks (\"10.0.0.0/8\")"))
+    if not _number(config["CALL_LOG_SAMPLE"]) or not 0 <= config["CALL_LOG_SAMPLE"] <= 1:
+        errors.append(_value_error("CALL_LOG_SAMPLE", config["CALL_LOG_SAMPLE"], "a number from 0 to 1"))
     if config["METRICS_ACCESS"] not in METRICS_ACCESS:
         errors.append(_value_error("METRICS_ACCESS", config["METRICS_ACCESS"], " or ".join(map(repr, METRICS_ACCESS))))
     elif config["METRICS_ACCESS"] == "token" and not config["METRICS_TOKEN"]:

@@ -17,7 +17,8 @@ the session's open streams and running requests on every process; later requests
 2. Stored event rows older than ``EVENT_RETENTION`` go, whatever their session.
 3. Rows of sessions closed longer ago than ``CLOSED_SESSION_RETENTION`` go, with any event rows
    they still have.
-4. Rows of background jobs that ended longer ago than ``JOB_RETENTION`` go.
+4. Rows of background jobs that ended longer ago than ``JOB_RETENTION`` go, and rows of the
+   calls log (``McpCall``) older than ``CALL_LOG_RETENTION``.
 5. Background jobs waiting for their client longer than ``CLIENT_REQUEST_TIMEOUT``, also those
    nobody follows (jobs.expire_parked_jobs): parked ones go on with "no answer in time", one
    whose call record is gone fails, one in its slot whose worker died is lost. All of them,
@@ -41,7 +42,7 @@ from .running import jobs
 from .state import metrics, sessions
 from .conf import get_config
 from .connections import async_redis, keys
-from .models import McpJob, McpSession, StoredEvent
+from .models import McpCall, McpJob, McpSession, StoredEvent
 from .protocol.session import SessionState
 from .storage import get_event_store
 
@@ -126,6 +127,7 @@ class CleanupReport:
     events_deleted: int = 0
     sessions_deleted: int = 0
     jobs_deleted: int = 0
+    calls_deleted: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -150,6 +152,11 @@ async def cleanup(now=None) -> CleanupReport:
         cutoff = now - timedelta(seconds=config["JOB_RETENTION"])
         report.jobs_deleted = await database_sync_to_async(_delete_in_batches)(
             McpJob.objects.filter(status__in=McpJob.TERMINAL, finished_at__lt=cutoff))
+    if config["CALL_LOG_RETENTION"] is not None:
+        cutoff = now - timedelta(seconds=config["CALL_LOG_RETENTION"])
+        report.calls_deleted = await database_sync_to_async(_delete_in_batches)(
+            McpCall.objects.filter(started_at__lt=cutoff))
+    metrics.incr("cleanup_deleted:calls", report.calls_deleted)
     metrics.incr("cleanup_deleted:jobs", report.jobs_deleted)
     metrics.incr("cleanup_deleted:events", report.events_deleted)
     metrics.incr("cleanup_deleted:sessions", report.sessions_deleted)

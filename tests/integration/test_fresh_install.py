@@ -26,6 +26,7 @@ from mcpserver.embedded_redis import EmbeddedRedis
 from mcp_transport.testing import free_port
 
 from .fresh_project import ROOT, block, build, clean_env, start_daphne, start_worker
+from .waiting import eventually
 
 SUPERUSER = ("tutorial-admin", "a-long-tutorial-password")
 
@@ -137,6 +138,14 @@ def test_the_tutorial_client_prints_what_the_tutorial_says(running, tmp_path):
     done = subprocess.run([sys.executable, "client.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip() == block("client-output").strip()
+    # As the tutorial says: the default client speaks 2026-07-28, which makes no session; its
+    # calls are in the calls log, and the background one's job links to its call.
+    browser = _Browser(base)
+    browser.login("/admin/mcp_transport/mcpcall/")
+    eventually(lambda: _assert("<td class=\"field-target\">count_slowly</td>" in
+                               browser.get("/admin/mcp_transport/mcpcall/?era=2026-07-28&q=count_slowly")))
+    jobs = browser.get("/admin/mcp_transport/mcpjob/?q=count_slowly")
+    assert "/admin/mcp_transport/mcpcall/" in jobs and "stateles" not in jobs
 
 
 def test_the_admin_is_styled_and_its_jobs_script_loads(running):
@@ -180,3 +189,8 @@ class _Browser:
                                          headers={"Referer": f"{self.base}/admin/login/"})
         with self.opener.open(request, timeout=30) as reply:
             return reply.read().decode()
+
+
+def _assert(condition):
+    assert condition
+    return True

@@ -151,6 +151,7 @@ def test_e003_names_the_cache_location_redis_comes_from(settings):
     ("MAX_SESSIONS_PER_ADDRESS", 0), ("MAX_CALLS_PER_SESSION", None), ("TOOL_MAX_SECONDS", -1),
     ("MAX_EVENT_BYTES", "1M"), ("MAX_CLIENT_INFO_BYTES", 0), ("MAX_SUBSCRIPTIONS_PER_SESSION", -1),
     ("MAX_URI_BYTES", 0), ("TRUSTED_PROXIES", "10.0.0.0/8"), ("TRUSTED_PROXIES", ["10.0.0.0/33"]),
+    ("CLEANUP_INTERVAL", -1), ("CALL_LOG_SAMPLE", 1.5), ("CALL_LOG_SAMPLE", None), ("CALL_LOG_RETENTION", -1),
 ])
 def test_bad_values_are_e004(key, value):
     with configured(**{key: value}):
