@@ -3,8 +3,8 @@
 ``finished()`` is the one function each era calls where it finishes a call (its answer is
 written, or its work handed to a background job): the 2025-11-25 era in its consumer
 (transports/streamable_http.py) and its requests' task (streams.py), the 2026-07-28 era in its
-reply (eras/modern_2026/http.py). It hands ``add()`` one row (a dict) and returns at once: no database write and no
-Redis round trip on the hot path. Rows wait in the process and a task of the loop bulk-inserts
+reply (eras/modern_2026/http.py). It hands ``add()`` what it knows (a tuple of references) and
+returns at once: no database write, no Redis round trip and no serializing on the hot path. Rows wait in the process and a task of the loop bulk-inserts
 them every ``INTERVAL`` seconds or ``BATCH`` rows, on a thread of their own (as the event rows'
 ``persist.EventTable``), so the loop never waits on the database. At most ``MAX_WAITING`` rows
 wait: past that (a database outage) new rows are dropped and counted (``calls_log_dropped``),
@@ -17,10 +17,9 @@ import logging
 import random
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from datetime import datetime, timezone as dt_timezone
 
 from django.db import close_old_connections
-from django.utils import timezone
 
 from ..conf import get_config
 from ..models import McpCall
@@ -40,13 +39,13 @@ _task = None
 _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-calls-db")
 
 
-def add(row: dict) -> None:
-    """Queue one call's row for the next batch (call it on the event loop)."""
+def add(captured: tuple) -> None:
+    """Queue one call for the next batch (call it on the event loop)."""
     global _task, _full
     if len(_waiting) >= MAX_WAITING:
         metrics.incr("calls_log_dropped")
         return
-    _waiting.append(row)
+    _waiting.append(captured)
     loop = asyncio.get_running_loop()
     if _task is None or _task.done() or _task.get_loop() is not loop:
         _full = asyncio.Event()
@@ -85,9 +84,17 @@ async def flush() -> None:
 def _write(rows) -> None:
     close_old_connections()
     try:
-        McpCall.objects.bulk_create([McpCall(**row) for row in rows])
+        McpCall.objects.bulk_create([row for row in map(_model_row, rows) if row is not None])
     finally:
         close_old_connections()
+
+
+def _model_row(captured):
+    try:
+        return McpCall(**_row(captured))
+    except Exception:  # one odd call must not cost the batch
+        logger.warning("a call log row could not be made", exc_info=True)
+        return None
 
 
 # -- the row of a finished call -------------------------------------------------------------
@@ -100,32 +107,39 @@ TARGETS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
 def finished(request, call, message, *, status=None, job_id="") -> None:
     """Record one finished call, if the sample keeps it: ``message`` is its answer (None: it was
     cancelled and gets none), ``status`` overrides what the answer says (a call handed to its
-    background job). Costs the request nothing but a dict when kept: no I/O here."""
+    background job). The request pays for a tuple: the row is made on the writer's thread."""
     rate = get_config()["CALL_LOG_SAMPLE"]
     if rate <= 0 or (rate < 1 and random.random() >= rate):
         return
-    try:
-        add(row(request, call, message, status, job_id or call.job_id or _task_id(message)))
-    except Exception:  # the log must never cost the call its answer
-        logger.warning("recording a call of %s failed", request.method, exc_info=True)
+    ended = time.monotonic()
+    add((time.time() - (ended - call.began), ended - call.began, request, call.session, call.principal,
+         call.request_bytes, message, status, job_id or call.job_id))
 
 
 def row(request, call, message, status=None, job_id="") -> dict:
+    """The row of a call that ends now (what ``finished`` queues, made at once)."""
     seconds = time.monotonic() - call.began
-    session = call.session
-    outcome, code = status or outcome_of(message), None
+    return _row((time.time() - seconds, seconds, request, call.session, call.principal, call.request_bytes,
+                 message, status, job_id))
+
+
+def _row(captured) -> dict:
+    """The model fields of a captured call (on the writer's thread: serializing the answer to
+    measure it would cost the request as much again as sending it)."""
+    started, seconds, request, session, principal, request_bytes, message, status, job_id = captured
+    code = None
     if message is not None and isinstance(message.get("error"), dict):
         code = message["error"].get("code") if isinstance(message["error"].get("code"), int) else None
     client_name = (session.client_info or {}).get("name")
-    return {"started_at": timezone.now() - timedelta(seconds=seconds),
+    return {"started_at": datetime.fromtimestamp(started, tz=dt_timezone.utc),
             "era": McpCall.Era.SESSIONS if session.id else McpCall.Era.STATELESS,
             "method": request.method[:64], "target": _target(request)[:500],
-            "principal": (call.principal.key if call.principal is not None else "")[:255],
+            "principal": (principal.key if principal is not None else "")[:255],
             "client_name": client_name[:200] if isinstance(client_name, str) else "",
-            "status": outcome, "error_code": code, "duration_ms": seconds * 1000,
-            "request_bytes": call.request_bytes,
-            "response_bytes": len(jsonrpc.dumps(message)) if message is not None else None,
-            "session_id": session.id or "", "job_id": job_id or "",
+            "status": status or outcome_of(message), "error_code": code, "duration_ms": seconds * 1000,
+            "request_bytes": request_bytes,
+            "response_bytes": None if message is None else len(jsonrpc.dumps(message)),
+            "session_id": session.id or "", "job_id": job_id or _task_id(message),
             "request_id": (request.id if isinstance(request.id, str) else json.dumps(request.id))[:200]}
 
 

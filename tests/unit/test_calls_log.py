@@ -38,10 +38,12 @@ def test_the_outcome_of_an_answer(message, outcome):
 def test_a_row_names_era_target_sizes_and_the_task_it_created():
     request = Request(id=7, method="tools/call", params={"name": "slow_job", "arguments": {}})
     message = {"jsonrpc": "2.0", "id": 7, "result": {"resultType": "task", "taskId": "job-1", "status": "working"}}
-    row = calls.row(request, call(), message, job_id=calls._task_id(message))
+    row = calls.row(request, call(), message)
     assert (row["era"], row["method"], row["target"], row["status"], row["job_id"]) == (
         "2026-07-28", "tools/call", "slow_job", Outcome.BACKGROUND, "job-1")
-    assert row["request_bytes"] == 120 and row["response_bytes"] > 20 and row["request_id"] == "7"
+    assert row["request_bytes"] == 120 and row["request_id"] == "7"
+    assert row["response_bytes"] == len(b'{"jsonrpc":"2.0","id":7,"result":{"resultType":"task",'
+                                                        b'"taskId":"job-1","status":"working"}}')
     assert row["client_name"] == "probe" and row["session_id"] == ""
     legacy = calls.row(Request(id="a", method="resources/read", params={"uri": "file:///x"}), call("sess"), None)
     assert (legacy["era"], legacy["target"], legacy["session_id"], legacy["request_id"]) == (
@@ -70,8 +72,8 @@ def test_the_sample_keeps_its_share_of_calls():
 def test_a_full_backlog_drops_rows_instead_of_growing(monkeypatch):
     from mcp_transport.state import metrics
 
-    monkeypatch.setattr(calls, "_waiting", [{}] * calls.MAX_WAITING)
+    monkeypatch.setattr(calls, "_waiting", [()] * calls.MAX_WAITING)
     before = metrics._pending["calls_log_dropped"]
-    calls.add({"method": "ping"})
+    calls.add(())
     assert len(calls._waiting) == calls.MAX_WAITING
     assert metrics._pending["calls_log_dropped"] == before + 1
