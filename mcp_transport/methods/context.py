@@ -84,17 +84,17 @@ class Context:
             logger.warning("progress %s after %s dropped: progress must increase", progress, self._last_progress)
             return
         self._last_progress = progress
+        if self.progress_token is not None:
+            params = {"progressToken": self.progress_token, "progress": progress}
+            if total is not None:
+                params["total"] = total
+            if message is not None:
+                params["message"] = message
+            # First: a sync tool's reports are appended in call order only before their first await.
+            await self._channel.notify("notifications/progress", params)
         observe = getattr(self._channel, "observe_progress", None)  # a job's channel: its row
         if observe is not None:
             await observe(progress, total, message)
-        if self.progress_token is None:
-            return
-        params = {"progressToken": self.progress_token, "progress": progress}
-        if total is not None:
-            params["total"] = total
-        if message is not None:
-            params["message"] = message
-        await self._channel.notify("notifications/progress", params)
 
     async def log(self, level: str, data: Any, logger_name: Optional[str] = None) -> None:
         """Send ``notifications/message`` if ``level`` is at or above the session's level."""
