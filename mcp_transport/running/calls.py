@@ -4,7 +4,8 @@
 written, or its work handed to a background job): the 2025-11-25 era in its consumer
 (transports/streamable_http.py) and its requests' task (streams.py), the 2026-07-28 era in its
 reply (eras/modern_2026/http.py). It hands ``add()`` what it knows (a tuple of references) and
-returns at once: no database write, no Redis round trip and no serializing on the hot path. Rows wait in the process and a task of the loop bulk-inserts
+returns at once: no database write, no Redis round trip and no serializing on the hot path. The
+captured calls wait in the process, and a task of the loop makes their rows and bulk-inserts
 them every ``INTERVAL`` seconds or ``BATCH`` rows, on a thread of their own (as the event rows'
 ``persist.EventTable``), so the loop never waits on the database. At most ``MAX_WAITING`` rows
 wait: past that (a database outage) new rows are dropped and counted (``calls_log_dropped``),
@@ -139,7 +140,7 @@ def _row(captured) -> dict:
             "status": status or outcome_of(message), "error_code": code, "duration_ms": seconds * 1000,
             "request_bytes": request_bytes,
             "response_bytes": None if message is None else len(jsonrpc.dumps(message)),
-            "session_id": session.id or "", "job_id": job_id or _task_id(message),
+            "session_id": session.id or "", "job_id": (job_id or _task_id(message) or _asked_task(request))[:64],
             "request_id": (request.id if isinstance(request.id, str) else json.dumps(request.id))[:200]}
 
 
@@ -167,6 +168,14 @@ def _task_id(message) -> str:
         return ""
     task = result.get("task") if isinstance(result.get("task"), dict) else result
     value = task.get("taskId") if result.get("resultType") == "task" or task is not result else None
+    return value if isinstance(value, str) else ""
+
+
+def _asked_task(request) -> str:
+    """The task a tasks/* request names (tasks/get, tasks/result, tasks/cancel ...): its job."""
+    if not request.method.startswith("tasks/") or not isinstance(request.params, dict):
+        return ""
+    value = request.params.get("taskId")
     return value if isinstance(value, str) else ""
 
 

@@ -49,6 +49,8 @@ def test_a_row_names_era_target_sizes_and_the_task_it_created():
     assert (legacy["era"], legacy["target"], legacy["session_id"], legacy["request_id"]) == (
         "2025-11-25", "file:///x", "sess", "a")
     assert calls._task_id({"result": {"task": {"taskId": "job-2"}}}) == "job-2"
+    polled = calls.row(Request(id=2, method="tasks/get", params={"taskId": "job-3"}), call(), None)
+    assert polled["job_id"] == "job-3"
     assert calls._task_id({"result": {"taskId": "not-a-task-result"}}) == ""
 
 
