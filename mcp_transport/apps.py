@@ -9,7 +9,9 @@ class McpTransportConfig(AppConfig):
 
     def ready(self):
         from . import checks  # noqa: F401  (registers the system checks)
-        from . import operations  # noqa: F401  (registers the Celery task mcp_transport.cleanup)
+        from celery import current_app
+
+        from . import operations  # registers the Celery task mcp_transport.cleanup
         # Registers mcp_transport.run_job, so that every Celery worker of the project (Celery's
         # Django recipe sets Django up before the worker consumes) runs background tools,
         # whether or not any module of the project imports the worker side.
@@ -24,6 +26,7 @@ class McpTransportConfig(AppConfig):
         connect_signals()  # revoking a token takes effect on the next request
         enforce_request_limits()
         connect_layers()
+        operations.schedule_cleanup(current_app)  # beat runs the retention cleanup
         if apps.is_installed("corsheaders"):
             # CORS for browsers from ALLOWED_ORIGINS: the one list (cors.py).
             from corsheaders.signals import check_request_enabled

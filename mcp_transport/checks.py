@@ -48,8 +48,9 @@ POSITIVE = ("SESSION_IDLE_TIMEOUT", "MAX_REQUEST_BYTES", "KEEPALIVE_SECONDS", "H
 #: Keys that may be None, else numbers >= 0.
 OPTIONAL_NON_NEGATIVE = ("SSE_RETRY_MS", "POLL_AFTER_SECONDS", "CLOSED_SESSION_RETENTION", "EVENT_RETENTION",
                          "JOB_RETENTION", "PROGRESS_HEARTBEAT_SECONDS", "TASK_MAX_TTL_MS",
-                         "JOB_QUEUE_TIMEOUT", "TOOL_MAX_SECONDS", "SESSION_MAX_BYTES",
-                         "AUTH_REVOCABLE_MEMORY_SECONDS", "JOB_HELD_WAITS", "REPLAY_BYTES_PER_CALLER")
+                         "JOB_QUEUE_TIMEOUT", "TOOL_MAX_SECONDS", "CLEANUP_INTERVAL", "CALL_LOG_RETENTION", "SESSION_MAX_BYTES",
+                         "AUTH_REVOCABLE_MEMORY_SECONDS", "JOB_HELD_WAITS",
+                         "REPLAY_BYTES_PER_CALLER")
 METRICS_ACCESS = ("off", "staff", "token")
 PROCESS_LOCAL_STORES = ("mcp_transport.storage.memory.InMemoryEventStore",)
 PROCESS_LOCAL_LAYERS = ("channels.layers.InMemoryChannelLayer",)
@@ -105,10 +106,18 @@ def redis_check(app_configs, **kwargs):
             client.close()
     except Exception as exc:
         return [Error(f"Redis does not answer: {exc}",
-                      hint="Sessions, events and cross-process control need Redis: start it, or set "
-                           "MCP_TRANSPORT['REDIS_URL'] (or the LOCATION of CACHES[CACHE_ALIAS]).",
-                      id="mcp_transport.E003")]
+                      hint=f"Sessions, events and cross-process control need Redis: start it, or correct "
+                           f"{_redis_setting()}.", id="mcp_transport.E003")]
     return []
+
+
+def _redis_setting() -> str:
+    """The setting the Redis URL comes from: MCP_TRANSPORT['REDIS_URL'], or when that is unset the
+    LOCATION of the cache it names."""
+    config = get_config()
+    if config["REDIS_URL"]:
+        return "MCP_TRANSPORT['REDIS_URL']"
+    return f"CACHES[{config['CACHE_ALIAS']!r}]['LOCATION'] (or set MCP_TRANSPORT['REDIS_URL'])"
 
 
 @register(Tags.compatibility)
@@ -123,6 +132,8 @@ def values_check(app_configs, **kwargs):
     if not http.valid_networks(config["TRUSTED_PROXIES"]):
         errors.append(_value_error("TRUSTED_PROXIES", config["TRUSTED_PROXIES"],
                                    "a list of IP addresses or networks (\"10.0.0.0/8\")"))
+    if not _number(config["CALL_LOG_SAMPLE"]) or not 0 <= config["CALL_LOG_SAMPLE"] <= 1:
+        errors.append(_value_error("CALL_LOG_SAMPLE", config["CALL_LOG_SAMPLE"], "a number from 0 to 1"))
     if config["METRICS_ACCESS"] not in METRICS_ACCESS:
         errors.append(_value_error("METRICS_ACCESS", config["METRICS_ACCESS"], " or ".join(map(repr, METRICS_ACCESS))))
     elif config["METRICS_ACCESS"] == "token" and not config["METRICS_TOKEN"]:
@@ -236,6 +247,8 @@ RUN_JOB = "mcp_transport.run_job"
 @register(WORKERS_TAG, deploy=True)
 def workers_check(app_configs, **kwargs):
     """The running workers know the app's task and consume every background tool's queue."""
+    from .running.jobs import worker_command
+
     if _config() is None or not _background_tools() or not _celery_broker():
         return []
     try:
@@ -245,7 +258,7 @@ def workers_check(app_configs, **kwargs):
     if not registered:
         return [Warning(f"No Celery worker answered a ping within {WORKER_PING_SECONDS:g} s: background calls will "
                         "wait for one, then fail (JOB_QUEUE_TIMEOUT).",
-                        hint="Start one with: celery -A <project> worker", id="mcp_transport.W006")]
+                        hint=f"Start one with: {worker_command()}", id="mcp_transport.W006")]
     messages = [Error(f"Celery worker {name} does not know the task {RUN_JOB}: it discards background calls.",
                       hint="Restart it with this project's code (mcp_transport in INSTALLED_APPS, Celery's Django "
                            "recipe), or give it a broker of its own.", id="mcp_transport.E008")
@@ -253,7 +266,8 @@ def workers_check(app_configs, **kwargs):
     missing = sorted(_tool_queues() - {queue["name"] for answer in queues.values() for queue in answer})
     if missing:
         messages.append(Warning(f"No Celery worker consumes the queue(s) {', '.join(missing)} of background tools.",
-                                hint="Start a worker with -Q naming them.", id="mcp_transport.W006"))
+                                hint=f"Start a worker with: {worker_command(','.join(missing))}",
+                                id="mcp_transport.W006"))
     return messages
 
 

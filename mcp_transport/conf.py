@@ -141,6 +141,14 @@ DEFAULTS = {
     "EVENT_RETENTION": 86400,
     #: Seconds an ended background job's row (McpJob) is kept after it ended; None: forever.
     "JOB_RETENTION": 7 * 86400,
+    #: Seconds between runs of the cleanup, which the app adds to Celery beat's schedule (as
+    #: "mcp-transport-cleanup") unless the schedule already has the task; None: the app adds
+    #: nothing (cron runs ``manage.py mcp_sessions cleanup`` instead).
+    "CLEANUP_INTERVAL": 300,
+    #: The calls log (models.McpCall, the admin's Calls list): the share of finished calls it
+    #: keeps (1: all, 0.1: one in ten, 0: none), and the seconds a row is kept (None: forever).
+    "CALL_LOG_SAMPLE": 1.0,
+    "CALL_LOG_RETENTION": 86400,
     #: Protocol 2026-07-28: the caching hints of cacheable results, per method, e.g.
     #: {"tools/list": {"ttlMs": 300000, "cacheScope": "public"}}; methods left out keep their
     #: defaults (modern.CACHE_DEFAULTS: 60 s "private" for discover and the lists, 0 for reads).

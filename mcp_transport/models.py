@@ -206,3 +206,48 @@ class McpToken(models.Model):
         if self.expires_at is not None and self.expires_at <= timezone.now():
             return "expired"
         return "active"
+
+
+class McpCall(models.Model):
+    """One finished request of either protocol era, for the admin's Calls list (a sample of
+    them when ``CALL_LOG_SAMPLE`` < 1). Written in batches off the request path (storage/call_log.py),
+    kept for ``CALL_LOG_RETENTION`` seconds (the cleanup deletes older rows)."""
+
+    class Era(models.TextChoices):
+        SESSIONS = "2025-11-25", "2025-11-25 (sessions)"
+        STATELESS = "2026-07-28", "2026-07-28 (stateless)"
+
+    class Outcome(models.TextChoices):
+        OK = "ok", "ok"
+        TOOL_ERROR = "tool_error", "tool error (isError)"
+        ERROR = "error", "JSON-RPC error"
+        BACKGROUND = "background", "handed to a job"
+        INPUT_REQUIRED = "input_required", "input required"
+        CANCELLED = "cancelled", "cancelled"
+
+    started_at = models.DateTimeField(db_index=True)
+    era = models.CharField(max_length=16, choices=Era.choices)
+    method = models.CharField(max_length=64, db_index=True)
+    #: The tool or prompt name, or the resource URI (truncated); empty for other methods.
+    target = SafeCharField(max_length=500, blank=True)
+    principal = models.CharField(max_length=255, blank=True, default="")
+    client_name = SafeCharField(max_length=200, blank=True)
+    status = models.CharField(max_length=16, choices=Outcome.choices, db_index=True)
+    #: The JSON-RPC error code of an error answer.
+    error_code = models.IntegerField(null=True, blank=True)
+    duration_ms = models.FloatField()
+    request_bytes = models.PositiveIntegerField(default=0)
+    response_bytes = models.PositiveIntegerField(null=True, blank=True)
+    #: The session of a 2025-11-25 call; empty for a 2026-07-28 one (none exists).
+    session_id = models.CharField(max_length=128, blank=True, default="")
+    #: The background job the call started or continued (McpJob.id), if any.
+    job_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    #: The JSON-RPC id of the request (a number as its digits).
+    request_id = SafeCharField(max_length=200, blank=True)
+
+    class Meta:
+        verbose_name = "MCP call"
+        ordering = ["-started_at"]
+
+    def __str__(self):
+        return f"{self.method} {self.target}".strip()

@@ -17,15 +17,16 @@ the session's open streams and running requests on every process; later requests
 2. Stored event rows older than ``EVENT_RETENTION`` go, whatever their session.
 3. Rows of sessions closed longer ago than ``CLOSED_SESSION_RETENTION`` go, with any event rows
    they still have.
-4. Rows of background jobs that ended longer ago than ``JOB_RETENTION`` go.
+4. Rows of background jobs that ended longer ago than ``JOB_RETENTION`` go, and rows of the
+   calls log (``McpCall``) older than ``CALL_LOG_RETENTION``.
 5. Background jobs waiting for their client longer than ``CLIENT_REQUEST_TIMEOUT``, also those
    nobody follows (jobs.expire_parked_jobs): parked ones go on with "no answer in time", one
    whose call record is gone fails, one in its slot whose worker died is lost. All of them,
    oldest first, across runs: each run spends ``jobs.SWEEP_SECONDS`` at most.
 
-The Celery task ``mcp_transport.cleanup`` runs it; schedule it with Celery beat::
-
-    CELERY_BEAT_SCHEDULE = {"mcp-transport-cleanup": {"task": "mcp_transport.cleanup", "schedule": 300.0}}
+The Celery task ``mcp_transport.cleanup`` runs it. The app puts it on Celery beat's schedule
+itself (``schedule_cleanup``, every ``CLEANUP_INTERVAL`` seconds), so any ``celery beat`` of the
+project (or a worker with ``-B``) runs it; a project that schedules the task itself keeps its entry.
 """
 from dataclasses import asdict, dataclass
 from datetime import timedelta
@@ -41,7 +42,7 @@ from .running import jobs
 from .state import metrics, sessions
 from .conf import get_config
 from .connections import async_redis, keys
-from .models import McpJob, McpSession, StoredEvent
+from .models import McpCall, McpJob, McpSession, StoredEvent
 from .protocol.session import SessionState
 from .storage import get_event_store
 
@@ -126,6 +127,7 @@ class CleanupReport:
     events_deleted: int = 0
     sessions_deleted: int = 0
     jobs_deleted: int = 0
+    calls_deleted: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -150,6 +152,11 @@ async def cleanup(now=None) -> CleanupReport:
         cutoff = now - timedelta(seconds=config["JOB_RETENTION"])
         report.jobs_deleted = await database_sync_to_async(_delete_in_batches)(
             McpJob.objects.filter(status__in=McpJob.TERMINAL, finished_at__lt=cutoff))
+    if config["CALL_LOG_RETENTION"] is not None:
+        cutoff = now - timedelta(seconds=config["CALL_LOG_RETENTION"])
+        report.calls_deleted = await database_sync_to_async(_delete_in_batches)(
+            McpCall.objects.filter(started_at__lt=cutoff))
+    metrics.incr("cleanup_deleted:calls", report.calls_deleted)
     metrics.incr("cleanup_deleted:jobs", report.jobs_deleted)
     metrics.incr("cleanup_deleted:events", report.events_deleted)
     metrics.incr("cleanup_deleted:sessions", report.sessions_deleted)
@@ -201,10 +208,29 @@ def _delete_closed_sessions(closed_before) -> tuple:
     return events, deleted
 
 
-@shared_task(name="mcp_transport.cleanup", ignore_result=True)
+#: The cleanup's task, and its entry in Celery beat's schedule (``app.conf.beat_schedule``).
+CLEANUP_TASK = "mcp_transport.cleanup"
+CLEANUP_ENTRY = "mcp-transport-cleanup"
+
+
+@shared_task(name=CLEANUP_TASK, ignore_result=True)
 def cleanup_task() -> dict:
     """The cleanup as a Celery task (registered when the app is ready)."""
     return async_to_sync(cleanup)().as_dict()
+
+
+def schedule_cleanup(app) -> bool:
+    """Add the cleanup to the Celery app's beat schedule, every CLEANUP_INTERVAL seconds, unless
+    the setting is None or the schedule already runs the task (the project's own entry wins);
+    whether it added it. Called when Django is ready: Celery's Django recipe made the project's
+    app the current one by then, and beat reads the schedule only when it starts."""
+    interval = get_config()["CLEANUP_INTERVAL"]
+    schedule = app.conf.beat_schedule
+    if interval is None or any(entry.get("task") == CLEANUP_TASK for entry in schedule.values()):
+        return False
+    # A new dict: the old one may be the project's CELERY_BEAT_SCHEDULE setting itself.
+    app.conf.beat_schedule = {**schedule, CLEANUP_ENTRY: {"task": CLEANUP_TASK, "schedule": float(interval)}}
+    return True
 
 
 @task_postrun.connect(dispatch_uid="mcp_transport.flush_counters")

@@ -34,6 +34,10 @@ COUNTERS = {
     "mcp_sse_streams_opened": ("sse_streams_opened", "SSE responses started."),
     "mcp_events_deleted": ("events_deleted", "Buffered events dropped with their session (DELETE, terminate, purge)."),
     "mcp_jobs_submitted": ("jobs_submitted", "Background jobs submitted (tools run by Celery workers)."),
+    "mcp_calls_log_dropped": ("calls_log_dropped", "Calls the calls log dropped: its unwritten rows were at their "
+                              "limit (the database failing)."),
+    "mcp_job_progress_reports": ("job_progress_reports", "Progress reports of background tools (with or without "
+                                 "the client's progress token)."),
     "mcp_events_write_dropped": ("events_write_dropped", "Events whose database row the database refused "
                                  "(not in the durable record; the other rows of their batch were written)."),
     "mcp_events_unwritten_overrun": ("events_unwritten_overrun", "Appends that waited unwritten_wait seconds for "
@@ -43,7 +47,7 @@ COUNTERS = {
 LABELLED_COUNTERS = {
     "mcp_sessions_closed": ("reason", "sessions_closed", ("deleted", "expired", "terminated"),
                             "Sessions closed, by reason."),
-    "mcp_cleanup_deleted": ("kind", "cleanup_deleted", ("events", "sessions", "jobs"),
+    "mcp_cleanup_deleted": ("kind", "cleanup_deleted", ("events", "sessions", "jobs", "calls"),
                             "Database rows deleted by the retention cleanup."),
     "mcp_limit_refusals": ("limit", "limit_refusals", metrics.LIMITS,
                            "Requests refused (or results replaced) by a limit, by limit."),

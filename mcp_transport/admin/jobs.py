@@ -14,14 +14,15 @@ from datetime import timedelta
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Avg, Case, Count, DurationField, ExpressionWrapper, F, IntegerField, Value, When
+from django.db.models import (Avg, Case, Count, DurationField, ExpressionWrapper, F, IntegerField, OuterRef, Subquery,
+                              Value, When)
 from django.http import HttpResponseNotAllowed, HttpResponseRedirect, JsonResponse
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
 from ..running import jobs
-from ..models import McpJob, McpSession
+from ..models import McpCall, McpJob, McpSession
 from . import refs
 from .charts import Series, line_chart
 from .paging import CappedPaginator, FastListMixin
@@ -150,6 +151,13 @@ class McpJobAdmin(refs.ByReference, FastListMixin, admin.ModelAdmin):
 
     @admin.display(description="session", ordering="session_id")
     def session_link(self, obj):
+        if jobs.is_modern(obj):
+            # A 2026-07-28 call has no session (its session_id is only its events' namespace):
+            # the job links to its call in the calls log instead, when the log kept it.
+            if getattr(obj, "call_pk", None) is None:
+                return format_html('<span title="{}">–</span>', "2026-07-28: no session")
+            url = reverse("admin:mcp_transport_mcpcall_change", args=[obj.call_pk])
+            return format_html('<a href="{}">call {}</a>', url, obj.call_pk)
         # By reference (refs.py: no session id in the list's HTML).
         url = refs.admin_url(refs.SESSIONS, McpSession, obj.session_id)
         return format_html('<a href="{}"><code>{}…</code></a>', url, obj.session_id[:8])
@@ -167,6 +175,11 @@ class McpJobAdmin(refs.ByReference, FastListMixin, admin.ModelAdmin):
         if obj.result is None:
             return "–"
         return format_html('<pre class="mcp-json">{}</pre>', json.dumps(obj.result, indent=2, ensure_ascii=False))
+
+    def get_queryset(self, request):
+        # The first call of each job (its tools/call; retries of a 2026-07-28 call come later).
+        first_call = McpCall.objects.filter(job_id=OuterRef("pk")).order_by("started_at").values("pk")[:1]
+        return super().get_queryset(request).annotate(call_pk=Subquery(first_call))
 
     def has_add_permission(self, request):
         return False  # jobs begin with a tools/call

@@ -50,7 +50,7 @@ class Context:
         self._channel = channel
         self.session_id = session_id
         self.request_id = request_id
-        #: The client's ``_meta.progressToken``; progress is only sent when there is one.
+        #: The client's ``_meta.progressToken``; progress is only sent to the client when there is one.
         self.progress_token = progress_token
         #: The Django user of the request (AnonymousUser without authentication).
         self.user = user
@@ -78,19 +78,23 @@ class Context:
                               message: Optional[str] = None) -> None:
         """"The progress value MUST increase with each notification, even if the total is
         unknown." -- spec 2025-11-25 basic/utilities/progress. A value that does not increase is
-        dropped (and logged) rather than sent."""
-        if self.progress_token is None:
-            return
+        dropped (and logged) rather than sent. The operators' view of a background job (its row,
+        the admin's progress bar) gets every report; the client only with its progress token."""
         if self._last_progress is not None and progress <= self._last_progress:
             logger.warning("progress %s after %s dropped: progress must increase", progress, self._last_progress)
             return
         self._last_progress = progress
-        params = {"progressToken": self.progress_token, "progress": progress}
-        if total is not None:
-            params["total"] = total
-        if message is not None:
-            params["message"] = message
-        await self._channel.notify("notifications/progress", params)
+        if self.progress_token is not None:
+            params = {"progressToken": self.progress_token, "progress": progress}
+            if total is not None:
+                params["total"] = total
+            if message is not None:
+                params["message"] = message
+            # First: a sync tool's reports are appended in call order only before their first await.
+            await self._channel.notify("notifications/progress", params)
+        observe = getattr(self._channel, "observe_progress", None)  # a job's channel: its row
+        if observe is not None:
+            await observe(progress, total, message)
 
     async def log(self, level: str, data: Any, logger_name: Optional[str] = None) -> None:
         """Send ``notifications/message`` if ``level`` is at or above the session's level."""

@@ -10,7 +10,8 @@ import binascii
 import inspect
 import json
 import logging
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import close_old_connections
@@ -44,6 +45,11 @@ class Call:
     quota: Any = None
     #: True once a task of its own runs it (that task releases the quota).
     started: bool = False
+    #: For the calls log (running/calls.py): when it began (monotonic), its body's size, and
+    #: the background job it started or continued.
+    began: float = field(default_factory=time.monotonic)
+    request_bytes: int = 0
+    job_id: str = ""
 
 
 def capabilities() -> dict:

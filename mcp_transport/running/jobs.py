@@ -651,7 +651,32 @@ def queue_of(spec) -> str:
 
 def no_worker_text(tool: str, queue: str, timeout) -> str:
     return (f"No worker took tool {tool} within {timeout:g} s: start a Celery worker of this project "
-            f"(celery -A <project> worker) that consumes the queue {queue!r}.")
+            f"({worker_command(queue)}) that consumes the queue {queue!r}.")
+
+
+def worker_command(queue: str | None = None) -> str:
+    """The command that starts a worker of this project's Celery app, consuming the queue when it
+    is not Celery's default one (the worker's default)."""
+    from celery import current_app
+
+    command = f"celery -A {celery_app_name()} worker"
+    if queue and queue != current_app.conf.task_default_queue:
+        command += f" -Q {queue}"
+    return command
+
+
+def celery_app_name() -> str:
+    """What ``celery -A`` takes for this project: its Celery app's main name (Celery's Django
+    recipe: ``Celery("mysite")`` in mysite/celery.py), else the package of the settings module."""
+    import os
+
+    from celery import current_app
+
+    main = current_app.main
+    if main and main != "__main__":
+        return main
+    settings_module = os.environ.get("DJANGO_SETTINGS_MODULE", "")
+    return settings_module.split(".")[0] or "<project>"
 
 
 async def worker_lost(job, hard_limit=False) -> None:

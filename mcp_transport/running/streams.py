@@ -17,6 +17,7 @@ import json
 import logging
 
 from ..state import control, metrics, quotas, sessions
+from . import calls
 from ..state.bell import doorbell
 from ..conf import get_config
 from ..connections import async_redis, keys
@@ -267,6 +268,7 @@ async def _run(stream, request, call):
         message = None
     if await control.claim_answer(stream):  # exactly one response, even after a long stall
         await _emit_final(stream, message)
+        calls.finished(request, call, message)
 
 
 async def _emit_final(stream, message, attempts=5):

@@ -32,7 +32,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
 
-from ..state import control, quotas, sessions
+from ..state import control, metrics, quotas, sessions
 from . import jobs
 from ..state.bell import doorbell
 from ..conf import get_config
@@ -125,7 +125,7 @@ class JobChannel(RequestStream):
         self._request_of = {}
         #: monotonic time of the last progress notification (the tool's or a heartbeat).
         self.last_progress_at = time.monotonic()
-        self.last_total = None
+        self.last_total, self.last_message = None, ""
         self._progress_written_at = 0.0
         self._unwritten = None
         #: A 2026-07-28 call: its questions wait as inputRequests (jobs.inputs_key).
@@ -165,8 +165,6 @@ class JobChannel(RequestStream):
         # Appended first: the store queues appends in call order before its first await, so
         # notifications the tool sent without waiting keep their order on the stream.
         await super().notify(method, params)
-        if method == "notifications/progress":
-            await self._record_progress(params)
 
     async def request(self, method, params, key=None, **_options):
         """A question to the client, known by its index in the call (the tool's ask count): its
@@ -322,11 +320,17 @@ class JobChannel(RequestStream):
             self.job.status, self.job.updated_at = status, timezone.now()
             await jobs.announce(self.job)
 
-    async def _record_progress(self, params):
+    async def observe_progress(self, progress, total, message):
+        """The tool's progress, for its row (the admin) and metrics, whether or not the client
+        asked for notifications (Context.report_progress)."""
+        if self.replaying:
+            return
+        metrics.incr("job_progress_reports")
         self.last_progress_at = time.monotonic()
-        self.last_total = params.get("total", self.last_total)
-        self._unwritten = {"progress": params["progress"], "total": params.get("total"),
-                           "message": params.get("message", "")}
+        self.last_total = total if total is not None else self.last_total
+        if message is not None:
+            self.last_message = message
+        self._unwritten = {"progress": progress, "total": total, "message": self.last_message}
         if self.last_progress_at - self._progress_written_at >= PROGRESS_WRITE_INTERVAL:
             await self.write_progress()
 

@@ -16,6 +16,8 @@ Names (fields of the ``{prefix}:metrics`` hash):
 - ``sse_streams_opened``; the store adds its own (``events_evicted:<reason>``, ``replay_hits:*``);
 - ``cleanup_deleted:events|sessions``: rows the retention cleanup deleted (operations.py);
 - ``limit_refusals:<limit>``: requests refused by a limit (``LIMITS``; README "Limits");
+- ``calls_log_dropped``: calls the calls log dropped, its backlog full (running/calls.py);
+- ``job_progress_reports``: a background tool's ``ctx.report_progress`` calls, token or not;
 - ``jobs_submitted``, ``jobs_finished:<status>``, ``job_ms_sum`` and the cumulative
   ``job_seconds_bucket:<upper bound>``: background jobs and how long they took (``record_job``).
 

@@ -105,7 +105,8 @@ def enforce_request_limits() -> bool:
 
 
 def flush_events_at_shutdown() -> bool:
-    """Under daphne, write the events still waiting for the database before the process exits.
+    """Under daphne, write the events (and the calls log's rows) still waiting for the database
+    before the process exits.
 
     The Redis store batches its database writes (``persist="batched"``). Under uvicorn the loop
     cancels the batching task at shutdown, which then writes what waits; daphne sends no ASGI
@@ -124,6 +125,12 @@ def flush_events_at_shutdown() -> bool:
 def _flush_for_twisted():
     from twisted.internet.defer import Deferred
 
+    return Deferred.fromFuture(asyncio.ensure_future(_flush_rows()))
+
+
+async def _flush_rows():
+    from ..running import calls
     from ..storage import flush_all
 
-    return Deferred.fromFuture(asyncio.ensure_future(flush_all()))
+    await flush_all()
+    await calls.flush()  # the calls log's unwritten rows too

@@ -22,7 +22,7 @@ from django.http.request import split_domain_port, validate_host
 
 from .. import auth, logs
 from ..state import control, metrics, quotas, sessions
-from ..running import jobs, streams
+from ..running import calls, jobs, streams
 from ..eras.modern_2026 import http as modern
 from ..state.bell import doorbell
 from ..conf import get_config, message_bounds
@@ -255,7 +255,7 @@ class McpHttpConsumer(AsyncConsumer):
         if state.value != session.state:
             await sessions.update(session, state=state.value)
         auth.require_spec_scopes(target_spec(request), self.principal, self.scope, self.headers)  # 403
-        call = Call(session=session, user=self.user, principal=self.principal)
+        call = Call(session=session, user=self.user, principal=self.principal, request_bytes=self.body.size)
         sse = self.wants_sse(may_send(request))
         if counts_as_call(request):  # a background tool's job counts too, until it ends
             try:
@@ -275,6 +275,7 @@ class McpHttpConsumer(AsyncConsumer):
             raise
         await quotas.release_call(call.quota)
         await self.send_json(200, reply)
+        calls.finished(request, call, reply)
 
     async def send_request_error(self, request, exc: ProtocolError):
         """An error answering ``request`` (its id), with the error's status and headers."""
@@ -293,7 +294,7 @@ class McpHttpConsumer(AsyncConsumer):
     async def respond_sse(self, session, request, call):
         if runs_in_background(request, self.principal):
             try:
-                return await self.respond_job(session, request, call.quota)
+                return await self.respond_job(session, request, call.quota, call)
             finally:
                 await quotas.release_call(call.quota)  # nothing left to free once its job holds it
         stream = streams.RequestStream(session.id, request.id, ids.new_stream_key())
@@ -306,7 +307,7 @@ class McpHttpConsumer(AsyncConsumer):
         stream.attach(writer)
         await streams.start(stream, request, call)
 
-    async def respond_job(self, session, request, slot=None):
+    async def respond_job(self, session, request, slot=None, call=None):
         """A background tool: a worker runs it (jobs.py) and appends what it sends to the call's
         stream; this connection follows the stream as a resumed GET would, so a client that
         drops it resumes on any process."""
@@ -319,10 +320,12 @@ class McpHttpConsumer(AsyncConsumer):
         position = await self.prime(writer, session, stream_key)
         params = request.params
         try:
-            await jobs.submit(registry.tools[params["name"]], params.get("arguments") or {}, session_id=session.id,
-                              request_id=request.id, stream_key=stream_key, user_id=self.user_id,
-                              principal=self.principal.key, progress_token=jsonrpc.progress_token(params),
-                              slot=slot)
+            job = await jobs.submit(registry.tools[params["name"]], params.get("arguments") or {},
+                                    session_id=session.id, request_id=request.id, stream_key=stream_key,
+                                    user_id=self.user_id, principal=self.principal.key,
+                                    progress_token=jsonrpc.progress_token(params), slot=slot)
+            if call is not None:
+                calls.finished(request, call, None, status=calls.McpCall.Outcome.BACKGROUND, job_id=job.id)
         except Exception:
             # The stream is primed, so the client may resume it anywhere: it must end with an
             # answer, or every resume would wait for one forever.

@@ -221,3 +221,30 @@ def test_finished_job_page_and_the_dashboard(server, admin):
         finished = html.split('<div class="label">Jobs finished</div><div class="value">')[1].split("<")[0]
         assert int(finished.replace(",", "")) >= 1
     eventually(dashboard)
+
+
+def test_a_jobs_progress_reaches_its_row_without_a_progress_token(server, admin):
+    """The operators' view does not depend on the client asking for notifications: a call
+    without ``_meta.progressToken`` gets no progress, and its job's row still has it."""
+    client = HttpClient(server.url)
+    client.initialize()
+    stream = client.stream("POST", client.message("tools/call", {"name": "slow_job",
+                                                                 "arguments": {"steps": 4, "interval_ms": 10}}))
+    messages = list(stream.messages(timeout=DEADLINE))
+    assert [m.get("method") for m in messages if "method" in m] == []  # no token, no notifications
+    assert messages[-1]["result"]["content"][0]["text"] == "done 4", messages
+    state = _progress(admin, _job_id(admin, client.session_id))
+    assert (state["progress"], state["total"], state["message"], state["text"]) == (4, 4, "step 4", "4/4")
+
+
+def test_a_2026_job_shows_its_progress_and_links_to_no_session(server, admin):
+    """A 2026-07-28 task has no session: its row names none (it read "stateles…", a link to a
+    session page that does not exist), and its progress reaches the row without a token."""
+    client = ModernClient(server.url, TASKS)
+    reply = client.post("tools/call", {"name": "slow_job", "arguments": {"steps": 3, "interval_ms": 10}})
+    task_id = reply.json["result"]["taskId"]
+    _wait_for(lambda: task_status(client, task_id) == "completed", "the task completed")
+    row = job_row(admin.page(JOBS, q="slow_job"), task_id)
+    assert "mcpsession" not in row and "stateles" not in row, row
+    reference = re.search(r'data-job="([^"]+)"', row).group(1)
+    assert _progress(admin, reference)["text"] == "3/3"

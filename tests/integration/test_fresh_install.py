@@ -9,6 +9,7 @@ with the tutorial's), and a styled admin page (its CSS and the jobs list's scrip
 """
 import http.cookiejar
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -25,6 +26,7 @@ from mcpserver.embedded_redis import EmbeddedRedis
 from mcp_transport.testing import free_port
 
 from .fresh_project import ROOT, block, build, clean_env, start_daphne, start_worker
+from .waiting import eventually
 
 SUPERUSER = ("tutorial-admin", "a-long-tutorial-password")
 
@@ -78,11 +80,25 @@ def fresh_venv(tmp_path_factory, wheel):
     """The tutorial's `python -m venv .venv` and `pip install django-mcp-transport` (the wheel)."""
     home = tmp_path_factory.mktemp("user")
     venv.EnvBuilder(with_pip=True).create(home / ".venv")
-    python = home / ".venv" / "bin" / "python"
-    done = subprocess.run([str(python), "-m", "pip", "install", "--disable-pip-version-check", str(wheel)],
+    done = subprocess.run(["sh", "-c", ". .venv/bin/activate && " + _install_line(wheel)], cwd=home,
+                          env={**clean_env(home / ".venv" / "bin"), "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return home
+
+
+def _install_line(wheel) -> str:
+    """The tutorial's line that installs the wheel built in a clone (the package is not on the
+    index yet), pointed at the wheel this run built."""
+    (line,) = [line for line in block("install-from-source").splitlines() if line.endswith(".whl")]
+    clone_dist = "path/to/django-mcp-transport/dist"
+    assert line.startswith(f"pip install {clone_dist}/"), line
+    return line.replace(clone_dist, shlex.quote(str(wheel.parent)))
+
+
+def test_the_tutorials_build_line_builds_in_a_clone():
+    lines = block("install-from-source").splitlines()
+    assert lines[:2] == ["pip install build", "python -m build path/to/django-mcp-transport"]
 
 
 @pytest.fixture(scope="module")
@@ -122,6 +138,14 @@ def test_the_tutorial_client_prints_what_the_tutorial_says(running, tmp_path):
     done = subprocess.run([sys.executable, "client.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip() == block("client-output").strip()
+    # As the tutorial says: the default client speaks 2026-07-28, which makes no session; its
+    # calls are in the calls log, and the background one's job links to its call.
+    browser = _Browser(base)
+    browser.login("/admin/mcp_transport/mcpcall/")
+    eventually(lambda: _assert("<td class=\"field-target\">count_slowly</td>" in
+                               browser.get("/admin/mcp_transport/mcpcall/?era=2026-07-28&q=count_slowly")))
+    jobs = browser.get("/admin/mcp_transport/mcpjob/?q=count_slowly")
+    assert "/admin/mcp_transport/mcpcall/" in jobs and "stateles" not in jobs
 
 
 def test_the_admin_is_styled_and_its_jobs_script_loads(running):
@@ -165,3 +189,8 @@ class _Browser:
                                          headers={"Referer": f"{self.base}/admin/login/"})
         with self.opener.open(request, timeout=30) as reply:
             return reply.read().decode()
+
+
+def _assert(condition):
+    assert condition
+    return True

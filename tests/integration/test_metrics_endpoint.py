@@ -115,7 +115,8 @@ def test_background_jobs_run_by_a_worker_are_counted(pair, own_env, start_worker
         assert reply["result"]["content"][0]["text"] == f"done {steps}", reply
     expected = {"mcp_jobs_submitted_total": 2, "mcp_jobs_finished_total|status=completed": 2,
                 "mcp_jobs_finished_total|status=failed": 0, "mcp_job_duration_seconds_count": 2,
-                "mcp_job_duration_seconds_bucket|le=+Inf": 2, **active}
+                "mcp_job_duration_seconds_bucket|le=+Inf": 2, **active,
+                "mcp_job_progress_reports_total": 3}  # 1 + 2 steps, reported without a progress token
     found = wait_for(second, expected)
     assert {name: found.get(name) for name in expected} == expected
     assert 0 < found["mcp_job_duration_seconds_sum"] < 60

@@ -240,8 +240,11 @@ def test_events_waiting_for_the_database_are_written_at_a_clean_shutdown(start_s
     _check_exactly_once(client.stream("POST", call).messages(), call, steps=3)
     server.stop()  # SIGTERM: daphne's clean shutdown
     assert server.process.returncode == 0, server.log()
-    code = ("from mcp_transport.models import StoredEvent; "
-            f"print(StoredEvent.objects.filter(session_id={client.session_id!r}).count())")
+    code = ("from mcp_transport.models import McpCall, StoredEvent; "
+            f"print(StoredEvent.objects.filter(session_id={client.session_id!r}).count(), "
+            f"McpCall.objects.filter(session_id={client.session_id!r}).count())")
     out = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], capture_output=True, text=True,
                          env={**os.environ, **server_env}, cwd=server_env["PYTHONPATH"], check=True).stdout
-    assert int(out.strip().splitlines()[-1]) == 5  # the priming event, 3 progress notifications, the result
+    events, calls = map(int, out.strip().splitlines()[-1].split())
+    assert events == 5  # the priming event, 3 progress notifications, the result
+    assert calls == 1  # the calls log's row, written by then too

@@ -7,6 +7,8 @@ this suite's virtualenv, on a Redis of its own: Celery's broadcasts (the check's
 every worker on a broker, and other test runs' workers must not answer them.
 """
 import asyncio
+import re
+import socket
 import subprocess
 import sys
 import time
@@ -18,13 +20,14 @@ from mcp import Client
 from mcpserver.embedded_redis import EmbeddedRedis
 from mcp_transport.testing import free_port
 
-from .fresh_project import ROOT, Service, build, clean_env, start_daphne, start_worker
+from .fresh_project import ROOT, Service, block, build, clean_env, start_daphne, start_worker
 
 pytestmark = pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
 
 #: What this test adds to the tutorial's project: a short queue timeout, fast heartbeats (so a
-#: stuck job is looked at within a second or two), and a tool on a queue no worker consumes.
-EXTRA_SETTINGS = 'MCP_TRANSPORT = {"JOB_QUEUE_TIMEOUT": 1, "HEARTBEAT_SECONDS": 0.5}\n'
+#: stuck job is looked at within a second or two), the cleanup every second, and a tool on a
+#: queue no worker consumes.
+EXTRA_SETTINGS = 'MCP_TRANSPORT = {"JOB_QUEUE_TIMEOUT": 1, "HEARTBEAT_SECONDS": 0.5, "CLEANUP_INTERVAL": 1}\n'
 EXTRA_TOOL = '''
 
 @tool(background={"queue": "nobody"})
@@ -85,6 +88,16 @@ async def test_the_recipe_worker_runs_a_background_tool(services):
     assert seen == [(1, 2, "1 of 2"), (2, 2, "2 of 2")]
 
 
+def test_the_tutorials_worker_runs_the_cleanup_the_app_scheduled(services, project):
+    """The tutorial's project schedules nothing itself: the app put mcp_transport.cleanup on
+    beat's schedule, and the tutorial's worker (with -B) runs it."""
+    _, worker = services
+    assert "CELERY_BEAT_SCHEDULE" not in (project.root / "mysite" / "settings.py").read_text()
+    finished = re.compile(r"Task mcp_transport\.cleanup\[[-\w]+\] succeeded")
+    worker.wait_for(lambda: "Sending due task mcp-transport-cleanup (mcp_transport.cleanup)" in worker.log()
+                    and finished.search(worker.log()), what="running the cleanup")
+
+
 async def test_a_call_no_worker_takes_gets_an_error_result(services):
     url, _ = services
     started = time.monotonic()
@@ -93,6 +106,7 @@ async def test_a_call_no_worker_takes_gets_an_error_result(services):
     assert result.is_error is True
     text = result.content[0].text
     assert text.startswith("No worker took tool unclaimed within 1 s") and "'nobody'" in text, text
+    assert "(celery -A mysite worker -Q nobody)" in text, text  # the project's own Celery app
     # Bounded: the timeout, then the next look of the stream's follower (a few heartbeats).
     assert time.monotonic() - started < 60
 
@@ -102,6 +116,7 @@ def test_workers_check_warns_of_the_unconsumed_queue(services, project):
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
     assert "mcp_transport.W006" in output and "nobody" in output
+    assert "celery -A mysite worker -Q nobody" in output, output
     assert "mcp_transport.E008" not in output
 
 
@@ -125,3 +140,24 @@ def test_workers_check_says_when_no_worker_answers(project, redis):
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
     assert "mcp_transport.W006" in output and "No Celery worker answered" in output
+    assert "Start one with: celery -A mysite worker" in output, output
+
+
+async def test_runserver_serves_the_endpoint_with_daphne_first_among_the_apps(services, project, tmp_path):
+    """The tutorial's line for runserver: with it, Django's development server is daphne's and
+    answers on /mcp (without it, runserver serves only the WSGI side: 404)."""
+    settings = project.root / "mysite" / "settings_runserver.py"
+    settings.write_text("from .settings import *  # noqa\n" + block("runserver-settings") + "\n")
+    port = free_port()
+    env = {**project.env, "DJANGO_SETTINGS_MODULE": "mysite.settings_runserver", "PYTHONUNBUFFERED": "1"}
+    server = Service([sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"],
+                     project.root, env, tmp_path / "runserver.log")
+    try:
+        server.wait_for(lambda: socket.create_connection(("127.0.0.1", port), timeout=0.5).close() is None,
+                        what="listening")
+        assert "Starting ASGI/Daphne" in server.log()
+        async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+            result = await asyncio.wait_for(client.call_tool("greet", {"name": "runserver"}), 60)
+    finally:
+        server.stop()
+    assert result.content[0].text == "Hello, runserver!"

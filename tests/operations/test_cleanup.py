@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from mcp_transport import operations
 from mcp_transport.connections import async_redis, keys
-from mcp_transport.models import McpJob, McpSession, StoredEvent
+from mcp_transport.models import McpCall, McpJob, McpSession, StoredEvent
 from mcp_transport.protocol.ids import GET_STREAM, new_session_id
 from mcp_transport.storage import get_event_store
 
@@ -106,12 +106,14 @@ async def test_closed_sessions_past_their_retention_go_with_their_events():
 
 async def test_none_keeps_everything():
     now = timezone.now()
-    config = {**settings.MCP_TRANSPORT, "EVENT_RETENTION": None, "CLOSED_SESSION_RETENTION": None}
+    config = {**settings.MCP_TRANSPORT, "EVENT_RETENTION": None, "CLOSED_SESSION_RETENTION": None,
+              "CALL_LOG_RETENTION": None}
     with override_settings(MCP_TRANSPORT=config):
         closed = await _sync(session_row, now - 90 * DAY, "closed", now - 90 * DAY, "deleted")
         await _sync(events, closed, 2, age=90 * DAY)
         report = await operations.cleanup()
-    assert report.as_dict() == {"sessions_expired": 0, "events_deleted": 0, "sessions_deleted": 0, "jobs_deleted": 0}
+    assert report.as_dict() == {"sessions_expired": 0, "events_deleted": 0, "sessions_deleted": 0, "jobs_deleted": 0,
+                                "calls_deleted": 0}
     assert await _sync(lambda: StoredEvent.objects.count()) == 2
 
 
@@ -172,3 +174,20 @@ async def test_ended_jobs_past_their_retention_go_and_running_ones_stay():
     left = await _sync(lambda: set(McpJob.objects.values_list("pk", flat=True)))
     assert left == {recent, running} and not {old_done, old_failed} & left
     assert (await counters())["cleanup_deleted:jobs"] == 2
+
+
+def call_row(age):
+    return McpCall.objects.create(started_at=timezone.now() - age, era="2026-07-28", method="tools/call",
+                                  status="ok", duration_ms=1.0).pk
+
+
+async def test_calls_log_rows_past_their_retention_go():
+    config = {**settings.MCP_TRANSPORT, "CALL_LOG_RETENTION": 3600}
+    with override_settings(MCP_TRANSPORT=config):
+        old = [await _sync(call_row, timedelta(hours=2)) for _ in range(3)]
+        recent = await _sync(call_row, timedelta(minutes=5))
+        report = await operations.cleanup()
+    assert report.calls_deleted == 3
+    assert await _sync(lambda: list(McpCall.objects.values_list("pk", flat=True))) == [recent]
+    assert not set(old) & {recent}
+    assert (await counters())["cleanup_deleted:calls"] == 3

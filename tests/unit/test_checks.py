@@ -129,7 +129,17 @@ def test_unreachable_redis_is_e003():
         assert "mcp_transport.E003" in ids(ours(checks.run_checks()))
     (error,) = messages
     assert error.id == "mcp_transport.E003" and error.is_serious()
-    assert "REDIS_URL" in error.hint
+    assert "correct MCP_TRANSPORT['REDIS_URL']." in error.hint
+
+
+def test_e003_names_the_cache_location_redis_comes_from(settings):
+    from mcp_transport.testing import free_port
+
+    settings.CACHES = {**settings.CACHES, "sessions": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                                                       "LOCATION": f"redis://127.0.0.1:{free_port()}/0"}}
+    with configured(REDIS_URL=None, CACHE_ALIAS="sessions"):
+        (error,) = mcp_checks.redis_check(None)
+    assert "correct CACHES['sessions']['LOCATION'] (or set MCP_TRANSPORT['REDIS_URL'])." in error.hint, error.hint
 
 
 @pytest.mark.parametrize("key, value", [
@@ -141,6 +151,7 @@ def test_unreachable_redis_is_e003():
     ("MAX_SESSIONS_PER_ADDRESS", 0), ("MAX_CALLS_PER_SESSION", None), ("TOOL_MAX_SECONDS", -1),
     ("MAX_EVENT_BYTES", "1M"), ("MAX_CLIENT_INFO_BYTES", 0), ("MAX_SUBSCRIPTIONS_PER_SESSION", -1),
     ("MAX_URI_BYTES", 0), ("TRUSTED_PROXIES", "10.0.0.0/8"), ("TRUSTED_PROXIES", ["10.0.0.0/33"]),
+    ("CLEANUP_INTERVAL", -1), ("CALL_LOG_SAMPLE", 1.5), ("CALL_LOG_SAMPLE", None), ("CALL_LOG_RETENTION", -1),
 ])
 def test_bad_values_are_e004(key, value):
     with configured(**{key: value}):
@@ -274,6 +285,7 @@ def test_workers_check_runs_only_when_asked(monkeypatch, background_tool):
     messages = ours(checks.run_checks(tags=[mcp_checks.WORKERS_TAG], include_deployment_checks=True))
     assert asked == [1] and ids(messages) == ["mcp_transport.W006"]
     assert "No Celery worker answered" in messages[0].msg
+    assert messages[0].hint == "Start one with: celery -A mcpserver worker"  # the project's Celery app
 
 
 def test_worker_without_the_task_is_e008(monkeypatch, background_tool):
@@ -297,6 +309,7 @@ def test_unconsumed_queue_of_a_background_tool_is_w006(monkeypatch, background_t
     finally:
         del registry.tools["check_queue_probe"]
     assert ids(messages) == ["mcp_transport.W006"] and "reports" in messages[0].msg
+    assert messages[0].hint == "Start a worker with: celery -A mcpserver worker -Q reports"
 
 
 def test_workers_check_passes_when_the_workers_fit(monkeypatch, background_tool):

@@ -49,6 +49,27 @@ async def test_progress_without_token_sends_nothing():
     assert channel.notifications == []
 
 
+class JobChannel(FakeChannel):
+    """A background job's channel: it also keeps the progress for the job's row."""
+
+    def __init__(self):
+        super().__init__()
+        self.observed = []
+
+    async def observe_progress(self, progress, total, message):
+        self.observed.append((progress, total, message))
+
+
+@pytest.mark.parametrize("token", [None, "tok"])
+async def test_a_jobs_channel_observes_every_report_token_or_not(token):
+    ctx, channel = make(channel=JobChannel(), progress_token=token)
+    await ctx.report_progress(1, 10, "one")
+    await ctx.report_progress(1, 10, "again")  # progress must increase: dropped for both
+    await ctx.report_progress(2)
+    assert channel.observed == [(1, 10, "one"), (2, None, None)]
+    assert len(channel.notifications) == (0 if token is None else 2)
+
+
 async def test_progress_with_token():
     ctx, channel = make(progress_token="tok")
     await ctx.report_progress(1)

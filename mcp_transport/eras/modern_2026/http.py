@@ -20,7 +20,7 @@ from ... import auth, logs
 from ...methods import dispatch
 from . import jobs as modern_jobs, tasks as modern_tasks, rounds
 from ...state import metrics, quotas, sessions
-from ...running import streams
+from ...running import calls, streams
 from ...state.bell import doorbell
 from ...conf import get_config
 from ...connections import keys
@@ -133,7 +133,7 @@ async def post(consumer, message):
         return await consumer.send_json(exc.http_status, error_reply(request.id, exc))
     auth.require_spec_scopes(dispatch.target_spec(request), consumer.principal, consumer.scope, consumer.headers)
     call = dispatch.Call(session=stateless_session(meta, consumer.user_id, consumer.principal.key),
-                         user=consumer.user, principal=consumer.principal)
+                         user=consumer.user, principal=consumer.principal, request_bytes=consumer.body.size)
     if dispatch.counts_as_call(request):  # and its job (a task's too) counts until it ends
         try:
             call.quota = await quotas.admit_caller_call(consumer.principal.key, consumer.client_address())
@@ -149,7 +149,7 @@ async def post(consumer, message):
 
 async def serve(consumer, request, meta, handler, call):
     """Answer the request, or start the task that will (``call.started``: it frees its place)."""
-    reply = ModernReply(consumer, request.id)
+    reply = ModernReply(consumer, request.id, functools.partial(calls.finished, request, call))
     call.channel = ModernChannel(reply, request.id, meta.get(modern.META_LOG_LEVEL))
     call.channel.call = call
     if request.method == "tools/call":
@@ -297,10 +297,12 @@ class ModernReply:
     """The HTTP response of one modern request: JSON, or SSE from the first message sent before
     the result (so an error raised before anything was sent keeps its own status)."""
 
-    __slots__ = ("consumer", "request_id", "streaming", "done", "last_sent")
+    __slots__ = ("consumer", "request_id", "streaming", "done", "last_sent", "finished")
 
-    def __init__(self, consumer, request_id):
+    def __init__(self, consumer, request_id, finished=None):
         self.consumer, self.request_id = consumer, request_id
+        #: Called with the answer as it goes out: the calls log (running/calls.py).
+        self.finished = finished
         self.streaming = self.done = False
         self.last_sent = asyncio.get_running_loop().time()
 
@@ -323,6 +325,8 @@ class ModernReply:
     async def finish(self, status, message):
         if self.done:
             return
+        if self.finished is not None:
+            self.finished(message)
         if not self.streaming and (self.consumer.accept.json or status != 200):
             self.done = True
             return await self.consumer.send_json(status, message)

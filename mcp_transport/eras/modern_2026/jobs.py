@@ -44,6 +44,7 @@ async def call(spec, params: dict, call, request_id, notify):
         await jobs.deliver_inputs(job, responses)
     else:
         job, position = await _submit(spec, params, call, request_id), "0-0"
+    call.job_id = job.id  # the calls log links the call to its job
     parked = False
     try:
         # Questions still unanswered after this retry were asked before ``position``: ask again.

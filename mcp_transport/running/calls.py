@@ -1,0 +1,186 @@
+"""The log of recent calls (``models.McpCall``), both eras, written in batches off the request path.
+
+``finished()`` is the one function each era calls where it finishes a call (its answer is
+written, or its work handed to a background job): the 2025-11-25 era in its consumer
+(transports/streamable_http.py) and its requests' task (streams.py), the 2026-07-28 era in its
+reply (eras/modern_2026/http.py). It hands ``add()`` what it knows (a tuple of references) and
+returns at once: no database write, no Redis round trip and no serializing on the hot path. The
+captured calls wait in the process, and a task of the loop makes their rows and bulk-inserts
+them every ``INTERVAL`` seconds or ``BATCH`` rows, on a thread of their own (as the event rows'
+``persist.EventTable``), so the loop never waits on the database. At most ``MAX_WAITING`` rows
+wait: past that (a database outage) new rows are dropped and counted (``calls_log_dropped``),
+since the log is an operator's view, not a durable record. ``CALL_LOG_SAMPLE`` chooses which
+calls are kept; the cleanup deletes rows older than ``CALL_LOG_RETENTION``.
+"""
+import asyncio
+import json
+import logging
+import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone as dt_timezone
+
+from django.db import close_old_connections
+
+from ..conf import get_config
+from ..models import McpCall
+from ..protocol import jsonrpc
+from ..state import metrics
+
+logger = logging.getLogger(__name__)
+
+#: Seconds between writes, rows per write, and the most rows that may wait.
+INTERVAL = 1.0
+BATCH = 500
+MAX_WAITING = 10_000
+
+_waiting: list = []
+_full = None
+_task = None
+_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-calls-db")
+
+
+def add(captured: tuple) -> None:
+    """Queue one call for the next batch (call it on the event loop)."""
+    global _task, _full
+    if len(_waiting) >= MAX_WAITING:
+        metrics.incr("calls_log_dropped")
+        return
+    _waiting.append(captured)
+    loop = asyncio.get_running_loop()
+    if _task is None or _task.done() or _task.get_loop() is not loop:
+        _full = asyncio.Event()
+        _task = loop.create_task(_run())
+    if len(_waiting) >= BATCH:
+        _full.set()
+
+
+async def _run():
+    # Lives only while rows wait, so an idle loop holds no task of ours.
+    try:
+        while _waiting:
+            try:
+                await asyncio.wait_for(_full.wait(), INTERVAL)
+            except asyncio.TimeoutError:
+                pass
+            await flush()
+    except asyncio.CancelledError:
+        await flush()  # the loop is shutting down: write what waits
+        raise
+
+
+async def flush() -> None:
+    """Write every waiting row now (tests, shutdown)."""
+    if _full is not None:
+        _full.clear()
+    rows = _waiting[:]
+    del _waiting[:]
+    for start in range(0, len(rows), BATCH):
+        try:
+            await asyncio.get_running_loop().run_in_executor(_executor, _write, rows[start:start + BATCH])
+        except Exception:
+            logger.warning("%d call log rows could not be written", len(rows[start:start + BATCH]), exc_info=True)
+
+
+def _write(rows) -> None:
+    close_old_connections()
+    try:
+        McpCall.objects.bulk_create([row for row in map(_model_row, rows) if row is not None])
+    finally:
+        close_old_connections()
+
+
+def _model_row(captured):
+    try:
+        return McpCall(**_row(captured))
+    except Exception:  # one odd call must not cost the batch
+        logger.warning("a call log row could not be made", exc_info=True)
+        return None
+
+
+# -- the row of a finished call -------------------------------------------------------------
+
+#: Where a method's target is in its params.
+TARGETS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri", "resources/subscribe": "uri",
+           "resources/unsubscribe": "uri"}
+
+
+def finished(request, call, message, *, status=None, job_id="") -> None:
+    """Record one finished call, if the sample keeps it: ``message`` is its answer (None: it was
+    cancelled and gets none), ``status`` overrides what the answer says (a call handed to its
+    background job). The request pays for a tuple: the row is made on the writer's thread."""
+    rate = get_config()["CALL_LOG_SAMPLE"]
+    if rate <= 0 or (rate < 1 and random.random() >= rate):
+        return
+    ended = time.monotonic()
+    add((time.time() - (ended - call.began), ended - call.began, request, call.session, call.principal,
+         call.request_bytes, message, status, job_id or call.job_id))
+
+
+def row(request, call, message, status=None, job_id="") -> dict:
+    """The row of a call that ends now (what ``finished`` queues, made at once)."""
+    seconds = time.monotonic() - call.began
+    return _row((time.time() - seconds, seconds, request, call.session, call.principal, call.request_bytes,
+                 message, status, job_id))
+
+
+def _row(captured) -> dict:
+    """The model fields of a captured call (on the writer's thread: serializing the answer to
+    measure it would cost the request as much again as sending it)."""
+    started, seconds, request, session, principal, request_bytes, message, status, job_id = captured
+    code = None
+    if message is not None and isinstance(message.get("error"), dict):
+        code = message["error"].get("code") if isinstance(message["error"].get("code"), int) else None
+    client_name = (session.client_info or {}).get("name")
+    return {"started_at": datetime.fromtimestamp(started, tz=dt_timezone.utc),
+            "era": McpCall.Era.SESSIONS if session.id else McpCall.Era.STATELESS,
+            "method": request.method[:64], "target": _target(request)[:500],
+            "principal": (principal.key if principal is not None else "")[:255],
+            "client_name": client_name[:200] if isinstance(client_name, str) else "",
+            "status": status or outcome_of(message), "error_code": code, "duration_ms": seconds * 1000,
+            "request_bytes": request_bytes,
+            "response_bytes": None if message is None else len(jsonrpc.dumps(message)),
+            "session_id": session.id or "", "job_id": (job_id or _task_id(message) or _asked_task(request))[:64],
+            "request_id": (request.id if isinstance(request.id, str) else json.dumps(request.id))[:200]}
+
+
+def outcome_of(message) -> str:
+    Outcome = McpCall.Outcome
+    if message is None:
+        return Outcome.CANCELLED
+    if "error" in message:
+        return Outcome.ERROR
+    result = message.get("result") if isinstance(message.get("result"), dict) else {}
+    if result.get("isError") is True:
+        return Outcome.TOOL_ERROR
+    if result.get("resultType") == "task" or isinstance(result.get("task"), dict):  # a CreateTaskResult
+        return Outcome.BACKGROUND
+    if result.get("resultType") == "input_required" or "inputRequests" in result:
+        return Outcome.INPUT_REQUIRED
+    return Outcome.OK
+
+
+def _task_id(message) -> str:
+    """The job a CreateTaskResult names (our task ids are job ids): the 2026-07-28 extension's
+    ``taskId``, or the 2025-11-25 utility's ``task.taskId``."""
+    result = (message or {}).get("result")
+    if not isinstance(result, dict):
+        return ""
+    task = result.get("task") if isinstance(result.get("task"), dict) else result
+    value = task.get("taskId") if result.get("resultType") == "task" or task is not result else None
+    return value if isinstance(value, str) else ""
+
+
+def _asked_task(request) -> str:
+    """The task a tasks/* request names (tasks/get, tasks/result, tasks/cancel ...): its job."""
+    if not request.method.startswith("tasks/") or not isinstance(request.params, dict):
+        return ""
+    value = request.params.get("taskId")
+    return value if isinstance(value, str) else ""
+
+
+def _target(request) -> str:
+    params = request.params if isinstance(request.params, dict) else {}
+    key = TARGETS.get(request.method)
+    value = params.get(key) if key else None
+    return value if isinstance(value, str) else ""

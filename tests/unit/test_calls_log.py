@@ -1,0 +1,81 @@
+"""running/calls.py: what a finished call's row says, and what the sample keeps, without I/O."""
+import asyncio
+
+import pytest
+from django.conf import settings
+from django.test import override_settings
+
+from mcp_transport.methods.dispatch import Call
+from mcp_transport.models import McpCall
+from mcp_transport.protocol.jsonrpc import Request
+from mcp_transport.running import calls
+from mcp_transport.state import sessions
+
+Outcome = McpCall.Outcome
+
+
+def call(session_id="", client="probe"):
+    session = sessions.SessionRecord(id=session_id, protocol_version="2026-07-28", state="ready",
+                                     client_info={"name": client})
+    return Call(session=session, request_bytes=120)
+
+
+@pytest.mark.parametrize("message, outcome", [
+    ({"jsonrpc": "2.0", "id": 1, "result": {"content": []}}, Outcome.OK),
+    ({"jsonrpc": "2.0", "id": 1, "result": {"content": [], "isError": True}}, Outcome.TOOL_ERROR),
+    ({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "x"}}, Outcome.ERROR),
+    ({"jsonrpc": "2.0", "id": 1, "result": {"resultType": "task", "taskId": "t1", "status": "working"}},
+     Outcome.BACKGROUND),
+    ({"jsonrpc": "2.0", "id": 1, "result": {"task": {"taskId": "t2", "status": "working"}}}, Outcome.BACKGROUND),
+    ({"jsonrpc": "2.0", "id": 1, "result": {"resultType": "input_required", "inputRequests": {}}},
+     Outcome.INPUT_REQUIRED),
+    (None, Outcome.CANCELLED),
+])
+def test_the_outcome_of_an_answer(message, outcome):
+    assert calls.outcome_of(message) == outcome
+
+
+def test_a_row_names_era_target_sizes_and_the_task_it_created():
+    request = Request(id=7, method="tools/call", params={"name": "slow_job", "arguments": {}})
+    message = {"jsonrpc": "2.0", "id": 7, "result": {"resultType": "task", "taskId": "job-1", "status": "working"}}
+    row = calls.row(request, call(), message)
+    assert (row["era"], row["method"], row["target"], row["status"], row["job_id"]) == (
+        "2026-07-28", "tools/call", "slow_job", Outcome.BACKGROUND, "job-1")
+    assert row["request_bytes"] == 120 and row["request_id"] == "7"
+    assert row["response_bytes"] == len(b'{"jsonrpc":"2.0","id":7,"result":{"resultType":"task",'
+                                                        b'"taskId":"job-1","status":"working"}}')
+    assert row["client_name"] == "probe" and row["session_id"] == ""
+    legacy = calls.row(Request(id="a", method="resources/read", params={"uri": "file:///x"}), call("sess"), None)
+    assert (legacy["era"], legacy["target"], legacy["session_id"], legacy["request_id"]) == (
+        "2025-11-25", "file:///x", "sess", "a")
+    assert calls._task_id({"result": {"task": {"taskId": "job-2"}}}) == "job-2"
+    polled = calls.row(Request(id=2, method="tasks/get", params={"taskId": "job-3"}), call(), None)
+    assert polled["job_id"] == "job-3"
+    assert calls._task_id({"result": {"taskId": "not-a-task-result"}}) == ""
+
+
+def sampled(rate, n=400) -> int:
+    added = []
+    with override_settings(MCP_TRANSPORT={**settings.MCP_TRANSPORT, "CALL_LOG_SAMPLE": rate}):
+        original, calls.add = calls.add, added.append
+        try:
+            for _ in range(n):
+                calls.finished(Request(id=1, method="ping", params={}), call(), {"jsonrpc": "2.0", "id": 1, "result": {}})
+        finally:
+            calls.add = original
+    return len(added)
+
+
+def test_the_sample_keeps_its_share_of_calls():
+    assert sampled(0) == 0 and sampled(1) == 400
+    assert 100 < sampled(0.5) < 300
+
+
+def test_a_full_backlog_drops_rows_instead_of_growing(monkeypatch):
+    from mcp_transport.state import metrics
+
+    monkeypatch.setattr(calls, "_waiting", [()] * calls.MAX_WAITING)
+    before = metrics._pending["calls_log_dropped"]
+    calls.add(())
+    assert len(calls._waiting) == calls.MAX_WAITING
+    assert metrics._pending["calls_log_dropped"] == before + 1
