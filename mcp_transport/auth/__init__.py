@@ -184,12 +184,13 @@ def _reset(*, setting, **kwargs):
 
 # -- the request's resource ------------------------------------------------------------------
 
-def resource_url(scope, host: Optional[str]) -> str:
-    """The endpoint's URL: ``AUTH_RESOURCE``, or the request's scheme, Host and path."""
+def resource_url(scope, host: Optional[str], path: Optional[str] = None) -> str:
+    """The endpoint's URL: ``AUTH_RESOURCE``, or the request's scheme, Host and path (``path``:
+    the endpoint's own, when the request goes to another URL of it, as /messages is /sse's)."""
     configured = get_config()["AUTH_RESOURCE"]
     if configured:
         return configured
-    return f"{scope.get('scheme', 'http')}://{host}{scope.get('root_path', '')}{scope['path']}"
+    return f"{scope.get('scheme', 'http')}://{host}{scope.get('root_path', '')}{path or scope['path']}"
 
 
 def authorization_servers(resource: str) -> list:
@@ -208,12 +209,13 @@ def challenge_scopes() -> list:
 
 # -- authentication ----------------------------------------------------------------------------
 
-async def authenticate(scope, headers) -> Principal:
-    """The caller of this request, or Unauthorized / InsufficientScope. Off: ``from_scope``."""
+async def authenticate(scope, headers, path: Optional[str] = None) -> Principal:
+    """The caller of this request, or Unauthorized / InsufficientScope. Off: ``from_scope``.
+    ``path``: the protected resource's path when it is not the request's (``resource_url``)."""
     config = get_config()
     if not config["AUTH"]:
         return Principal.from_scope(scope)
-    resource = resource_url(scope, headers.get("host"))
+    resource = resource_url(scope, headers.get("host"), path)
     token = wire.bearer_token(headers.get("authorization"))
     if token is None:
         raise Unauthorized("Authorization required: send an OAuth bearer token.",
@@ -263,7 +265,8 @@ def require_spec_scopes(spec, principal: Principal, scope, headers) -> None:
     user = getattr(principal, "user", None)
     if spec.permission is not None and not (user is not None and user.has_perm(spec.permission)):
         return
-    require_scopes(principal, spec.scopes, resource_url(scope, headers.get("host")))
+    # The resource the token was checked for: /messages challenges for /sse's.
+    require_scopes(principal, spec.scopes, principal.resource or resource_url(scope, headers.get("host")))
 
 
 def require_scopes(principal: Principal, scopes, resource: str) -> None:

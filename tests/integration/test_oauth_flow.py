@@ -195,3 +195,23 @@ def test_a_grant_type_that_is_not_a_string_is_bad_metadata_not_a_500(oauth_serve
     reply = register(oauth_server, "203.0.113.52", redirect_uris=["https://app.example/cb"], grant_types=[{}])
     assert reply.status_code == 400, reply.text
     assert reply.json()["error"] == "invalid_client_metadata"
+
+
+@pytest.mark.asyncio
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
+async def test_the_sdk_oauth_provider_runs_the_whole_flow_on_the_http_sse_transport(oauth_server, people):
+    """The 2024-11-05 HTTP+SSE pair under OAuth: discovery from the /sse 401 (its metadata is
+    served), a token for the /sse resource, and every POST to /messages accepted with it."""
+    from mcp import Client
+    from mcp.client.sse import sse_client
+
+    olive, _ = people
+    url = f"{origin_of(oauth_server)}/sse"
+    storage = MemoryTokenStorage()
+    async with Client(sse_client(url, auth=provider_for(url, olive, storage)), mode="legacy") as client:
+        assert (await client.call_tool("whoami", {})).content[0].text == olive
+        assert (await client.call_tool("echo", {"text": "hi"})).structured_content == {"result": "hi"}
+
+
+def provider_for(url, username, storage):
+    return oauth_provider(url, username, PASSWORD, storage)
