@@ -163,7 +163,7 @@ class SseConsumer(_Endpoint):
         else:
             session, cursor = await message_session.open_session(self.principal, self.client_address(headers))
             logs.bind_session(session.id)
-        writer = HeldWriter(self.send, session.id, GET_STREAM)
+        writer = HeldWriter(self.send, session.id, GET_STREAM, self.principal)
         writer.push(endpoint_frame(self.endpoint_url(session.id), cursor))
         follower = message_session.Follower(cursor, lambda msg, event_id: writer.push(message_frame(msg, event_id)),
                                             is_open=lambda: not writer.closed)
