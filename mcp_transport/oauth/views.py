@@ -163,6 +163,9 @@ def check_client_metadata(data: dict) -> list:
     response_types = data.get("response_types", ["code"])
     if response_types != ["code"]:
         raise RegistrationRefused("invalid_client_metadata", "response_types must be [\"code\"].")
+    # The toolkit would store str() of anything else (and null was a 500); the consent page shows it.
+    if not isinstance(data.get("client_name", ""), str):
+        raise RegistrationRefused("invalid_client_metadata", "client_name must be a string.")
     check_redirect_uris(data.get("redirect_uris"))
     return grant_types
 
@@ -183,7 +186,9 @@ def check_redirect_uris(uris) -> None:
 
 
 def redirect_uri_allowed(uri: str) -> bool:
-    if len(uri) > 2000 or any(c.isspace() for c in uri):
+    # Printable ASCII only (RFC 3986: an IRI's other characters are percent-encoded, a host in
+    # punycode): no controls (a NUL is a 500 on PostgreSQL), spaces, or look-alike hosts.
+    if len(uri) > 2000 or not all("!" <= c <= "~" for c in uri):
         return False
     try:
         parts = urlsplit(uri)

@@ -108,6 +108,8 @@ def register(server, address="192.0.2.1", **metadata):
     "http://example.com/callback",          # plain http off loopback
     "https://example.com/callback#frag",    # a fragment
     "javascript:alert(1)", "ftp://example.com/x", "https://user:pw@example.com/cb", "not a url", 7,
+    "https://example.com/c\u0000b",        # a control character (NUL: a 500 on PostgreSQL)
+    "https://ex\u00e4mple.com/cb",          # not ASCII (a look-alike host; punycode is fine)
 ])
 def test_registration_refuses_unsafe_redirect_uris(oauth_server, uri):
     reply = register(oauth_server, redirect_uris=[uri], client_name="bad")
@@ -121,6 +123,8 @@ def test_registration_refuses_unsafe_redirect_uris(oauth_server, uri):
     {"redirect_uris": ["https://a.example/cb"], "grant_types": ["client_credentials"]},
     {"redirect_uris": ["https://a.example/cb"], "grant_types": ["implicit"]},
     {"redirect_uris": ["https://a.example/cb"], "response_types": ["token"]},
+    {"redirect_uris": ["https://a.example/cb"], "client_name": None},  # was a 500
+    {"redirect_uris": ["https://a.example/cb"], "client_name": {"a": 1}},  # was stored as "{'a': 1}"
 ])
 def test_registration_refuses_metadata_of_anything_but_a_public_code_client(oauth_server, metadata):
     reply = register(oauth_server, **metadata)

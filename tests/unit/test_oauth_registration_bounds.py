@@ -56,7 +56,8 @@ def test_the_per_address_count():
     ("http://localhost:8/cb", True), ("http://127.1.2.3/cb", True), ("http://example.com/cb", False),
     ("https://app.example/cb#x", False), ("https://app.example/cb#", False), ("cursor://callback", False),
     ("https://u:p@app.example/cb", False), ("https://app.example:99999/cb", False), ("https:///cb", False),
-    ("https://app.example/a b", False),
+    ("https://app.example/a b", False), ("https://app.example/a\x00b", False), ("https://app.example/a\x7fb", False),
+    ("https://\u0430pp.example/cb", False), ("https://xn--pp-8kc.example/cb", True),
 ])
 def test_redirect_uris(uri, allowed):
     assert redirect_uri_allowed(uri) is allowed
