@@ -494,10 +494,8 @@ def test_revoking_a_token_ends_its_open_streams_on_every_transport(auth_server, 
     stream, a subscriptions/listen and an HTTP+SSE stream end soon after ``mcp_tokens revoke``."""
     token = new_token(server_env, "rita")
     streams = open_streams(auth_server, token)
-    revoked_at = time.monotonic()
     assert "Revoked." in manage(server_env, "mcp_tokens", "revoke", token)
     assert_ended_cleanly(*streams, deadline=time.monotonic() + 20)
-    assert time.monotonic() - revoked_at < 60
 
 
 def test_a_toolkit_token_expiring_ends_its_open_streams(auth_server, server_env):
