@@ -49,3 +49,4 @@ def connect_layers():
     quotas.on_reclaim(jobs.watch_job)  # a caller at its limit frees the places of lost jobs
     control.on_message("closed", sessions.forget)  # its quick-resume copy in each process too
     control.on_message("auth_forget", auth.forget_local)  # a revoked token, in each process's cache
+    control.on_message("auth_forget", auth.end_streams)  # and the streams opened with it

@@ -25,6 +25,8 @@
 - mcp_transport.W008: "offline_access" among AUTH_SCOPES or AUTH_REQUIRED_SCOPES ("MCP Servers
   SHOULD NOT include offline_access in WWW-Authenticate scope or ... scopes_supported").
 - mcp_transport.E009: AUTH_VALIDATORS cannot be built (BACKEND not importable, OPTIONS refused).
+- mcp_transport.W009: the app's authorization server takes client ID metadata documents through
+  a fetcher that skips the registration policy (not ``PolicyMetadataFetcher``).
 """
 from numbers import Real
 
@@ -313,3 +315,32 @@ def auth_check(app_configs, **kwargs):
             hint="\"MCP Servers (Protected Resources) SHOULD NOT include offline_access in WWW-Authenticate scope "
                  "or Protected Resource Metadata scopes_supported\" (spec 2026-07-28).", id="mcp_transport.W008"))
     return messages
+
+
+@register(Tags.security)
+def oauth_check(app_configs, **kwargs):
+    """The app's authorization server (mcp_transport.oauth.urls) with client ID metadata
+    documents on must fetch them through PolicyMetadataFetcher, or a document would register a
+    client that registration refuses."""
+    from django.apps import apps
+    from django.urls import NoReverseMatch, resolve, reverse
+
+    if not apps.is_installed("oauth2_provider"):
+        return []
+    try:
+        view = getattr(resolve(reverse("oauth2_provider:dcr-register")).func, "view_class", None)
+    except NoReverseMatch:
+        return []
+    from oauth2_provider.settings import oauth2_settings
+
+    from .oauth.views import ClientRegistrationView, PolicyMetadataFetcher
+
+    if view is None or not issubclass(view, ClientRegistrationView) or not oauth2_settings.CIMD_ENABLED:
+        return []
+    if issubclass(oauth2_settings.CIMD_METADATA_FETCHER, PolicyMetadataFetcher):
+        return []
+    return [Warning("OAUTH2_PROVIDER['CIMD_ENABLED'] is on with a metadata fetcher that skips the registration "
+                    "policy: a client ID metadata document may name any redirect URI.",
+                    hint="Set OAUTH2_PROVIDER['CIMD_METADATA_FETCHER'] to "
+                         "'mcp_transport.oauth.views.PolicyMetadataFetcher' (or a subclass).",
+                    id="mcp_transport.W009")]

@@ -11,7 +11,7 @@ from .transports.streamable_http import McpHttpConsumer
 from .transports.endpoints import MCP_PATHS
 from .transports.http_sse import MessagesConsumer, SseConsumer
 
-#: The endpoints' paths ("/mcp"), for their protected resource metadata (views.py).
+#: The endpoints' paths ("/mcp", "/sse"), for their protected resource metadata (views.py).
 endpoint_paths = []
 
 
@@ -26,10 +26,14 @@ def mcp_path(route: str = "mcp"):
 
 def sse_paths(sse_route: str = "sse", messages_route: str = "messages") -> list:
     """``GET /sse`` and ``POST /messages``, the HTTP+SSE transport (transports/http_sse.py), on
-    the same sessions, tools and event store as ``mcp_path()``."""
+    the same sessions, tools and event store as ``mcp_path()``. With AUTH on, the pair is one
+    protected resource, ``/sse`` (the URL its clients are given), with its metadata at
+    ``/.well-known/oauth-protected-resource/sse``."""
+    if "/" + sse_route not in endpoint_paths:
+        endpoint_paths.append("/" + sse_route)
     MCP_PATHS.add("/" + messages_route.strip("/"))  # its bodies are bounded while they arrive too
     return [path(sse_route, browser_ready(SseConsumer.as_asgi(messages_route=messages_route))),
-            path(messages_route, browser_ready(MessagesConsumer.as_asgi()))]
+            path(messages_route, browser_ready(MessagesConsumer.as_asgi(sse_route=sse_route)))]
 
 
 def browser_ready(app):

@@ -134,6 +134,8 @@ OAUTH2_PROVIDER = {
     "DCR_ENABLED": True,
     "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
     "CIMD_ENABLED": True,
+    # A fetched client ID metadata document passes the registration policy too.
+    "CIMD_METADATA_FETCHER": "mcp_transport.oauth.views.PolicyMetadataFetcher",
     # What the RFC 8414 metadata advertises: what this server accepts.
     "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
     "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token", "client_credentials"],

@@ -19,7 +19,12 @@ says otherwise), and revoking one replaces its entry with a tombstone (``revoked
 revocation takes effect on the very next request, on every process, and a validation racing
 with the revocation cannot cache the token again. The revocation is also published on the
 control channel, so that every process drops the token from its memory at once.
+
+A stream outlives the request that opened it, so it watches its token (``watch_token``): it
+ends when the token expires, and when the control channel says the token was revoked or
+changed (``end_streams``), with no Redis round trip per event.
 """
+import asyncio
 import copy
 import hashlib
 import json
@@ -66,6 +71,8 @@ class Principal:
     resource: str = ""
     #: The Django user (``ctx.user``); not cached with the principal, loaded by id.
     user: object = field(default=None, compare=False, repr=False)
+    #: The SHA-256 of the token this request presented (``watch_token``); not cached either.
+    digest: str = field(default="", compare=False, repr=False)
 
     @classmethod
     def for_user(cls, user, **fields) -> "Principal":
@@ -92,6 +99,7 @@ class Principal:
     def to_json(self) -> str:
         data = asdict(self)
         data.pop("user")
+        data.pop("digest")
         data["scopes"] = sorted(self.scopes)
         return json.dumps(data, separators=(",", ":"))
 
@@ -184,12 +192,13 @@ def _reset(*, setting, **kwargs):
 
 # -- the request's resource ------------------------------------------------------------------
 
-def resource_url(scope, host: Optional[str]) -> str:
-    """The endpoint's URL: ``AUTH_RESOURCE``, or the request's scheme, Host and path."""
+def resource_url(scope, host: Optional[str], path: Optional[str] = None) -> str:
+    """The endpoint's URL: ``AUTH_RESOURCE``, or the request's scheme, Host and path (``path``:
+    the endpoint's own, when the request goes to another URL of it, as /messages is /sse's)."""
     configured = get_config()["AUTH_RESOURCE"]
     if configured:
         return configured
-    return f"{scope.get('scheme', 'http')}://{host}{scope.get('root_path', '')}{scope['path']}"
+    return f"{scope.get('scheme', 'http')}://{host}{scope.get('root_path', '')}{path or scope['path']}"
 
 
 def authorization_servers(resource: str) -> list:
@@ -208,12 +217,13 @@ def challenge_scopes() -> list:
 
 # -- authentication ----------------------------------------------------------------------------
 
-async def authenticate(scope, headers) -> Principal:
-    """The caller of this request, or Unauthorized / InsufficientScope. Off: ``from_scope``."""
+async def authenticate(scope, headers, path: Optional[str] = None) -> Principal:
+    """The caller of this request, or Unauthorized / InsufficientScope. Off: ``from_scope``.
+    ``path``: the protected resource's path when it is not the request's (``resource_url``)."""
     config = get_config()
     if not config["AUTH"]:
         return Principal.from_scope(scope)
-    resource = resource_url(scope, headers.get("host"))
+    resource = resource_url(scope, headers.get("host"), path)
     token = wire.bearer_token(headers.get("authorization"))
     if token is None:
         raise Unauthorized("Authorization required: send an OAuth bearer token.",
@@ -231,7 +241,7 @@ async def authenticate(scope, headers) -> Principal:
                 "WWW-Authenticate", wire.challenge(resource, challenge_scopes(), "invalid_token",
                                                    "The token's user is inactive."))])
     require_scopes(principal, config["AUTH_REQUIRED_SCOPES"], resource)
-    return replace(principal, user=user)
+    return replace(principal, user=user, digest=token_digest(token))
 
 
 def may_use(spec, principal) -> bool:
@@ -263,7 +273,8 @@ def require_spec_scopes(spec, principal: Principal, scope, headers) -> None:
     user = getattr(principal, "user", None)
     if spec.permission is not None and not (user is not None and user.has_perm(spec.permission)):
         return
-    require_scopes(principal, spec.scopes, resource_url(scope, headers.get("host")))
+    # The resource the token was checked for: /messages challenges for /sse's.
+    require_scopes(principal, spec.scopes, principal.resource or resource_url(scope, headers.get("host")))
 
 
 def require_scopes(principal: Principal, scopes, resource: str) -> None:
@@ -378,3 +389,47 @@ def changed(digests) -> None:
         for digest in digests:
             pipe.publish(keys().control_channel(), message("auth_forget", digest))
         pipe.execute()
+
+
+# -- streams opened with a token -----------------------------------------------------------------
+
+#: token digest -> what ends each stream of this process that was opened with that token.
+_stream_enders = {}
+
+
+def watch_token(principal: Principal, end):
+    """Call ``end()`` when the token a stream was opened with stops being good: at its expiry,
+    or when it is revoked or changed on any process (``end_streams``). "Invalid or expired
+    tokens MUST receive a HTTP 401 response": the stream ends so that the client comes back
+    with a request, gets the 401 and authorizes again. Returns what stops watching (the stream
+    ended by itself); with AUTH off there is nothing to watch."""
+    digest = principal.digest if principal is not None else ""
+    if not digest:
+        return _not_watching
+    timer = None
+    if principal.expires_at is not None:
+        timer = asyncio.get_running_loop().call_later(max(0.0, principal.expires_at - time.time()), end)
+    _stream_enders.setdefault(digest, set()).add(end)
+
+    def stop():
+        if timer is not None:
+            timer.cancel()
+        held = _stream_enders.get(digest)
+        if held is not None:
+            held.discard(end)
+            if not held:
+                del _stream_enders[digest]
+
+    return stop
+
+
+def _not_watching():
+    pass
+
+
+def end_streams(digest: str) -> None:
+    """A token was revoked or changed (the control channel's ``auth_forget``): end this
+    process's streams that rely on it. A changed token's streams end too: the client opens them
+    again under what the token allows now."""
+    for end in list(_stream_enders.pop(digest, ())):
+        end()

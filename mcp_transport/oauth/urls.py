@@ -15,7 +15,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 from oauth2_provider import views as toolkit
 
-from .views import AuthorizeView, ClientRegistrationView, MetadataView
+from .views import AuthorizeView, ClientManagementView, ClientRegistrationView, MetadataView
 
 app_name = "oauth2_provider"
 
@@ -27,7 +27,7 @@ urlpatterns = [
     path("o/revoke_token/", toolkit.RevokeTokenView.as_view(), name="revoke-token"),
     path("o/introspect/", toolkit.IntrospectTokenView.as_view(), name="introspect"),
     path("o/register/", ClientRegistrationView.as_view(), name="dcr-register"),
-    path("o/register/<str:client_id>/", toolkit.DynamicClientRegistrationManagementView.as_view(),
+    path("o/register/<str:client_id>/", ClientManagementView.as_view(),
          name="dcr-register-management"),
     path("o/login/", auth_views.LoginView.as_view(template_name="mcp_transport/oauth/login.html"), name="login"),
     path("o/logout/", auth_views.LogoutView.as_view(template_name="mcp_transport/oauth/logged_out.html"),

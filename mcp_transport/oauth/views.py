@@ -1,4 +1,10 @@
-"""The toolkit's authorization and registration views, with the MCP policy on top."""
+"""The toolkit's authorization and registration views, with the MCP policy on top.
+
+One policy (``check_client_metadata``) holds for every path that creates or changes a client:
+registration (RFC 7591, ``ClientRegistrationView``), its update with the registration access
+token (RFC 7592, ``ClientManagementView``), and a client ID metadata document fetched when an
+https client_id first comes to /o/authorize/ (``PolicyMetadataFetcher``, the toolkit's
+``CIMD_METADATA_FETCHER``)."""
 import json
 from datetime import timedelta
 from ipaddress import ip_address
@@ -9,6 +15,7 @@ from django.http import JsonResponse
 from django.urls import reverse_lazy
 from django.utils import timezone
 from oauth2_provider import views as toolkit
+from oauth2_provider.cimd import CIMDError, SafeMetadataFetcher
 from oauth2_provider.models import get_application_model
 
 from ..conf import get_config
@@ -70,6 +77,35 @@ class ClientRegistrationView(toolkit.DynamicClientRegistrationView):
         return super().post(request, *args, **kwargs)
 
 
+class ClientManagementView(toolkit.DynamicClientRegistrationManagementView):
+    """RFC 7592's client configuration endpoint (read, update, delete with the registration
+    access token). An update replaces the client's metadata, so it passes the registration's
+    policy first: without it, a registered client could become what registration refuses (a
+    plain-http redirect URI off loopback, a confidential client, another grant type)."""
+
+    def put(self, request, *args, **kwargs):
+        try:
+            data = public_client_metadata(request.body)
+        except RegistrationRefused as refused:
+            return refused.response
+        request._body = json.dumps(data).encode()
+        return super().put(request, *args, **kwargs)
+
+
+class PolicyMetadataFetcher(SafeMetadataFetcher):
+    """The toolkit's SSRF-hardened fetcher of client ID metadata documents, refusing a document
+    that registration would refuse (the toolkit itself accepts any redirect URI there). A
+    refused document is a CIMDError: to the authorization request, an unknown client."""
+
+    def fetch(self, client_id):
+        metadata, max_age = super().fetch(client_id)
+        try:
+            check_client_metadata(metadata)
+        except RegistrationRefused as refused:
+            raise CIMDError(f"the client ID metadata document breaks the registration policy: {refused}") from None
+        return metadata, max_age
+
+
 def client_address(request) -> str:
     config = get_config()
     return http.client_address(request.META.get("REMOTE_ADDR", ""), request.headers.get("X-Forwarded-For"),
@@ -109,16 +145,29 @@ def public_client_metadata(body: bytes) -> dict:
         raise RegistrationRefused("invalid_client_metadata", "The request body must be a JSON object.") from None
     if not isinstance(data, dict):
         raise RegistrationRefused("invalid_client_metadata", "The request body must be a JSON object.")
+    grant_types = check_client_metadata(data)
+    return {**data, "token_endpoint_auth_method": "none", "grant_types": grant_types}
+
+
+def check_client_metadata(data: dict) -> list:
+    """The policy of every client: a public client of the authorization code grant (with
+    refresh_token) with safe redirect URIs. Returns its grant types; raises RegistrationRefused.
+    (Whether it authenticates at the token endpoint is each path's: registration makes it
+    "none", a metadata document must say "none" itself.)"""
     grant_types = data.get("grant_types", ["authorization_code"])
-    if not isinstance(grant_types, list) or not set(grant_types) <= PUBLIC_GRANT_TYPES or \
-            "authorization_code" not in grant_types:
+    # Items are compared, never hashed: [{}] is bad metadata, not a TypeError (a 500).
+    if not isinstance(grant_types, list) or "authorization_code" not in grant_types or \
+            not all(isinstance(grant, str) and grant in PUBLIC_GRANT_TYPES for grant in grant_types):
         raise RegistrationRefused("invalid_client_metadata",
                                   "grant_types must be authorization_code, optionally with refresh_token.")
     response_types = data.get("response_types", ["code"])
     if response_types != ["code"]:
         raise RegistrationRefused("invalid_client_metadata", "response_types must be [\"code\"].")
+    # The toolkit would store str() of anything else (and null was a 500); the consent page shows it.
+    if not isinstance(data.get("client_name", ""), str):
+        raise RegistrationRefused("invalid_client_metadata", "client_name must be a string.")
     check_redirect_uris(data.get("redirect_uris"))
-    return {**data, "token_endpoint_auth_method": "none", "grant_types": grant_types}
+    return grant_types
 
 
 def check_redirect_uris(uris) -> None:
@@ -137,7 +186,9 @@ def check_redirect_uris(uris) -> None:
 
 
 def redirect_uri_allowed(uri: str) -> bool:
-    if len(uri) > 2000 or any(c.isspace() for c in uri):
+    # Printable ASCII only (RFC 3986: an IRI's other characters are percent-encoded, a host in
+    # punycode): no controls (a NUL is a 500 on PostgreSQL), spaces, or look-alike hosts.
+    if len(uri) > 2000 or not all("!" <= c <= "~" for c in uri):
         return False
     try:
         parts = urlsplit(uri)

@@ -16,7 +16,7 @@ an id (a ``Cursor``), so a client that reconnects to ``GET /sse`` with ``Last-Ev
 EventSource does by itself) gets the same session and every message it missed, on any process.
 
 Checks, in order: Origin (403), Host (400), method (405), the token when AUTH is on (401/403,
-as on /mcp), then for GET the Accept header (406), the client's sessions (429,
+as on /mcp; the pair is one protected resource, the SSE endpoint's URL, on both endpoints), then for GET the Accept header (406), the client's sessions (429,
 MAX_SESSIONS_PER_ADDRESS) and Last-Event-ID (400, 404 for a session that is gone or another
 principal's); for POST the Content-Type (415), size (413), body (400), ``session_id`` (400
 missing, 404 unknown), the scopes of the tool, resource or prompt (403).
@@ -48,6 +48,8 @@ class _Endpoint(AsyncConsumer):
 
     methods = ()
     response_started = False
+    #: The path of the protected resource a token must be issued for (None: the request's own).
+    resource_path = None
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -71,7 +73,7 @@ class _Endpoint(AsyncConsumer):
         if self.scope["method"] not in self.methods:
             raise TransportError(f"Method {self.scope['method']} is not allowed here.", http_status=405,
                                  headers=[("allow", ", ".join(self.methods))])
-        self.principal = self.scope["principal"] = await auth.authenticate(self.scope, headers)
+        self.principal = self.scope["principal"] = await auth.authenticate(self.scope, headers, self.resource_path)
         self.scope["user"] = self.principal.user
         return headers
 
@@ -161,7 +163,7 @@ class SseConsumer(_Endpoint):
         else:
             session, cursor = await message_session.open_session(self.principal, self.client_address(headers))
             logs.bind_session(session.id)
-        writer = HeldWriter(self.send, session.id, GET_STREAM)
+        writer = HeldWriter(self.send, session.id, GET_STREAM, self.principal)
         writer.push(endpoint_frame(self.endpoint_url(session.id), cursor))
         follower = message_session.Follower(cursor, lambda msg, event_id: writer.push(message_frame(msg, event_id)),
                                             is_open=lambda: not writer.closed)
@@ -202,9 +204,14 @@ class SseConsumer(_Endpoint):
 
 
 class MessagesConsumer(_Endpoint):
-    """``POST /messages?session_id=...``: one client message; 202, its reply on the stream."""
+    """``POST /messages?session_id=...``: one client message; 202, its reply on the stream.
+    It is part of the SSE endpoint's protected resource: the token is checked for ``/sse``."""
 
     methods = ("POST",)
+
+    def __init__(self, sse_route: str = "sse"):
+        super().__init__()
+        self.resource_path = "/" + sse_route.strip("/")
 
     async def http_request(self, message):
         if not self.body.add(message):

@@ -7,6 +7,7 @@ The stream itself (its events, in the store and in recent frames) is running/str
 import asyncio
 import secrets
 
+from .. import auth
 from ..conf import get_config
 from ..protocol import sse
 from ..running.streams import PING
@@ -30,16 +31,19 @@ class SseWriter:
     """Sends queued frames on one HTTP response, with keep-alive comments when idle.
 
     It ends the response after a frame pushed with ``last=True``, when ``finish()`` is called
-    (takeover, session closed), or, in polling mode, POLL_AFTER_SECONDS after it started.
+    (takeover, session closed), or, in polling mode, POLL_AFTER_SECONDS after it started. With
+    AUTH on it also ends, with a retry field, when the token it was opened with expires or is
+    revoked (``auth.watch_token``): the client's next request gets the 401, and once it has a
+    new token it resumes with Last-Event-ID, missing nothing.
 
     One task per response, sleeping on a plain future between sends: thousands of streams are
     open at once, so a wake-up costs no extra task (``asyncio.wait_for`` makes one per wait on
     Python 3.11) and an idle stream holds one timer, re-armed once per keep-alive interval."""
 
     __slots__ = ("_send", "_frames", "_wakeup", "_timer", "_last_sent", "_sent_before_run", "session_id",
-                 "stream_key", "token", "closed")
+                 "stream_key", "token", "closed", "principal")
 
-    def __init__(self, send, session_id: str, stream_key: str):
+    def __init__(self, send, session_id: str, stream_key: str, principal=None):
         self._send = send
         self._frames = []
         self._wakeup = None
@@ -51,6 +55,8 @@ class SseWriter:
         self.token = secrets.token_hex(8)
         #: True once the last frame is queued: nothing more is accepted.
         self.closed = False
+        #: Whose token opened the stream (auth.Principal); None: nobody's to watch.
+        self.principal = principal
 
     def push(self, frame: bytes, last: bool = False) -> None:
         if not self.closed:
@@ -80,12 +86,14 @@ class SseWriter:
 
     async def run(self) -> None:
         control.attach(self)
+        stop_watching = auth.watch_token(self.principal, self.finish_with_retry)
         try:
             await self._write_until_last()
         finally:
             self.closed = True
             if self._timer is not None:
                 self._timer.cancel()
+            stop_watching()
             control.detach(self)
 
     async def _write_until_last(self):

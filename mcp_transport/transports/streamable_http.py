@@ -394,7 +394,7 @@ class McpHttpConsumer(AsyncConsumer):
             return False
         session = await self.open_session(resume=True)
         claim = control.ReaderClaim(session.id, event_id.stream)
-        writer = SseWriter(self.send, session.id, event_id.stream)
+        writer = SseWriter(self.send, session.id, event_id.stream, self.principal)
         writer.token = claim.token
         size = stream.replay_size(event_id.position)
         if size is None:
@@ -486,7 +486,7 @@ class McpHttpConsumer(AsyncConsumer):
         of its own (the caller starts it when ``run`` is False)."""
         headers = [*SSE_HEADERS, (b"mcp-session-id", session_id.encode())]
         await self.send({"type": "http.response.start", "status": 200, "headers": headers})
-        writer = writer or SseWriter(self.send, session_id, stream_key)
+        writer = writer or SseWriter(self.send, session_id, stream_key, self.principal)
         writer.token = token or writer.token
         metrics.incr("sse_streams_opened")
         if run:

@@ -422,3 +422,93 @@ def test_mcp_tokens_list_and_bad_input(server_env):
                               env={**os.environ, **server_env}, capture_output=True, text=True, timeout=120)
         # One sentence, no traceback (the W007 warning of this open test environment may come first).
         assert done.returncode == 1 and "CommandError: " in done.stderr and "Traceback" not in done.stderr, done
+
+
+# -- streams end with their token -----------------------------------------------------------------
+
+LISTEN = {"notifications": {"toolsListChanged": True}}
+
+
+def read_until_closed(stream, deadline):
+    """Every event of ``stream`` until the server ends it, failing at ``deadline`` (monotonic):
+    keep-alive comments alone never end the wait."""
+    events, stream._pending = stream._pending, []
+    while True:
+        stream.connection.sock.settimeout(max(0.1, deadline - time.monotonic()))
+        try:
+            chunk = stream.response.read1(65536)
+        except TimeoutError:
+            raise AssertionError(f"the stream is still open after its token ended: {stream.raw[-300:]!r}") from None
+        assert time.monotonic() < deadline, f"the stream is still open after its token ended: {stream.raw[-300:]!r}"
+        if not chunk:
+            return events
+        stream.raw += chunk
+        events.extend(stream.decoder.feed(chunk))
+
+
+def open_streams(server, token):
+    """The three streams a client keeps open: a 2025-11-25 GET stream, a 2026-07-28
+    subscriptions/listen, and a 2024-11-05 HTTP+SSE stream, each with ``token``."""
+    from mcp_transport.testing import ModernClient
+
+    from .test_http_sse import SseConnection
+
+    legacy = client_of(server, token)
+    get = legacy.stream("GET", headers=GET)
+    assert get.status == 200 and get.next_event().id  # the priming event
+    modern = ModernClient(server.url)
+    modern.token = token
+    listen = modern.open("subscriptions/listen", LISTEN)
+    assert listen.status == 200, listen.response.read()
+    assert json.loads(listen.next_event().data)["method"] == "notifications/subscriptions/acknowledged"
+    sse = SseConnection(server, {"Authorization": f"Bearer {token}"})
+    assert sse.response.status == 200 and sse.next().event == "endpoint"
+    return legacy, get, listen, sse
+
+
+def assert_ended_cleanly(legacy, get, listen, sse, deadline):
+    """Each stream ends so that the client can act: the GET stream and the HTTP+SSE stream with
+    a retry field (the client comes back, gets the 401, authorizes, resumes), the listen with
+    its graceful complete result; the resume with the old token is refused."""
+    read_until_closed(get, deadline)
+    assert get.raw.endswith(b"retry: 1000\n\n"), get.raw[-200:]  # a closing frame: come back in a second
+    assert legacy.request("GET", headers={**GET, "Last-Event-ID": get.last_event_id}).status == 401
+    final = json.loads(read_until_closed(listen, deadline)[-1].data)
+    assert final["result"]["resultType"] == "complete", final
+    rest = b""
+    while True:
+        sse.connection.sock.settimeout(max(0.1, deadline - time.monotonic()))
+        try:
+            chunk = sse.response.read1(65536)
+        except TimeoutError:
+            raise AssertionError("the HTTP+SSE stream is still open after its token ended") from None
+        assert time.monotonic() < deadline, "the HTTP+SSE stream is still open after its token ended"
+        if not chunk:
+            break
+        rest += chunk
+    assert rest.endswith(b"retry: 1000\n\n"), rest[-200:]
+
+
+def test_revoking_a_token_ends_its_open_streams_on_every_transport(auth_server, server_env):
+    """"refused from the next request on" holds for a stream that is already open: the GET
+    stream, a subscriptions/listen and an HTTP+SSE stream end soon after ``mcp_tokens revoke``."""
+    token = new_token(server_env, "rita")
+    streams = open_streams(auth_server, token)
+    assert "Revoked." in manage(server_env, "mcp_tokens", "revoke", token)
+    assert_ended_cleanly(*streams, deadline=time.monotonic() + 20)
+
+
+def test_a_toolkit_token_expiring_ends_its_open_streams(auth_server, server_env):
+    """The streams know their token's expiry and end then, with no request to notice it."""
+    lifetime = 8
+    token = toolkit_token(server_env, f"dot-expiring-{secrets.token_hex(8)}", user="tom",
+                          resource=[auth_server.url, auth_server.url.rsplit("/mcp", 1)[0] + "/sse"],
+                          seconds=lifetime)
+    created = time.monotonic()
+    try:
+        streams = open_streams(auth_server, token)
+    except AssertionError:
+        if time.monotonic() - created >= lifetime - 1:
+            pytest.skip("the machine took the token's whole lifetime to open the streams")
+        raise
+    assert_ended_cleanly(*streams, deadline=created + lifetime + 20)

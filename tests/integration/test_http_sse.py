@@ -373,3 +373,44 @@ async def test_a_tools_request_to_the_client_gets_its_answer(mcp_server):
     async with Client(sse_client(sse_url(mcp_server)), mode="legacy", sampling_callback=sample) as client:
         result = await client.call_tool("test_sampling", {"prompt": "Say something"})
     assert result.is_error is not True and "sampled over SSE" in result.content[0].text
+
+
+def test_with_auth_on_the_pair_is_one_protected_resource_with_its_metadata(auth_server, server_env):
+    """The /sse challenge names metadata that is served; a toolkit token issued for /sse (RFC 8707)
+    opens the stream and is accepted on its /messages too; one for /mcp is another resource's."""
+    from .test_auth import challenge_params, toolkit_token
+
+    origin = f"http://127.0.0.1:{auth_server.port}"
+    refused = SseConnection(auth_server)
+    assert refused.response.status == 401
+    metadata_url = challenge_params(refused.response.getheader("www-authenticate"))["resource_metadata"]
+    assert metadata_url == f"{origin}/.well-known/oauth-protected-resource/sse"
+    metadata = _get_json(auth_server, metadata_url)
+    assert metadata["resource"] == f"{origin}/sse" and metadata["authorization_servers"] == [origin]
+
+    token = toolkit_token(server_env, f"dot-sse-{os.urandom(6).hex()}", user="sally", resource=[f"{origin}/sse"])
+    bearer = {"Authorization": f"Bearer {token}"}
+    stream = SseConnection(auth_server, bearer)
+    assert stream.response.status == 200
+    messages = stream.next().data
+    status, body, headers = post(auth_server, messages, INITIALIZE)
+    assert status == 401  # /messages challenges for /sse's metadata as well
+    assert challenge_params(headers["WWW-Authenticate"])["resource_metadata"] == metadata_url
+    assert post(auth_server, messages, INITIALIZE, bearer)[0] == 202
+    assert stream.message()[0]["result"]["protocolVersion"] == "2024-11-05"
+    stream.close()
+
+    for_mcp = toolkit_token(server_env, f"dot-mcp-{os.urandom(6).hex()}", user="sally", resource=[auth_server.url])
+    other = SseConnection(auth_server, {"Authorization": f"Bearer {for_mcp}"})
+    assert other.response.status == 401  # RFC 8707: issued for /mcp, not for this resource
+
+
+def _get_json(server, url):
+    path = url.split(f":{server.port}", 1)[1]
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    connection.request("GET", path)
+    response = connection.getresponse()
+    assert response.status == 200, (response.status, response.read())
+    data = json.loads(response.read())
+    connection.close()
+    return data

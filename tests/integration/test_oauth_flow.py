@@ -108,6 +108,8 @@ def register(server, address="192.0.2.1", **metadata):
     "http://example.com/callback",          # plain http off loopback
     "https://example.com/callback#frag",    # a fragment
     "javascript:alert(1)", "ftp://example.com/x", "https://user:pw@example.com/cb", "not a url", 7,
+    "https://example.com/c\u0000b",        # a control character (NUL: a 500 on PostgreSQL)
+    "https://ex\u00e4mple.com/cb",          # not ASCII (a look-alike host; punycode is fine)
 ])
 def test_registration_refuses_unsafe_redirect_uris(oauth_server, uri):
     reply = register(oauth_server, redirect_uris=[uri], client_name="bad")
@@ -121,6 +123,8 @@ def test_registration_refuses_unsafe_redirect_uris(oauth_server, uri):
     {"redirect_uris": ["https://a.example/cb"], "grant_types": ["client_credentials"]},
     {"redirect_uris": ["https://a.example/cb"], "grant_types": ["implicit"]},
     {"redirect_uris": ["https://a.example/cb"], "response_types": ["token"]},
+    {"redirect_uris": ["https://a.example/cb"], "client_name": None},  # was a 500
+    {"redirect_uris": ["https://a.example/cb"], "client_name": {"a": 1}},  # was stored as "{'a': 1}"
 ])
 def test_registration_refuses_metadata_of_anything_but_a_public_code_client(oauth_server, metadata):
     reply = register(oauth_server, **metadata)
@@ -147,3 +151,71 @@ def test_a_confidential_request_is_registered_as_a_public_client_and_bounded_per
     assert register(oauth_server, "198.51.100.10", redirect_uris=["http://localhost:9/cb"]).status_code == 201
     assert replies[-1].headers["Retry-After"]
     assert replies[-1].json()["error"] == "temporarily_unavailable"
+
+
+# -- RFC 7592 updates and every other path that changes a client: the same policy ---------------
+
+def registered(server, address):
+    reply = register(server, address, client_name="honest", redirect_uris=["https://app.example/cb"])
+    assert reply.status_code == 201, reply.text
+    return reply.json()
+
+
+def update(client, **metadata):
+    return httpx2.put(client["registration_client_uri"], json=metadata,
+                      headers={"Authorization": f"Bearer {client['registration_access_token']}"})
+
+
+@pytest.mark.parametrize("metadata, error", [
+    ({"redirect_uris": ["http://attacker.example/cb"]}, "invalid_redirect_uri"),
+    ({"redirect_uris": [f"https://app.example/cb{n}" for n in range(16)]}, "invalid_redirect_uri"),
+    ({"redirect_uris": ["https://user:secret@app.example/cb"]}, "invalid_redirect_uri"),
+    ({"redirect_uris": ["https://app.example/cb"], "grant_types": ["client_credentials"]}, "invalid_client_metadata"),
+    ({"redirect_uris": ["https://app.example/cb"], "grant_types": ["implicit"]}, "invalid_client_metadata"),
+    ({"redirect_uris": ["https://app.example/cb"], "grant_types": [{}]}, "invalid_client_metadata"),
+])
+def test_an_update_with_the_registration_token_obeys_the_registration_policy(oauth_server, metadata, error):
+    client = registered(oauth_server, "203.0.113.50")
+    reply = update(client, client_name="evil", **metadata)
+    assert reply.status_code == 400, reply.text
+    assert reply.json()["error"] == error
+    # Nothing changed: the client reads back as it was registered.
+    now = httpx2.get(client["registration_client_uri"],
+                     headers={"Authorization": f"Bearer {client['registration_access_token']}"}).json()
+    assert (now["client_name"], now["redirect_uris"]) == ("honest", ["https://app.example/cb"])
+
+
+def test_an_update_asking_for_a_confidential_client_keeps_it_public(oauth_server):
+    client = registered(oauth_server, "203.0.113.51")
+    reply = update(client, client_name="renamed", redirect_uris=["http://127.0.0.1:5000/cb"],
+                   token_endpoint_auth_method="client_secret_basic")
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["token_endpoint_auth_method"] == "none"
+    assert "client_secret" not in reply.json()
+    assert reply.json()["redirect_uris"] == ["http://127.0.0.1:5000/cb"]
+
+
+def test_a_grant_type_that_is_not_a_string_is_bad_metadata_not_a_500(oauth_server):
+    reply = register(oauth_server, "203.0.113.52", redirect_uris=["https://app.example/cb"], grant_types=[{}])
+    assert reply.status_code == 400, reply.text
+    assert reply.json()["error"] == "invalid_client_metadata"
+
+
+@pytest.mark.asyncio
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
+async def test_the_sdk_oauth_provider_runs_the_whole_flow_on_the_http_sse_transport(oauth_server, people):
+    """The 2024-11-05 HTTP+SSE pair under OAuth: discovery from the /sse 401 (its metadata is
+    served), a token for the /sse resource, and every POST to /messages accepted with it."""
+    from mcp import Client
+    from mcp.client.sse import sse_client
+
+    olive, _ = people
+    url = f"{origin_of(oauth_server)}/sse"
+    storage = MemoryTokenStorage()
+    async with Client(sse_client(url, auth=provider_for(url, olive, storage)), mode="legacy") as client:
+        assert (await client.call_tool("whoami", {})).content[0].text == olive
+        assert (await client.call_tool("echo", {"text": "hi"})).structured_content == {"result": "hi"}
+
+
+def provider_for(url, username, storage):
+    return oauth_provider(url, username, PASSWORD, storage)

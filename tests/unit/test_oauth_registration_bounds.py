@@ -56,7 +56,58 @@ def test_the_per_address_count():
     ("http://localhost:8/cb", True), ("http://127.1.2.3/cb", True), ("http://example.com/cb", False),
     ("https://app.example/cb#x", False), ("https://app.example/cb#", False), ("cursor://callback", False),
     ("https://u:p@app.example/cb", False), ("https://app.example:99999/cb", False), ("https:///cb", False),
-    ("https://app.example/a b", False),
+    ("https://app.example/a b", False), ("https://app.example/a\x00b", False), ("https://app.example/a\x7fb", False),
+    ("https://\u0430pp.example/cb", False), ("https://xn--pp-8kc.example/cb", True),
 ])
 def test_redirect_uris(uri, allowed):
     assert redirect_uri_allowed(uri) is allowed
+
+
+# -- client ID metadata documents: the same policy as registration --------------------------------
+
+CIMD_ID = "https://client.example/mcp-client.json"
+
+
+@pytest.fixture
+def documents(monkeypatch):
+    """What the toolkit's SSRF-hardened fetcher "downloads" (the network is not reached: a
+    document would have to be served over https from a public address)."""
+    from oauth2_provider.cimd import SafeMetadataFetcher
+
+    served = {}
+    monkeypatch.setattr(SafeMetadataFetcher, "fetch", lambda self, client_id: (served[client_id], 300))
+    return served
+
+
+@pytest.mark.parametrize("metadata", [
+    {"redirect_uris": ["http://attacker.example/cb"]},
+    {"redirect_uris": [f"https://client.example/cb{n}" for n in range(16)]},
+    {"redirect_uris": ["https://user:pw@client.example/cb"]},
+    {"redirect_uris": ["https://client.example/cb"], "grant_types": ["implicit"]},
+])
+def test_a_metadata_document_that_registration_would_refuse_makes_no_client(documents, metadata):
+    from oauth2_provider.cimd import resolve_cimd_application
+
+    client_id = f"{CIMD_ID}?{secrets.token_hex(4)}"
+    documents[client_id] = {"client_id": client_id, "client_name": "doc", **metadata}
+    assert resolve_cimd_application(client_id, None) is None
+    assert not get_application_model().objects.filter(client_id=client_id).exists()
+
+
+def test_a_metadata_document_within_the_policy_makes_a_public_client(documents):
+    from oauth2_provider.cimd import resolve_cimd_application
+
+    client_id = f"{CIMD_ID}?{secrets.token_hex(4)}"
+    documents[client_id] = {"client_id": client_id, "client_name": "doc",
+                            "redirect_uris": ["http://127.0.0.1:33418/callback"]}
+    application = resolve_cimd_application(client_id, None)
+    assert application is not None and application.client_type == "public"
+
+
+def test_the_example_project_passes_the_metadata_document_check():
+    from mcp_transport.checks import oauth_check
+
+    assert oauth_check(None) == []
+    with override_settings(OAUTH2_PROVIDER={**settings.OAUTH2_PROVIDER,
+                                            "CIMD_METADATA_FETCHER": "oauth2_provider.cimd.SafeMetadataFetcher"}):
+        assert [message.id for message in oauth_check(None)] == ["mcp_transport.W009"]

@@ -431,26 +431,33 @@ async def listen(consumer, request, meta):
     types the client asked for go out."""
     honored = modern.honored_filter(request.params.get("notifications"), capabilities())
     reply = ModernReply(consumer, request.id)
-    consumer.run_task(guarded(reply, follow_changes(reply, honored, {modern.META_SUBSCRIPTION_ID: request.id})))
+    consumer.run_task(guarded(reply, follow_changes(reply, honored, {modern.META_SUBSCRIPTION_ID: request.id},
+                                                    consumer.principal)))
 
 
-async def follow_changes(reply, honored, tag):
-    """Relay changes until the client leaves or LISTEN_MAX_SECONDS pass (then end gracefully:
-    the client listens again, perhaps on another process). Subscribed before the
+async def follow_changes(reply, honored, tag, principal=None):
+    """Relay changes until the client leaves, LISTEN_MAX_SECONDS pass, or the token it listens
+    with expires or is revoked (then end gracefully: the client listens again, perhaps on
+    another process, or gets the 401 that sends it for a new token). Subscribed before the
     acknowledgment, so no change made after the client saw it can be missed."""
     limit = get_config()["LISTEN_MAX_SECONDS"]
     loop = asyncio.get_running_loop()
     deadline = None if limit is None else loop.time() + limit
     async with doorbell().listen(keys().listen_bell()) as subscription:
-        await reply.send(notification_message("notifications/subscriptions/acknowledged",
-                                              {"notifications": honored, "_meta": tag}))
-        while deadline is None or loop.time() < deadline:
-            rang = await subscription.wait(None if deadline is None else deadline - loop.time())
-            if rang is None:
-                continue
-            message = json.loads(rang[1])
-            if modern.wanted(honored, message["method"], message.get("params")):
-                params = {**(message.get("params") or {}), "_meta": tag}
-                await reply.send(notification_message(message["method"], params))
+        token_ended = asyncio.Event()
+        stop_watching = auth.watch_token(principal, lambda: (token_ended.set(), subscription.wake()))
+        try:
+            await reply.send(notification_message("notifications/subscriptions/acknowledged",
+                                                  {"notifications": honored, "_meta": tag}))
+            while not token_ended.is_set() and (deadline is None or loop.time() < deadline):
+                rang = await subscription.wait(None if deadline is None else deadline - loop.time())
+                if rang is None or rang[0] is None:  # the deadline, or woken by the token's end
+                    continue
+                message = json.loads(rang[1])
+                if modern.wanted(honored, message["method"], message.get("params")):
+                    params = {**(message.get("params") or {}), "_meta": tag}
+                    await reply.send(notification_message(message["method"], params))
+        finally:
+            stop_watching()
         # Graceful end: "the server SHOULD send {id, result:{resultType:"complete", _meta:{subscriptionId}}}".
         await reply.finish(200, result_message(reply.request_id, {"resultType": "complete", "_meta": tag}))
