@@ -88,6 +88,8 @@ INSTALLED_APPS = [
     "corsheaders",
     "mcp_transport",
     "tools",
+    # The example models exposed as tools and resources (docs/models.md).
+    "library",
 ]
 
 MIDDLEWARE = [

@@ -1,0 +1,213 @@
+"""ModelToolset and register_admin on the example library (library/mcp_tools.py), through the
+server's own dispatch (LocalClient): which tools each user sees, which rows and fields each
+reads, filters, search, ordering, cursors, and the ModelForm writes."""
+import pytest
+from asgiref.sync import async_to_sync
+from django.contrib.auth.models import Permission, User
+
+from library.models import Author, Book
+from mcp_transport.protocol.errors import ProtocolError
+from mcp_transport.testing.local import LocalClient
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BOOK_TOOLS = {"book_list", "book_get", "book_create", "book_update", "book_delete"}
+
+
+def user_with(username, *codenames, staff=False):
+    user = User.objects.create(username=username, is_staff=staff)
+    user.user_permissions.add(*Permission.objects.filter(content_type__app_label="library", codename__in=codenames))
+    user = User.objects.get(pk=user.pk)
+    user.get_all_permissions()  # loaded, as auth.load_user does: tools/list runs on the event loop
+    return user
+
+
+def client_of(user=None):
+    return LocalClient(user=user)
+
+
+@pytest.fixture
+def shelf():
+    """Two owners' books, public and private."""
+    ann, bob = user_with("ann", "view_book", "change_book", "delete_book"), user_with("bob", "view_book")
+    le_guin = Author.objects.create(name="Ursula K. Le Guin", country="US")
+    borges = Author.objects.create(name="Jorge Luis Borges", country="AR")
+    books = {
+        "dispossessed": Book.objects.create(title="The Dispossessed", author=le_guin, year=1974, owner=ann,
+                                            internal_note="signed copy"),
+        "lathe": Book.objects.create(title="The Lathe of Heaven", author=le_guin, year=1971, owner=ann, public=False),
+        "ficciones": Book.objects.create(title="Ficciones", author=borges, year=1944, owner=bob),
+        "aleph": Book.objects.create(title="El Aleph", author=borges, year=1949, owner=bob, public=False,
+                                     genre="essay"),
+    }
+    return {"ann": ann, "bob": bob, "le_guin": le_guin, "borges": borges, **books}
+
+
+def names(client):
+    return {tool["name"] for tool in async_to_sync(client.list_tools)()}
+
+
+def call(client, name, /, **arguments):
+    return client.call_tool_sync(name, arguments)
+
+
+def result(client, name, /, **arguments):
+    done = call(client, name, **arguments)
+    assert not done.is_error, done.text
+    return done.structured
+
+
+def titles(client, **arguments):
+    return [item["title"] for item in result(client, "book_list", **arguments)["items"]]
+
+
+def test_tools_follow_the_model_permissions(shelf):
+    assert BOOK_TOOLS.isdisjoint(names(client_of()))  # anonymous: none
+    viewer = client_of(user_with("viewer", "view_book"))
+    assert BOOK_TOOLS & names(viewer) == {"book_list", "book_get"}
+    editor = client_of(user_with("editor", "view_book", "add_book", "change_book"))
+    assert BOOK_TOOLS & names(editor) == {"book_list", "book_get", "book_create", "book_update"}
+    # A tool the caller may not use is unknown to tools/call, as one that does not exist.
+    with pytest.raises(ProtocolError) as refused:
+        call(viewer, "book_delete", id=shelf["ficciones"].pk)
+    assert refused.value.code == -32602 and "Unknown tool" in str(refused.value)
+    assert Book.objects.filter(pk=shelf["ficciones"].pk).exists()
+
+
+def test_each_user_reads_only_its_rows_and_fields(shelf):
+    ann, bob = client_of(shelf["ann"]), client_of(shelf["bob"])
+    assert titles(ann) == ["Ficciones", "The Dispossessed", "The Lathe of Heaven"]
+    assert titles(bob) == ["El Aleph", "Ficciones", "The Dispossessed"]
+    # Another's private row is not found, through every tool and the resource alike.
+    lathe = shelf["lathe"].pk
+    assert call(bob, "book_get", id=lathe).text == f"No book with id {lathe}."
+    with pytest.raises(ProtocolError) as missing:
+        async_to_sync(bob.read_resource)(f"django://library.book/{lathe}")
+    assert missing.value.code == -32002
+    # The internal note: staff only, and absent (not null) for the others.
+    staff = client_of(user_with("librarian", "view_book", staff=True))
+    assert result(staff, "book_get", id=shelf["dispossessed"].pk)["internal_note"] == "signed copy"
+    seen = result(ann, "book_get", id=shelf["dispossessed"].pk)
+    assert "internal_note" not in seen and seen["title"] == "The Dispossessed"
+    assert all("internal_note" not in item for item in result(ann, "book_list")["items"])
+    assert len(titles(staff)) == 4
+
+
+def test_filters_search_and_ordering(shelf):
+    ann = client_of(shelf["ann"])
+    assert titles(ann, author=shelf["borges"].pk) == ["Ficciones"]
+    assert titles(ann, year__gte=1950, ordering="-year") == ["The Dispossessed", "The Lathe of Heaven"]
+    assert titles(ann, search="borges") == ["Ficciones"]
+    assert titles(ann, search="the heaven") == ["The Lathe of Heaven"]  # every word must match
+    assert titles(ann, genre__in=["essay", "poetry"]) == []  # El Aleph is bob's private essay
+    assert titles(ann, title__icontains="DISPOSSESSED") == ["The Dispossessed"]
+    refused = call(ann, "book_list", owner=shelf["bob"].pk)  # not a declared filter
+    assert refused.is_error and "owner" in refused.text
+    refused = call(ann, "book_list", ordering="internal_note")
+    assert refused.is_error and "internal_note" in refused.text
+
+
+def test_cursor_pages_are_stable_and_bound_to_their_query(shelf):
+    staff = client_of(user_with("librarian", "view_book", staff=True))
+    for n in range(7):
+        Book.objects.create(title=f"Volume {n}", author=shelf["borges"], year=2000 + n % 2)
+    seen, cursor, pages = [], None, 0
+    while True:
+        arguments = {"ordering": "year", "limit": 3, **({"cursor": cursor} if cursor else {})}
+        page = result(staff, "book_list", **arguments)
+        seen += [item["id"] for item in page["items"]]
+        pages += 1
+        if pages == 1:  # a row added before the cursor's place moves nothing after it
+            Book.objects.create(title="Early", author=shelf["borges"], year=1900)
+        cursor = page.get("nextCursor")
+        if not cursor:
+            break
+    assert pages == 4 and len(seen) == len(set(seen)) == 11
+    ordered = list(Book.objects.exclude(title="Early").order_by("year", "pk").values_list("pk", flat=True))
+    assert seen == ordered
+    first = result(staff, "book_list", limit=2)
+    other = call(staff, "book_list", limit=2, search="x", cursor=first["nextCursor"])
+    assert other.is_error and "other arguments" in other.text
+    forged = call(staff, "book_list", cursor="nonsense")
+    assert forged.is_error and "not one this tool issued" in forged.text
+
+
+def test_create_update_delete_through_the_form_each_in_a_transaction(shelf):
+    writer = client_of(user_with("writer", "view_book", "add_book", "change_book", "delete_book"))
+    made = result(writer, "book_create", title="Labyrinths", author=shelf["borges"].pk, year=1962)
+    book = Book.objects.get(pk=made["id"])
+    assert book.owner.username == "writer" and book.public is True  # the model default, not "unticked"
+    assert made == {**made, "title": "Labyrinths", "year": 1962, "genre": "novel"}
+    changed = result(writer, "book_update", id=book.pk, year=1964)
+    assert changed["year"] == 1964 and changed["title"] == "Labyrinths"
+    invalid = call(writer, "book_update", id=book.pk, author=999999)
+    assert invalid.is_error and invalid.text.startswith("Invalid book: author:")
+    assert Book.objects.get(pk=book.pk).author == shelf["borges"]
+    missing = call(writer, "book_create", author=shelf["borges"].pk)
+    assert missing.is_error and "title" in missing.text
+    # Another owner's row: visible (it is public) but not the writer's to change or delete.
+    assert call(writer, "book_update", id=shelf["ficciones"].pk, year=1).is_error
+    assert call(writer, "book_delete", id=shelf["ficciones"].pk).is_error
+    assert Book.objects.get(pk=shelf["ficciones"].pk).year == 1944
+    assert result(writer, "book_delete", id=book.pk) == {"deleted": book.pk}
+    assert not Book.objects.filter(pk=book.pk).exists()
+
+
+@pytest.fixture
+def scratch_tools():
+    """Register toolsets for one test, under names of their own."""
+    from mcp_transport.methods.registry import registry
+
+    before = set(registry.tools)
+    yield
+    for name in set(registry.tools) - before:
+        del registry.tools[name]
+
+
+def test_a_failed_write_leaves_nothing_and_a_protected_row_says_why(shelf, scratch_tools):
+    from mcp_transport.toolsets import ModelToolset, register
+
+    @register
+    class FailingAuthors(ModelToolset):
+        model, name, fields, create, delete = Author, "scratch_author", ["name", "country"], True, True
+
+        def save(self, ctx, form, created):
+            form.save()
+            raise RuntimeError("after the row was written")
+
+    root = client_of(User.objects.create_superuser("root", "root@example.com", "pw"))
+    failed = call(root, "scratch_author_create", name="Half Written")
+    assert failed.is_error and not Author.objects.filter(name="Half Written").exists()  # rolled back
+    protected = call(root, "scratch_author_delete", id=shelf["borges"].pk)
+    assert protected.is_error and protected.text.startswith("This author cannot be deleted")
+    assert Author.objects.filter(pk=shelf["borges"].pk).exists()
+    assert "author_delete" not in names(root)  # the admin's author tools: delete not opted in
+
+
+def test_the_admin_source_uses_the_model_admin(shelf):
+    viewer = client_of(user_with("catalogue", "view_author"))
+    assert {"author_list", "author_get"} <= names(viewer) and "author_create" not in names(viewer)
+    page = result(viewer, "author_list")
+    assert [(a["name"], a["country"], a["display"]) for a in page["items"]] == [
+        ("Jorge Luis Borges", "AR", "Jorge Luis Borges"), ("Ursula K. Le Guin", "US", "Ursula K. Le Guin")]
+    assert [a["name"] for a in result(viewer, "author_list", search="ursula")["items"]] == ["Ursula K. Le Guin"]
+    assert [a["name"] for a in result(viewer, "author_list", country="AR")["items"]] == ["Jorge Luis Borges"]
+    adder = client_of(user_with("cataloguer", "view_author", "add_author"))
+    made = result(adder, "author_create", name="Italo Calvino", country="IT")
+    assert made["display"] == "Italo Calvino" and Author.objects.filter(name="Italo Calvino").exists()
+    too_long = call(adder, "author_create", name="x", country="ITA")
+    assert too_long.is_error
+
+
+def test_resource_template_reads_a_row_as_json(shelf):
+    import json
+
+    ann = client_of(shelf["ann"])
+    uri = f"django://library.book/{shelf['lathe'].pk}"
+    contents = async_to_sync(ann.read_resource)(uri)
+    assert contents[0]["uri"] == uri and contents[0]["mimeType"] == "application/json"
+    assert json.loads(contents[0]["text"])["title"] == "The Lathe of Heaven"
+    templates = async_to_sync(ann.request)("resources/templates/list")["resourceTemplates"]
+    assert "django://library.book/{pk}" in {t["uriTemplate"] for t in templates}
+    anonymous = async_to_sync(client_of().request)("resources/templates/list")["resourceTemplates"]
+    assert "django://library.book/{pk}" not in {t["uriTemplate"] for t in anonymous}
