@@ -160,3 +160,16 @@ async def test_writes_pages_and_the_next_request_sees_them(auth_server, shelf, m
         assert seen == {f"{prefix} vol 0", f"{prefix} vol 2", f"{prefix} vol 4"}  # public ones; vol 1 deleted
         refused = await reader.call_tool("book_get", {"id": made[3]})  # private to the writer
         assert refused.is_error
+
+
+async def test_stdio_with_a_user_sees_its_tools_and_rows(server_env, shelf):
+    """``mcp_stdio --user``: the local user's permissions decide, as a token's user's do."""
+    from mcp.client.stdio import stdio_client
+
+    from .test_stdio import stdio_server
+
+    prefix = shelf["prefix"]
+    async with Client(stdio_client(stdio_server(server_env, "--user", f"{prefix}-reader")), mode="legacy") as client:
+        assert BOOK_TOOLS & await tool_names(client) == {"book_list", "book_get"}
+        seen, _ = await titles(client, prefix)
+        assert seen == {f"{prefix} public"}
