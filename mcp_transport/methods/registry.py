@@ -285,6 +285,9 @@ class ResourceSpec:
     scopes: tuple = ()
     #: ``visible(principal) -> bool``, as ToolSpec's.
     visible: Optional[Callable] = None
+    #: For templates whose concrete resources are listed in ``resources/list`` (the model
+    #: toolsets' rows): ``lister(ctx, cursor, size) -> (resources, next cursor or None)``, sync.
+    lister: Optional[Callable] = None
     #: Name of the parameter that receives the Context, if any (it may ask the client, in the
     #: 2026-07-28 era: an InputRequiredResult).
     context_param: Optional[str] = None

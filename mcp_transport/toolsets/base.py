@@ -32,7 +32,7 @@ from django.forms.models import modelform_factory
 from ..methods import content
 from ..methods.context import Context
 from ..methods.registry import ToolError, make_tool, registry as default_registry
-from ..protocol.errors import ResourceNotFound
+from ..protocol.errors import InvalidParams, ResourceNotFound
 from . import filters as filtering, forms, paging
 from .schema import field_schema, model_field, parse_value, value_of
 
@@ -314,6 +314,22 @@ class ModelToolset:
         registry.resource(uri, name=f"{self.prefix}", mime_type="application/json",
                           description=f"One {self.opts.verbose_name}, as JSON.")(read)
         registry.templates[uri].visible = self.visible_to("view")
+        registry.templates[uri].lister = lambda ctx, cursor, size: self.list_resources(ctx, uri, cursor, size)
+
+    def list_resources(self, ctx, template: str, cursor, size: int):
+        """A page of ``resources/list``: the caller's rows by primary key (ResourceSpec.lister)."""
+        try:
+            rows, after = paging.page(self.get_queryset(ctx), field=self.pk, descending=False, size=size,
+                                      cursor=cursor, salt=f"mcp_transport.toolsets:{template}", digest="rows")
+        except (paging.CursorError, ValidationError):
+            raise InvalidParams("The cursor is not one this server issued.") from None
+        return [self.resource_entry(ctx, template, row) for row in rows], after
+
+    def resource_entry(self, ctx, template: str, obj) -> dict:
+        """A row's entry in ``resources/list``; its name says only its key (``str(obj)`` may
+        show a field the caller may not read)."""
+        return {"uri": template.replace("{pk}", str(obj.pk)), "name": f"{self.opts.model_name} {obj.pk}",
+                "mimeType": "application/json"}
 
 
 def _tool_function(method):

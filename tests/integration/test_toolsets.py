@@ -85,6 +85,7 @@ async def test_a_user_without_permissions_sees_no_tool_and_calls_none(auth_serve
         assert refused.value.error.code == -32602 and "Unknown tool" in refused.value.error.message
         templates = (await client.list_resource_templates()).resource_templates
         assert "django://library.book/{pk}" not in {t.uri_template for t in templates}
+        assert not any(uri.startswith("django://") for uri in await listed_uris(client))
 
 
 @pytest.mark.parametrize("mode, version", ERAS)
@@ -111,6 +112,20 @@ async def test_a_reader_never_sees_a_private_row_or_the_staff_field(auth_server,
         assert "staff eyes only" not in read.contents[0].text
         with pytest.raises(MCPError):  # not the reader's to call: unknown
             await client.call_tool("book_delete", {"id": shelf["public"]})
+        listed = await listed_uris(client)
+        assert f"django://library.book/{shelf['public']}" in listed
+        assert f"django://library.book/{shelf['private']}" not in listed
+
+
+async def listed_uris(client) -> list:
+    """Every URI of resources/list, following nextCursor."""
+    uris, cursor = [], None
+    while True:
+        page = await client.list_resources(cursor=cursor)
+        uris += [str(resource.uri) for resource in page.resources]
+        cursor = page.next_cursor
+        if cursor is None:
+            return uris
 
 
 @pytest.mark.parametrize("mode, version", ERAS)

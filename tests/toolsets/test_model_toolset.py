@@ -211,3 +211,32 @@ def test_resource_template_reads_a_row_as_json(shelf):
     assert "django://library.book/{pk}" in {t["uriTemplate"] for t in templates}
     anonymous = async_to_sync(client_of().request)("resources/templates/list")["resourceTemplates"]
     assert "django://library.book/{pk}" not in {t["uriTemplate"] for t in anonymous}
+
+
+def listed_uris(client) -> list:
+    """Every URI of resources/list, page after page."""
+    uris, cursor = [], None
+    while True:
+        page = async_to_sync(client.request)("resources/list", {"cursor": cursor} if cursor else {})
+        uris += [entry["uri"] for entry in page["resources"]]
+        cursor = page.get("nextCursor")
+        if cursor is None:
+            return uris
+
+
+def test_resources_list_pages_through_the_callers_rows_after_the_resources(shelf, settings):
+    import base64
+    import json
+
+    settings.MCP_TRANSPORT = {**settings.MCP_TRANSPORT, "PAGE_SIZE": 2}
+    uris = listed_uris(client_of(shelf["ann"]))
+    rows = [uri for uri in uris if uri.startswith("django://library.book/")]
+    expected = sorted(shelf[key].pk for key in ("dispossessed", "lathe", "ficciones"))  # not bob's private one
+    assert rows == [f"django://library.book/{pk}" for pk in expected]
+    assert uris[:-len(rows)] and len(uris) == len(set(uris))  # the plain resources came first
+    anonymous = listed_uris(client_of())
+    assert anonymous == uris[:-len(rows)]  # no view permission: no rows
+    forged = base64.urlsafe_b64encode(json.dumps({"rows": "django://library.book/{pk}", "at": "x"}).encode())
+    with pytest.raises(ProtocolError) as refused:
+        async_to_sync(client_of(shelf["ann"]).request)("resources/list", {"cursor": forged.decode()})
+    assert refused.value.code == -32602
