@@ -37,6 +37,8 @@ from . import filters as filtering, forms, paging
 from .schema import field_schema, model_field, parse_value, value_of
 
 ACTIONS = ("view", "add", "change", "delete")
+#: Each word of a search is one more condition in the query: a search is short.
+SEARCH_MAX_LENGTH = 200
 
 
 class ModelToolset:
@@ -111,9 +113,12 @@ class ModelToolset:
             chosen = [f for f in self.opts.get_fields() if f.concrete or f.many_to_many]
         else:
             chosen = [model_field(self.model, name) for name in self.fields]
+        reverse = [field.name for field in chosen if field.auto_created and not field.concrete]
+        if reverse and self.fields != "__all__":
+            raise ImproperlyConfigured(f"{self.model.__name__}: {', '.join(reverse)} is a reverse relation, "
+                                       "not a field of its own; leave it out of fields.")
         readable = {self.pk.name: self.pk}
-        readable.update((field.name, field) for field in chosen if not (field.is_relation and field.auto_created
-                                                                         and not field.concrete))
+        readable.update((field.name, field) for field in chosen if field.name not in reverse)
         return readable
 
     def _form_fields(self) -> list:
@@ -153,7 +158,8 @@ class ModelToolset:
     def list_input_schema(self) -> dict:
         properties = {}
         if self.search_fields:
-            properties["search"] = {"type": "string", "description": "Words to look for (every word must match)"}
+            properties["search"] = {"type": "string", "maxLength": SEARCH_MAX_LENGTH,
+                                    "description": "Words to look for (every word must match)"}
         for name, (path, lookup, field) in self.filter_arguments.items():
             properties[name] = filtering.argument_schema(path, lookup, field)
         properties["ordering"] = {"type": "string", "enum": self.orderings, "default": self.orderings[0],

@@ -16,6 +16,8 @@ _TEXT = {"iexact": "equals (any case)", "contains": "contains", "icontains": "co
          "startswith": "starts with", "istartswith": "starts with (any case)"}
 _COMPARE = {"exact": "equals", "gt": "greater than", "gte": "at least", "lt": "less than", "lte": "at most"}
 LOOKUPS = frozenset({*_TEXT, *_COMPARE, "in", "isnull"})
+#: Values an ``__in`` filter may list.
+IN_MAX_ITEMS = 100
 
 
 def argument_name(path: str, lookup: str) -> str:
@@ -40,7 +42,8 @@ def argument_schema(path, lookup, field) -> dict:
     if lookup == "isnull":
         return {"type": "boolean", "description": f"{path} is empty (true) or not (false)"}
     if lookup == "in":
-        return {"type": "array", "items": _not_null(value), "description": f"{path} is one of these"}
+        return {"type": "array", "items": _not_null(value), "maxItems": IN_MAX_ITEMS,
+                "description": f"{path} is one of these"}
     if lookup in _TEXT:
         return {"type": "string", "description": f"{path} {_TEXT[lookup]}"}
     if lookup != "exact":  # "less than null" means nothing: only exact takes null (isnull)

@@ -8,6 +8,7 @@ import datetime
 
 from django.core.exceptions import FieldDoesNotExist, ImproperlyConfigured
 from django.core.serializers.json import DjangoJSONEncoder
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 _INTEGER = {"type": "integer"}
@@ -66,6 +67,8 @@ def field_schema(field) -> dict:
         schema["enum"] = [value for value, _ in field.flatchoices]
     if getattr(field, "max_length", None) and schema.get("type") == "string" and not field.is_relation:
         schema["maxLength"] = field.max_length
+    if schema.get("type") in ("integer", "number"):
+        schema.update(_range(field))
     if field.null and "type" in schema:
         schema["type"] = [schema["type"], "null"]
         if "enum" in schema:
@@ -79,6 +82,18 @@ def _base_schema(field) -> dict:
             return _BY_TYPE[kind]
     raise ImproperlyConfigured(f"{field.model.__name__}.{field.name} ({type(field).__name__}) has no JSON form here: "
                                "leave it out of the toolset's fields.")
+
+
+def _range(field) -> dict:
+    """The field's own bounds and the database's (IntegerField.validators has both): an
+    argument beyond them is refused by the schema, not by the database."""
+    bounds = {}
+    for validator in field.validators:
+        if isinstance(validator, MinValueValidator) and not callable(validator.limit_value):
+            bounds["minimum"] = max(bounds.get("minimum", validator.limit_value), validator.limit_value)
+        elif isinstance(validator, MaxValueValidator) and not callable(validator.limit_value):
+            bounds["maximum"] = min(bounds.get("maximum", validator.limit_value), validator.limit_value)
+    return bounds
 
 
 def _describe(schema, field) -> dict:

@@ -240,3 +240,24 @@ def test_resources_list_pages_through_the_callers_rows_after_the_resources(shelf
     with pytest.raises(ProtocolError) as refused:
         async_to_sync(client_of(shelf["ann"]).request)("resources/list", {"cursor": forged.decode()})
     assert refused.value.code == -32602
+
+
+def test_arguments_beyond_the_fields_and_limits_are_refused_before_the_query(shelf):
+    ann = client_of(shelf["ann"])
+    for name, arguments in (("book_get", {"id": 2 ** 70}), ("book_list", {"year__gte": -(2 ** 70)}),
+                            ("book_list", {"search": "word " * 100}), ("book_list", {"genre__in": ["novel"] * 101}),
+                            ("book_list", {"limit": 21}), ("book_list", {"genre": "opera"})):
+        refused = call(ann, name, **arguments)
+        assert refused.is_error and refused.text.startswith(f"Invalid arguments for tool {name}"), refused.text
+
+
+def test_a_reverse_relation_is_not_a_field():
+    from django.core.exceptions import ImproperlyConfigured
+
+    from mcp_transport.toolsets import ModelToolset
+
+    class AuthorTools(ModelToolset):
+        model, fields = Author, ["name", "books"]
+
+    with pytest.raises(ImproperlyConfigured, match="books is a reverse relation"):
+        AuthorTools()
