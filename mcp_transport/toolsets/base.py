@@ -178,7 +178,24 @@ class ModelToolset:
 
     # -- the tools ------------------------------------------------------------------------------
 
+    def hidden_fields(self, ctx) -> set:
+        """The fields ``get_fields(ctx)`` hides from this caller: it may not filter, search or
+        sort by them either (the order of the rows, or which rows match, would show them)."""
+        return set(self.readable) - set(self.visible_fields(ctx))
+
+    def _refuse_hidden(self, ctx, arguments):
+        hidden = self.hidden_fields(ctx)
+        used = [name for name, (path, _, _) in self.filter_arguments.items()
+                if name in arguments and path.split("__")[0] in hidden]
+        if (arguments.get("ordering") or self.orderings[0]).lstrip("-") in hidden:
+            used.append("ordering")
+        if arguments.get("search") and any(name.lstrip("^=@").split("__")[0] in hidden for name in self.search_fields):
+            used.append("search")
+        if used:
+            raise ToolError(f"Not available to this caller: {', '.join(used)}.")
+
     def tool_list(self, ctx, arguments: dict) -> dict:
+        self._refuse_hidden(ctx, arguments)
         queryset = self.get_queryset(ctx)
         narrowed = queryset
         if arguments.get("search") and self.search_fields:

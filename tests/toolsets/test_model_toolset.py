@@ -261,3 +261,28 @@ def test_a_reverse_relation_is_not_a_field():
 
     with pytest.raises(ImproperlyConfigured, match="books is a reverse relation"):
         AuthorTools()
+
+
+def test_a_hidden_field_cannot_be_filtered_searched_or_sorted_by(shelf, scratch_tools):
+    from mcp_transport.toolsets import ModelToolset, register
+
+    @register
+    class NotedBooks(ModelToolset):
+        model, name = Book, "scratch_book"
+        fields = ["title", "internal_note", "year"]
+        filters = {"internal_note": ["icontains"], "year": ["gte"]}
+        search_fields = ["title", "internal_note"]
+        ordering = ["title", "internal_note"]
+
+        def get_fields(self, ctx):
+            return ["title", "year"] + (["internal_note"] if ctx.user.is_staff else [])
+
+    ann = client_of(shelf["ann"])
+    for arguments in ({"internal_note__icontains": "signed"}, {"ordering": "-internal_note"}, {"search": "signed"}):
+        refused = call(ann, "scratch_book_list", **arguments)
+        assert refused.is_error and refused.text.startswith("Not available to this caller"), refused.text
+    assert [b["title"] for b in result(ann, "scratch_book_list", year__gte=1970)["items"]] == [
+        "The Dispossessed", "The Lathe of Heaven"]
+    staff = client_of(user_with("librarian", "view_book", staff=True))
+    found = result(staff, "scratch_book_list", internal_note__icontains="signed", search="signed")["items"]
+    assert [(b["title"], b["internal_note"]) for b in found] == [("The Dispossessed", "signed copy")]
