@@ -286,3 +286,40 @@ def test_a_hidden_field_cannot_be_filtered_searched_or_sorted_by(shelf, scratch_
     staff = client_of(user_with("librarian", "view_book", staff=True))
     found = result(staff, "scratch_book_list", internal_note__icontains="signed", search="signed")["items"]
     assert [(b["title"], b["internal_note"]) for b in found] == [("The Dispossessed", "signed copy")]
+
+
+def test_the_admin_sources_querysets_and_object_permissions_are_the_model_admins(shelf, scratch_tools):
+    from django.contrib import admin
+
+    from library.admin import BookAdmin
+    from mcp_transport.toolsets import register_admin
+
+    class OwnBooksAdmin(BookAdmin):
+        list_filter = ("genre", "public", "added")
+
+        def get_queryset(self, request):
+            return super().get_queryset(request).filter(public=True) | super().get_queryset(request).filter(
+                owner=request.user.pk)
+
+        def has_change_permission(self, request, obj=None):
+            allowed = super().has_change_permission(request, obj)
+            return allowed and (obj is None or obj.owner_id == request.user.pk)
+
+    site = admin.AdminSite(name="scratch")
+    site.register(Book, OwnBooksAdmin)
+    register_admin(Book, site=site, name="scratch_adminbook", update=True)
+    from mcp_transport.methods.registry import registry
+
+    schema = registry.tools["scratch_adminbook_list"].input_schema["properties"]
+    assert {"genre", "public", "added__gte", "added__lte", "search", "ordering"} <= set(schema)
+    assert set(registry.tools["scratch_adminbook_get"].output_schema["properties"]) == {
+        "id", "title", "author", "year", "owner", "public", "display"}
+    ann = client_of(shelf["ann"])  # view, change and delete books
+    listed = result(ann, "scratch_adminbook_list", search="le guin")["items"]
+    assert sorted(b["title"] for b in listed) == ["The Dispossessed", "The Lathe of Heaven"]
+    assert [b["title"] for b in result(ann, "scratch_adminbook_list", public=False)["items"]] == [
+        "The Lathe of Heaven"]  # bob's private book is outside the admin's queryset for ann
+    assert result(ann, "scratch_adminbook_update", id=shelf["lathe"].pk, year=1972)["year"] == 1972
+    refused = call(ann, "scratch_adminbook_update", id=shelf["ficciones"].pk, year=1)  # bob's: no change permission
+    assert refused.is_error and Book.objects.get(pk=shelf["ficciones"].pk).year == 1944
+    assert "scratch_adminbook_update" not in names(client_of(shelf["bob"]))  # bob lacks change_book
