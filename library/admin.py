@@ -8,6 +8,12 @@ class AuthorAdmin(admin.ModelAdmin):
     list_display = ("name", "country")
     search_fields = ("name",)
     list_filter = ("country",)
+    actions = ["clear_country"]
+
+    @admin.action(description="Clear the country", permissions=["change"])
+    def clear_country(self, request, queryset):
+        count = queryset.update(country="")
+        self.message_user(request, f"Cleared the country of {count} author(s).")
 
 
 @admin.register(Book)

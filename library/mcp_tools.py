@@ -40,4 +40,4 @@ class BookTools(ModelToolset):
         return form.save()
 
 
-register_admin(Author, create=True)
+register_admin(Author, create=True, actions=True)

@@ -12,28 +12,24 @@ from django.contrib import admin
 from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import FieldDoesNotExist, ImproperlyConfigured
 from django.db import models
-from django.http import HttpRequest
 
-from .base import ModelToolset
+from ..methods.context import Context
+from ..methods.registry import make_tool, registry as default_registry
+from . import actions
+from .base import ModelToolset, _structured
+from .requests import request_for
 
 #: The extra field of an admin toolset's rows: ``str(row)``, as the change list's first column.
 DISPLAY = "display"
-
-
-def request_for(user) -> HttpRequest:
-    """A GET request of ``user``, for the ModelAdmin's methods."""
-    request = HttpRequest()
-    request.method = "GET"
-    request.user = user or AnonymousUser()
-    return request
 
 
 class AdminToolset(ModelToolset):
     """A ModelToolset whose rules are a ModelAdmin's."""
 
     def __init__(self, model_admin, *, name=None, create=False, update=False, delete=False, resources=False,
-                 page_size=None):
+                 page_size=None, actions=False):
         self.model_admin = model_admin
+        self.actions = actions
         self.model = model_admin.model
         self.name, self.create, self.update, self.delete, self.resources = name, create, update, delete, resources
         self.page_size = page_size or model_admin.list_per_page
@@ -95,6 +91,34 @@ class AdminToolset(ModelToolset):
         request = request_for(ctx.user if ctx is not None else None)
         return self.model_admin.get_form(request, obj, change=obj is not None)
 
+    # -- actions (actions.py) ---------------------------------------------------------------------
+
+    def register(self, registry=default_registry):
+        super().register(registry)
+        if self.actions:
+            self._register_actions(registry)
+        return self
+
+    def _register_actions(self, registry):
+        ids = {"type": "array", "items": self.key_schema(), "minItems": 1, "maxItems": self.page_size,
+               "description": f"The {self.pk.name}s of the {self.opts.verbose_name_plural} to act on"}
+        output = {"type": "object", "properties": {"action": {"type": "string"}, "count": {"type": "integer"},
+                                                   "messages": {"type": "array", "items": {"type": "string"}}},
+                  "required": ["action", "count", "messages"]}
+        for name, (func, description) in actions.all_actions(self.model_admin).items():
+            if name in ("list", "get", "create", "update", "delete"):
+                raise ImproperlyConfigured(f"{type(self.model_admin).__name__}: the action {name!r} has the "
+                                           f"name of a tool of {self.prefix}; rename it.")
+            confirm = actions.needs_confirmation(func)
+            spec = make_tool(_action_function(self, name), name=f"{self.prefix}_{name}",
+                             description=f"{description} (an admin action{', confirmed first' if confirm else ''}).",
+                             input_schema={"type": "object", "properties": {"ids": ids}, "required": ["ids"],
+                                           "additionalProperties": False},
+                             output_schema=output, annotations={"readOnlyHint": False, "destructiveHint": confirm,
+                                                                "openWorldHint": False})
+            spec.visible = _offered_to(self.model_admin, name)
+            registry.tools[spec.name] = spec
+
     # -- the rows: their fields and their display ---------------------------------------------------
 
     def row_schema(self) -> dict:
@@ -106,11 +130,23 @@ class AdminToolset(ModelToolset):
         return {**super().serialize(ctx, obj, fields), DISPLAY: str(obj)}
 
 
+def _action_function(toolset, name):
+    def run(ctx: Context, ids):
+        return _structured(actions.run(toolset, name, ctx, ids))
+    run.__name__ = name
+    return run
+
+
+def _offered_to(model_admin, name):
+    def visible(principal) -> bool:
+        return actions.offered(model_admin, name, getattr(principal, "user", None) or AnonymousUser())
+    return visible
+
+
 def register_admin(model, site=None, registry=None, **options) -> AdminToolset:
     """Register the tools of ``model``'s ModelAdmin on ``site`` (default: the admin site);
-    ``create``, ``update``, ``delete`` and ``resources`` opt in, ``name`` sets the prefix."""
+    ``create``, ``update``, ``delete``, ``resources`` and ``actions`` opt in, ``name`` sets the prefix."""
     site = site or admin.site
     if not site.is_registered(model):
         raise ImproperlyConfigured(f"{model.__name__} has no ModelAdmin on {site.name!r}: register it there first.")
-    toolset = AdminToolset(site.get_model_admin(model), **options)
-    return toolset.register(registry) if registry is not None else toolset.register()
+    return AdminToolset(site.get_model_admin(model), **options).register(registry or default_registry)

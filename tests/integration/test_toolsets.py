@@ -26,7 +26,8 @@ from library.models import Author, Book
 perms = lambda *codes: Permission.objects.filter(content_type__app_label="library", codename__in=codes)
 users = {}
 for name, codes, staff in (("reader", ("view_book",), False), ("writer", ("view_book", "add_book", "change_book",
-        "delete_book"), False), ("nobody", (), False), ("librarian", ("view_book", "view_author"), True)):
+        "delete_book"), False), ("nobody", (), False), ("librarian", ("view_book", "view_author"), True),
+        ("cataloguer", ("view_author", "delete_author"), False)):
     users[name] = User.objects.create(username=f"{prefix}-{name}", is_staff=staff)
     users[name].user_permissions.add(*perms(*codes))
 author = Author.objects.create(name=f"{prefix} Author", country="FR")
@@ -36,7 +37,8 @@ rows = {
     "private": Book.objects.create(title=f"{prefix} private", author=author, year=1991, owner=users["writer"],
                                    public=False, internal_note="staff eyes only"),
 }
-print(json.dumps({"author": author.pk, **{key: row.pk for key, row in rows.items()}}))
+lonely = {f"lonely_{mode}": Author.objects.create(name=f"{prefix} lonely {mode}").pk for mode in ("auto", "legacy")}
+print(json.dumps({"author": author.pk, **lonely, **{key: row.pk for key, row in rows.items()}}))
 """
 
 
@@ -56,7 +58,8 @@ def auth_server(start_server):
 def shelf(server_env):
     prefix = f"shelf{os.getpid()}"
     rows = json.loads(shell(server_env, f"import json\nprefix = {prefix!r}\n{SHELF}").strip().splitlines()[-1])
-    tokens = {name: new_token(server_env, f"{prefix}-{name}") for name in ("reader", "writer", "nobody", "librarian")}
+    tokens = {name: new_token(server_env, f"{prefix}-{name}")
+              for name in ("reader", "writer", "nobody", "librarian", "cataloguer")}
     return {"prefix": prefix, "tokens": tokens, **rows}
 
 
@@ -188,3 +191,37 @@ async def test_stdio_with_a_user_sees_its_tools_and_rows(server_env, shelf):
         assert BOOK_TOOLS & await tool_names(client) == {"book_list", "book_get"}
         seen, _ = await titles(client, prefix)
         assert seen == {f"{prefix} public"}
+
+
+@pytest.mark.parametrize("mode, version", ERAS)
+async def test_a_destructive_admin_action_asks_the_user_first(auth_server, shelf, mode, version):
+    """delete_selected confirms through elicitation: on the call's stream (2025-11-25), or as an
+    InputRequiredResult the SDK answers and sends again (2026-07-28)."""
+    from mcp import types
+
+    asked = []
+
+    def confirming(answer):
+        async def elicit(context, params):
+            asked.append(params.message)
+            return types.ElicitResult(action="accept", content={"confirm": answer})
+        return elicit
+
+    lonely = shelf[f"lonely_{mode}"]
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {shelf['tokens']['cataloguer']}"})
+    for answer in (False, True):
+        async with Client(streamable_http_client(auth_server.url, http_client=http), mode=mode,
+                          elicitation_callback=confirming(answer)) as client:
+            assert client.protocol_version == version
+            assert "author_delete_selected" in await tool_names(client)
+            result = await client.call_tool("author_delete_selected", {"ids": [lonely]})
+        if answer:
+            assert result.structured_content == {"action": "delete_selected", "count": 1,
+                                                 "messages": ["Successfully deleted 1 author."]}
+        else:
+            assert result.is_error and result.content[0].text == "Not confirmed: nothing was done."
+    assert asked == ["Delete selected authors: 1 author. Go ahead?"] * 2
+    async with connect(auth_server, shelf["tokens"]["librarian"], mode) as client:  # may view, not delete
+        assert "author_delete_selected" not in await tool_names(client)
+        gone = await client.call_tool("author_get", {"id": lonely})
+        assert gone.is_error

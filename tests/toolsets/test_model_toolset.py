@@ -323,3 +323,48 @@ def test_the_admin_sources_querysets_and_object_permissions_are_the_model_admins
     refused = call(ann, "scratch_adminbook_update", id=shelf["ficciones"].pk, year=1)  # bob's: no change permission
     assert refused.is_error and Book.objects.get(pk=shelf["ficciones"].pk).year == 1944
     assert "scratch_adminbook_update" not in names(client_of(shelf["bob"]))  # bob lacks change_book
+
+
+def answering(confirm):
+    """A client that answers the confirmation with ``confirm`` (None: declines)."""
+    asked = []
+
+    def answer(method, params):
+        asked.append(params["message"])
+        if confirm is None:
+            return {"action": "decline"}
+        return {"action": "accept", "content": {"confirm": confirm}}
+    return answer, asked
+
+
+def test_admin_actions_are_tools_the_admin_offers_and_destructive_ones_confirm(shelf):
+    calvino = Author.objects.create(name="Italo Calvino", country="IT")
+    viewer = client_of(user_with("looker", "view_author"))
+    assert {"author_clear_country", "author_delete_selected"}.isdisjoint(names(viewer))
+    changer = user_with("changer", "view_author", "change_author")
+    assert "author_clear_country" in names(client_of(changer)) and "author_delete_selected" not in names(
+        client_of(changer))
+    done = result(client_of(changer), "author_clear_country", ids=[calvino.pk, shelf["borges"].pk])
+    assert done == {"action": "clear_country", "count": 2, "messages": ["Cleared the country of 2 author(s)."]}
+    assert set(Author.objects.filter(pk__in=[calvino.pk, shelf["borges"].pk]).values_list("country", flat=True)) \
+        == {""}
+    missing = call(client_of(changer), "author_clear_country", ids=[calvino.pk, 999999])
+    assert missing.is_error and missing.text == "Not every author of ids was found."
+
+    deleter = user_with("deleter", "view_author", "delete_author")
+    for confirm in (None, False):
+        answer, asked = answering(confirm)
+        client = LocalClient(user=deleter, client_capabilities={"elicitation": {}}, answer=answer)
+        refused = call(client, "author_delete_selected", ids=[calvino.pk])
+        assert refused.is_error and refused.text == "Not confirmed: nothing was done."
+        assert asked == ["Delete selected authors: 1 author. Go ahead?"]
+    assert Author.objects.filter(pk=calvino.pk).exists()
+    answer, asked = answering(True)
+    client = LocalClient(user=deleter, client_capabilities={"elicitation": {}}, answer=answer)
+    assert result(client, "author_delete_selected", ids=[calvino.pk])["messages"] == ["Successfully deleted 1 author."]
+    assert not Author.objects.filter(pk=calvino.pk).exists()
+    protected = call(client, "author_delete_selected", ids=[shelf["borges"].pk])  # his books protect him
+    assert protected.is_error and "answered with a page" in protected.text
+    assert Author.objects.filter(pk=shelf["borges"].pk).exists()
+    no_elicitation = call(LocalClient(user=deleter), "author_delete_selected", ids=[shelf["le_guin"].pk])
+    assert no_elicitation.is_error and Author.objects.filter(pk=shelf["le_guin"].pk).exists()
