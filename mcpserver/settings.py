@@ -88,6 +88,8 @@ INSTALLED_APPS = [
     "corsheaders",
     "mcp_transport",
     "tools",
+    # The example models exposed as tools and resources (docs/models.md).
+    "library",
 ]
 
 MIDDLEWARE = [
@@ -181,6 +183,10 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several processes (daphne, celery, tests) share one file: wait for the write lock.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # ... from the start of a transaction: one that reads and then writes (a model toolset's
+    # create, validated first) otherwise fails at once with "database is locked" when another
+    # process writes meanwhile, instead of waiting.
+    DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -249,12 +249,17 @@ def may_use(spec, principal) -> bool:
     use are absent from tools/list and refused on call". A spec's ``scopes`` apply while AUTH is
     on (they are a token's); its ``permission`` is the Django user's ``has_perm`` (with no user,
     AnonymousUser's: none)."""
-    if missing_scopes(spec, principal):
-        return False
-    if spec.permission is None:
-        return True
+    return not missing_scopes(spec, principal) and permitted(spec, principal)
+
+
+def permitted(spec, principal) -> bool:
+    """The spec's ``permission`` (the user's ``has_perm``) and its ``visible(principal)`` check,
+    if it has one (the toolsets' per-principal checks, e.g. a ModelAdmin's has_view_permission)."""
     user = getattr(principal, "user", None)
-    return user is not None and user.has_perm(spec.permission)
+    if spec.permission is not None and not (user is not None and user.has_perm(spec.permission)):
+        return False
+    visible = getattr(spec, "visible", None)
+    return visible is None or bool(visible(principal))
 
 
 def missing_scopes(spec, principal) -> list:
@@ -268,10 +273,7 @@ def require_spec_scopes(spec, principal: Principal, scope, headers) -> None:
     """403 ``insufficient_scope`` for a call of a spec whose scopes the token lacks, before the
     response starts, so that the client can ask for them (step-up authorization). A caller
     without the spec's permission gets no 403: to it the spec does not exist."""
-    if spec is None or not missing_scopes(spec, principal):
-        return
-    user = getattr(principal, "user", None)
-    if spec.permission is not None and not (user is not None and user.has_perm(spec.permission)):
+    if spec is None or not missing_scopes(spec, principal) or not permitted(spec, principal):
         return
     # The resource the token was checked for: /messages challenges for /sse's.
     require_scopes(principal, spec.scopes, principal.resource or resource_url(scope, headers.get("host")))

@@ -174,7 +174,48 @@ async def tools_list(params, call):
 
 
 async def resources_list(params, call):
-    return paginate(usable(registry.resources, call), params, "resources")
+    """The resources, then the rows of each template that lists its own (``ResourceSpec.lister``:
+    the model toolsets' rows), each in pages of its own, one cursor leading from one to the next."""
+    listers = sorted((spec for spec in usable(registry.templates, call).values() if spec.lister),
+                     key=lambda spec: spec.uri)
+    rows = _rows_cursor(params.get("cursor")) if listers else None
+    if rows is not None:
+        return await _rows_page(listers, *rows, call)
+    page = paginate(usable(registry.resources, call), params, "resources")
+    if listers and "nextCursor" not in page:
+        page["nextCursor"] = _encode_rows_cursor(listers[0].uri, None)
+    return page
+
+
+def _encode_rows_cursor(template: str, at) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"rows": template, "at": at}).encode()).decode()
+
+
+def _rows_cursor(cursor):
+    """(template, the lister's own cursor) of a cursor into listed rows; None for another cursor."""
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (AttributeError, ValueError, TypeError, binascii.Error):
+        return None
+    if isinstance(decoded, dict) and isinstance(decoded.get("rows"), str):
+        return decoded["rows"], decoded.get("at")
+    return None
+
+
+async def _rows_page(listers, template, at, call):
+    spec = next((spec for spec in listers if spec.uri == template), None)
+    if spec is None:
+        raise InvalidParams("The cursor is not one this server issued.")
+    context = Context(channel=call.channel, session_id=call.session.id if call.session is not None else None,
+                      request_id=None, user=call.user)
+    entries, after = await run_sync_or_async(spec.lister, (context, at, get_config()["PAGE_SIZE"]), call=call)
+    page = {"resources": entries}
+    later = [other.uri for other in listers if other.uri > template]
+    if after is not None:
+        page["nextCursor"] = _encode_rows_cursor(template, after)
+    elif later:
+        page["nextCursor"] = _encode_rows_cursor(later[0], None)
+    return page
 
 
 async def resource_templates_list(params, call):

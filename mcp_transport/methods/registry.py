@@ -140,6 +140,9 @@ class ToolSpec:
     #: Who may see and call it (auth.may_use): a Django permission "app.codename", and token scopes.
     permission: Optional[str] = None
     scopes: tuple = ()
+    #: ``visible(principal) -> bool``: a check of its own, besides ``permission`` (auth.may_use);
+    #: it runs on the event loop, so it must not query the database.
+    visible: Optional[Callable] = None
 
     @property
     def is_async(self) -> bool:
@@ -280,6 +283,11 @@ class ResourceSpec:
     pattern: Any = None
     permission: Optional[str] = None
     scopes: tuple = ()
+    #: ``visible(principal) -> bool``, as ToolSpec's.
+    visible: Optional[Callable] = None
+    #: For templates whose concrete resources are listed in ``resources/list`` (the model
+    #: toolsets' rows): ``lister(ctx, cursor, size) -> (resources, next cursor or None)``, sync.
+    lister: Optional[Callable] = None
     #: Name of the parameter that receives the Context, if any (it may ask the client, in the
     #: 2026-07-28 era: an InputRequiredResult).
     context_param: Optional[str] = None

@@ -49,6 +49,23 @@ def test_permissions_are_the_users():
     assert may_use(tools["open"], None)
 
 
+def test_a_specs_own_visibility_check_hides_it_and_never_asks_for_scopes():
+    """``visible(principal)`` (the model toolsets' has_permission) rules beside ``permission``;
+    a caller it hides gets no 403 naming the spec's scopes: to it the spec does not exist."""
+    from mcp_transport.auth import require_spec_scopes
+
+    tools = specs()
+    tools["scoped"].visible = lambda principal: principal is not None and principal.user_id == 7
+    assert may_use(tools["scoped"], Principal.for_user(FakeUser()))
+    stranger = Principal(key="user:8", user_id=8, user=FakeUser())
+    assert not may_use(tools["scoped"], stranger) and not may_use(tools["scoped"], None)
+    with override_settings(MCP_TRANSPORT=AUTH_ON):
+        require_spec_scopes(tools["scoped"], stranger, {"path": "/mcp"}, {"host": "h"})  # no 403
+        with pytest.raises(Exception) as step_up:
+            require_spec_scopes(tools["scoped"], Principal.for_user(FakeUser()), {"path": "/mcp"}, {"host": "h"})
+    assert step_up.value.http_status == 403
+
+
 @pytest.mark.parametrize("options", [{"permission": "nodot"}, {"permission": 3}, {"scopes": "mcp"},
                                      {"scopes": ["two words"]}, {"scopes": [""]}])
 def test_bad_access_options_are_refused_at_registration(options):

@@ -28,9 +28,13 @@ class Command(BaseCommand):
     @staticmethod
     def load_user(username):
         try:
-            return get_user_model()._default_manager.get_by_natural_key(username)
+            user = get_user_model()._default_manager.get_by_natural_key(username)
         except get_user_model().DoesNotExist:
             raise CommandError(f"No user named {username!r}.") from None
+        # Loaded now, as auth.load_user does: tools/list asks has_perm() on the event loop,
+        # where a query raises SynchronousOnlyOperation.
+        user.get_all_permissions()
+        return user
 
     @staticmethod
     def protocol_output():

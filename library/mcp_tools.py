@@ -1,0 +1,43 @@
+"""The library's models as MCP tools (docs/models.md): ``book_*`` from a ModelToolset, and
+``author_*`` from the AuthorAdmin. Each needs the caller's model permission; a reader sees the
+public books and its own, and only staff read a book's internal note."""
+from django.db.models import Q
+
+from mcp_transport.toolsets import ModelToolset, register, register_admin
+
+from .models import Author, Book
+
+
+@register
+class BookTools(ModelToolset):
+    model = Book
+    fields = ["id", "title", "author", "year", "genre", "public", "internal_note", "added"]
+    filters = {"author": ["exact"], "year": ["gte", "lte"], "genre": ["exact", "in"], "title": ["icontains"]}
+    search_fields = ["title", "author__name"]
+    ordering = ["title", "year", "added"]
+    page_size = 20
+    create = update = delete = True
+    form_fields = ["title", "author", "year", "genre", "public"]
+    resources = True
+
+    def get_queryset(self, ctx):
+        books = super().get_queryset(ctx)
+        if ctx.user.is_staff:
+            return books
+        mine = Q(owner=ctx.user) if ctx.user.is_authenticated else Q()
+        return books.filter(Q(public=True) | mine)
+
+    def get_fields(self, ctx):
+        fields = super().get_fields(ctx)
+        return fields if ctx.user.is_staff else [name for name in fields if name != "internal_note"]
+
+    def has_object_permission(self, ctx, action, book):
+        return action == "view" or ctx.user.is_staff or (ctx.user.is_authenticated and book.owner_id == ctx.user.pk)
+
+    def save(self, ctx, form, created):
+        if created:
+            form.instance.owner = ctx.user
+        return form.save()
+
+
+register_admin(Author, create=True, actions=True)
