@@ -89,7 +89,7 @@ INSTALLED_APPS = [
     "mcp_transport",
     "tools",
     # The example models exposed as tools and resources (docs/models.md).
-    "library",
+    "tools.library",
 ]
 
 MIDDLEWARE = [

@@ -1,6 +1,6 @@
 """Models as tools and resources (issue 22) on a real daphne with ``MCP_AUTH=on``: the official
 SDK client, in both eras, as users with different permissions and static tokens of
-``manage.py mcp_tokens``, never sees a tool, row or field it may not (library/mcp_tools.py)."""
+``manage.py mcp_tokens``, never sees a tool, row or field it may not (tools/library/mcp_tools.py)."""
 import json
 import subprocess
 import sys
@@ -22,7 +22,7 @@ BOOK_TOOLS = {"book_list", "book_get", "book_create", "book_update", "book_delet
 # Users of this module (their names are the run's own: the database may hold earlier runs').
 SHELF = """
 from django.contrib.auth.models import Permission, User
-from library.models import Author, Book
+from tools.library.models import Author, Book
 perms = lambda *codes: Permission.objects.filter(content_type__app_label="library", codename__in=codes)
 users = {}
 for name, codes, staff in (("reader", ("view_book",), False), ("writer", ("view_book", "add_book", "change_book",

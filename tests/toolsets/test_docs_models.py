@@ -17,8 +17,8 @@ def doc_blocks() -> dict:
 
 def test_the_page_shows_the_example_projects_code():
     blocks = doc_blocks()
-    assert blocks["library/mcp_tools.py"] == (ROOT / "library" / "mcp_tools.py").read_text()
-    assert blocks["library/admin.py"] in (ROOT / "library" / "admin.py").read_text()
+    assert blocks["tools/library/mcp_tools.py"] == (ROOT / "tools" / "library" / "mcp_tools.py").read_text()
+    assert blocks["tools/library/admin.py"] in (ROOT / "tools" / "library" / "admin.py").read_text()
 
 
 def test_the_pages_test_file_passes(tmp_path):

@@ -1,11 +1,11 @@
-"""ModelToolset and register_admin on the example library (library/mcp_tools.py), through the
+"""ModelToolset and register_admin on the example library (tools/library/mcp_tools.py), through the
 server's own dispatch (LocalClient): which tools each user sees, which rows and fields each
 reads, filters, search, ordering, cursors, and the ModelForm writes."""
 import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.auth.models import Permission, User
 
-from library.models import Author, Book
+from tools.library.models import Author, Book
 from mcp_transport.protocol.errors import ProtocolError
 from mcp_transport.testing.local import LocalClient
 
@@ -291,7 +291,7 @@ def test_a_hidden_field_cannot_be_filtered_searched_or_sorted_by(shelf, scratch_
 def test_the_admin_sources_querysets_and_object_permissions_are_the_model_admins(shelf, scratch_tools):
     from django.contrib import admin
 
-    from library.admin import BookAdmin
+    from tools.library.admin import BookAdmin
     from mcp_transport.toolsets import register_admin
 
     class OwnBooksAdmin(BookAdmin):
