@@ -143,6 +143,17 @@ DEFAULTS = {
     #: Background tools (jobs.py): seconds between progress notifications the server sends for a
     #: background call with a progressToken while the tool itself reports nothing (None: never).
     "PROGRESS_HEARTBEAT_SECONDS": 10,
+    #: Background tools: Celery's soft and hard time limits (seconds) of a tool that sets none
+    #: (``@tool(background={"soft_time_limit": ..., "time_limit": ...})`` overrides them): past
+    #: the soft one the tool gets SoftTimeLimitExceeded (an error result), past the hard one
+    #: Celery kills its pool process. None: no default limit.
+    "JOB_SOFT_TIME_LIMIT": 3600,
+    "JOB_TIME_LIMIT": 3660,
+    #: Background tools: seconds a cancelled tool has to stop on its own (``ctx.cancelled``)
+    #: before the worker kills its pool process, so that a tool blocked in a sleep or a C call
+    #: gives its slot back too (worker.stop_job). None: never killed (a tool that does not
+    #: check runs to its end or its time limit).
+    "JOB_CANCEL_GRACE_SECONDS": 2,
     #: Background tools: seconds a call may wait in the broker for a worker before it fails with
     #: an error result saying that no worker took it (None: wait for ever).
     "JOB_QUEUE_TIMEOUT": 60,

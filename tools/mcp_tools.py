@@ -662,6 +662,19 @@ def hard_limited_job(seconds: Seconds) -> str:
     return "outlived the limit"
 
 
+@tool(background=True, structured_output=False)
+def blocking_job(seconds: Seconds, ctx: Context) -> str:
+    """Say that it started, then sleep `seconds` in one call without ever looking at
+    ``ctx.cancelled``: a tool blocked in a C call, which only its worker can stop.
+
+    Args:
+        seconds: How long to sleep.
+    """
+    ctx.report_progress(0, 1, "started")
+    time.sleep(seconds)
+    return f"slept {seconds} s"
+
+
 @tool(background=True, task_support="required", structured_output=False)
 def report_job(rows: Steps, ctx: Context) -> str:
     """A report that can only be requested as an MCP task (execution.taskSupport "required").
