@@ -136,6 +136,10 @@ DEFAULTS = {
     #: Protocol 2026-07-28: seconds after which a subscriptions/listen stream ends gracefully
     #: (with its final result; clients listen again); None: only when the client leaves.
     "LISTEN_MAX_SECONDS": 3600,
+    #: Protocol 2026-07-28: open subscriptions/listen streams one caller (its principal, else its
+    #: client address) may hold per web process (429 with Retry-After above it). Each listen's
+    #: resourceSubscriptions obeys MAX_SUBSCRIPTIONS_PER_SESSION and MAX_URI_BYTES.
+    "MAX_LISTENS_PER_CALLER": 32,
     "SERVER_NAME": "django-mcp-transport",
     "SERVER_TITLE": None,
     "SERVER_VERSION": None,
