@@ -103,12 +103,18 @@ DEFAULTS = {
     #: Threads per web process (threads.py): running sync tools; running sync resources,
     #: prompts and completions; how many of either one session may run at once (the rest wait
     #: their turn); sync tools waiting for a client's answer, which hold no tool thread, per
-    #: process and per session (past them the ask fails at once).
+    #: process, per session and per caller (its principal, else its client address; past them
+    #: the ask fails at once).
     "SYNC_TOOL_THREADS": 8,
     "SYNC_HANDLER_THREADS": 4,
     "SYNC_THREADS_PER_SESSION": 2,
     "SYNC_WAITING_THREADS": 64,
     "SYNC_WAITING_PER_SESSION": 8,
+    "SYNC_WAITING_PER_CALLER": 16,
+    #: Seconds a sync tool keeps waiting for its client's answer once nobody reads its request's
+    #: stream (the client disconnected and has not resumed): then the ask fails with
+    #: ClientRequestError and its waiting place is free. None: CLIENT_REQUEST_TIMEOUT.
+    "CLIENT_GONE_SECONDS": 30,
     #: Items per page of tools/list, resources/list, resources/templates/list, prompts/list.
     "PAGE_SIZE": 100,
     #: Level of notifications/message before the client calls logging/setLevel.
