@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from mcp_transport.testing import HttpClient
+from mcp_transport.testing import HttpClient, ModernClient
 
 #: The web process's default heartbeat limit (3 x 5 s), not the fault tests' 0.3 s: the job that
 #: shows the slot is free runs in the pool process started in place of the killed one, whose first
@@ -96,6 +96,18 @@ def test_tasks_cancel_frees_the_slot_of_a_blocked_task(server, worker):
         assert time.monotonic() < deadline
         time.sleep(0.2)
     assert client.call("tasks/cancel", {"taskId": task_id})["result"]["status"] == "cancelled"
+    took = _slot_is_free(server, worker)
+    assert took < FREED_WITHIN, took
+
+
+def test_a_2026_tasks_cancel_frees_the_slot_of_a_blocked_task(server, worker):
+    client = ModernClient(server.url, {"extensions": {"io.modelcontextprotocol/tasks": {}}})
+    created = client.post("tools/call", {"name": "blocking_job", "arguments": {"seconds": 600}}).json["result"]
+    deadline = time.monotonic() + 120
+    while client.post("tasks/get", {"taskId": created["taskId"]}).json["result"]["status"] != "working":
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert client.post("tasks/cancel", {"taskId": created["taskId"]}).status == 200
     took = _slot_is_free(server, worker)
     assert took < FREED_WITHIN, took
 
