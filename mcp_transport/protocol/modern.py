@@ -284,8 +284,8 @@ def honored_filter(requested, capabilities: dict, max_uris: Optional[int] = None
             raise SubscriptionLimit(f"notifications.resourceSubscriptions holds {len(uris)} URIs; "
                                     f"a listen may subscribe to {max_uris} at most.", "subscriptions")
         if max_uri_bytes is not None and any(len(uri.encode()) > max_uri_bytes for uri in uris):
-            raise SubscriptionLimit(f"A URI of notifications.resourceSubscriptions is longer than {max_uri_bytes} bytes.",
-                                    "uri_bytes")
+            raise SubscriptionLimit("A URI of notifications.resourceSubscriptions is longer than "
+                                    f"{max_uri_bytes} bytes.", "uri_bytes")
         if capabilities.get("resources", {}).get("subscribe"):
             honored["resourceSubscriptions"] = list(dict.fromkeys(uris))
     return honored
