@@ -115,12 +115,18 @@ DEFAULTS = {
     #: Threads per web process (threads.py): running sync tools; running sync resources,
     #: prompts and completions; how many of either one session may run at once (the rest wait
     #: their turn); sync tools waiting for a client's answer, which hold no tool thread, per
-    #: process and per session (past them the ask fails at once).
+    #: process, per session and per caller (its principal, else its client address; past them
+    #: the ask fails at once).
     "SYNC_TOOL_THREADS": 8,
     "SYNC_HANDLER_THREADS": 4,
     "SYNC_THREADS_PER_SESSION": 2,
     "SYNC_WAITING_THREADS": 64,
     "SYNC_WAITING_PER_SESSION": 8,
+    "SYNC_WAITING_PER_CALLER": 16,
+    #: Seconds a sync tool keeps waiting for its client's answer once nobody reads its request's
+    #: stream (the client disconnected and has not resumed): then the ask fails with
+    #: ClientRequestError and its waiting place is free. None: CLIENT_REQUEST_TIMEOUT.
+    "CLIENT_GONE_SECONDS": 30,
     #: Items per page of tools/list, resources/list, resources/templates/list, prompts/list.
     "PAGE_SIZE": 100,
     #: Level of notifications/message before the client calls logging/setLevel.
@@ -156,6 +162,10 @@ DEFAULTS = {
     #: Protocol 2026-07-28: seconds after which a subscriptions/listen stream ends gracefully
     #: (with its final result; clients listen again); None: only when the client leaves.
     "LISTEN_MAX_SECONDS": 3600,
+    #: Protocol 2026-07-28: open subscriptions/listen streams one caller (its principal, else its
+    #: client address) may hold per web process (429 with Retry-After above it). Each listen's
+    #: resourceSubscriptions obeys MAX_SUBSCRIPTIONS_PER_SESSION and MAX_URI_BYTES.
+    "MAX_LISTENS_PER_CALLER": 32,
     "SERVER_NAME": "django-mcp-transport",
     "SERVER_TITLE": None,
     "SERVER_VERSION": None,
@@ -163,6 +173,17 @@ DEFAULTS = {
     #: Background tools (jobs.py): seconds between progress notifications the server sends for a
     #: background call with a progressToken while the tool itself reports nothing (None: never).
     "PROGRESS_HEARTBEAT_SECONDS": 10,
+    #: Background tools: Celery's soft and hard time limits (seconds) of a tool that sets none
+    #: (``@tool(background={"soft_time_limit": ..., "time_limit": ...})`` overrides them): past
+    #: the soft one the tool gets SoftTimeLimitExceeded (an error result), past the hard one
+    #: Celery kills its pool process. None: no default limit.
+    "JOB_SOFT_TIME_LIMIT": 3600,
+    "JOB_TIME_LIMIT": 3660,
+    #: Background tools: seconds a cancelled tool has to stop on its own (``ctx.cancelled``)
+    #: before the worker kills its pool process, so that a tool blocked in a sleep or a C call
+    #: gives its slot back too (worker.stop_job). None: never killed (a tool that does not
+    #: check runs to its end or its time limit).
+    "JOB_CANCEL_GRACE_SECONDS": 2,
     #: Background tools: seconds a call may wait in the broker for a worker before it fails with
     #: an error result saying that no worker took it (None: wait for ever).
     "JOB_QUEUE_TIMEOUT": 60,

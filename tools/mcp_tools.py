@@ -41,6 +41,7 @@ from mcp_transport.methods import content
 from mcp_transport.methods.notify import list_changed
 from mcp_transport.protocol.modern import MissingClientCapability
 
+from .bounds import CounterName, IntervalMs, Seconds, Steps, counter_key
 from .tasks import word_count
 
 # The logger name the reference servers put on their notifications/message.
@@ -344,17 +345,15 @@ async def echo(text: str) -> str:
 
 
 @tool
-async def slow_progress(steps: int = 100, interval_ms: int = 100, ctx: Context = None) -> str:
+async def slow_progress(steps: Steps = 100, interval_ms: IntervalMs = 100, ctx: Context = None) -> str:
     """Sleep `steps` times `interval_ms`, reporting progress after each step.
 
     Args:
         steps: How many steps to run (0 to 100000).
-        interval_ms: Milliseconds to sleep before each step.
+        interval_ms: Milliseconds to sleep before each step (0 to 10000).
     """
-    steps = max(0, min(steps, 100_000))
-    interval = max(0, interval_ms) / 1000
     for i in range(1, steps + 1):
-        await asyncio.sleep(interval)
+        await asyncio.sleep(interval_ms / 1000)
         ctx.check_cancelled()  # stop at notifications/cancelled; a dropped stream is not a cancel
         await ctx.report_progress(i, steps, f"step {i}")
     return f"done {steps}"
@@ -564,16 +563,15 @@ def complete_template_id(argument: str, value: str, context_arguments: dict) -> 
 # --- Background tools: a Celery worker runs them (mcp_transport/running/jobs.py) ------------------------
 
 @tool(background=True)
-def slow_job(steps: int, interval_ms: int, ctx: Context) -> str:
+def slow_job(steps: Steps, interval_ms: IntervalMs, ctx: Context) -> str:
     """Sleep `steps` times `interval_ms` in a worker, reporting progress after each step.
 
     Args:
         steps: How many steps to run (0 to 100000).
-        interval_ms: Milliseconds to sleep before each step.
+        interval_ms: Milliseconds to sleep before each step (0 to 10000).
     """
-    steps = max(0, min(steps, 100_000))
     for i in range(1, steps + 1):
-        time.sleep(max(0, interval_ms) / 1000)
+        time.sleep(interval_ms / 1000)
         ctx.check_cancelled()  # notifications/cancelled, tasks/cancel or the admin's cancel
         ctx.report_progress(i, steps, f"step {i}")
     return f"done {steps}"
@@ -587,7 +585,8 @@ def whoami_job(ctx: Context) -> str:
 
 # The background tool of docs/testing.md, verbatim (tests/integration/test_testing_kit.py checks).
 @tool(background=True)
-def export_report(rows: int, ctx: Context, delay: float = 0.05) -> str:
+def export_report(rows: Annotated[int, Field(ge=0, le=10_000)], ctx: Context,
+                  delay: Annotated[float, Field(ge=0, le=1)] = 0.05) -> str:
     """Export `rows` rows in a worker, reporting progress after each one.
 
     Args:
@@ -615,18 +614,18 @@ def confirm_job(question: str, ctx: Context) -> str:
     return "confirmed" if (answer.get("content") or {}).get("confirm") else "declined"
 
 
-def _tick(key: str, steps: int, interval_ms: int, ctx: Context) -> int:
-    """Count to `steps` in the cache key `key`, one per interval (a visible side effect).
+def _tick(key: CounterName, steps: Steps, interval_ms: IntervalMs, ctx: Context) -> int:
+    """Count to `steps` in the counter `key`, one per interval (a visible side effect).
 
     Args:
-        key: The cache key to count in.
+        key: The name of the counter (its cache key is bounds.counter_key(key)).
         steps: How many ticks.
         interval_ms: Milliseconds between ticks.
     """
     for i in range(1, steps + 1):
         time.sleep(interval_ms / 1000)
         ctx.check_cancelled()
-        cache.set(key, i, timeout=600)
+        cache.set(counter_key(key), i, timeout=600)
         ctx.report_progress(i, steps)
     return steps
 
@@ -637,7 +636,7 @@ tool(name="tick_job_idempotent", background={"max_retries": 2}, annotations={"id
 
 
 @tool(background={"soft_time_limit": 1, "time_limit": 30}, structured_output=False)
-def soft_limited_job(seconds: float) -> str:
+def soft_limited_job(seconds: Seconds) -> str:
     """Sleep past a 1 s soft time limit (Celery raises SoftTimeLimitExceeded in the tool).
 
     Args:
@@ -648,7 +647,7 @@ def soft_limited_job(seconds: float) -> str:
 
 
 @tool(background={"soft_time_limit": 1, "time_limit": 2}, structured_output=False)
-def hard_limited_job(seconds: float) -> str:
+def hard_limited_job(seconds: Seconds) -> str:
     """Ignore the 1 s soft time limit until Celery's 2 s hard limit stops the process.
 
     Args:
@@ -663,8 +662,21 @@ def hard_limited_job(seconds: float) -> str:
     return "outlived the limit"
 
 
+@tool(background=True, structured_output=False)
+def blocking_job(seconds: Seconds, ctx: Context) -> str:
+    """Say that it started, then sleep `seconds` in one call without ever looking at
+    ``ctx.cancelled``: a tool blocked in a C call, which only its worker can stop.
+
+    Args:
+        seconds: How long to sleep.
+    """
+    ctx.report_progress(0, 1, "started")
+    time.sleep(seconds)
+    return f"slept {seconds} s"
+
+
 @tool(background=True, task_support="required", structured_output=False)
-def report_job(rows: int, ctx: Context) -> str:
+def report_job(rows: Steps, ctx: Context) -> str:
     """A report that can only be requested as an MCP task (execution.taskSupport "required").
 
     Args:
@@ -681,14 +693,14 @@ task_tool(word_count)
 # --- Benchmark tools (bench/jobs.py): progress messages carry the wall-clock time they were sent ---
 
 @tool(background=True, structured_output=False)
-def stamp_job(steps: int, interval_ms: int, ctx: Context) -> str:
+def stamp_job(steps: Steps, interval_ms: IntervalMs, ctx: Context) -> str:
     """Report progress `steps` times in a worker, each message the time.time() it was reported at.
 
     Args:
         steps: How many progress notifications.
         interval_ms: Milliseconds to sleep before each one.
     """
-    for i in range(1, max(0, min(steps, 100_000)) + 1):
+    for i in range(1, steps + 1):
         if interval_ms > 0:
             time.sleep(interval_ms / 1000)
         ctx.report_progress(i, steps, repr(time.time()))
@@ -696,15 +708,15 @@ def stamp_job(steps: int, interval_ms: int, ctx: Context) -> str:
 
 
 @tool(structured_output=False)
-async def stamp_inline(steps: int, interval_ms: int, ctx: Context) -> str:
+async def stamp_inline(steps: Steps, interval_ms: IntervalMs, ctx: Context) -> str:
     """stamp_job's twin run inline in the web process (the baseline for bench/jobs.py).
 
     Args:
         steps: How many progress notifications.
         interval_ms: Milliseconds to sleep before each one.
     """
-    for i in range(1, max(0, min(steps, 100_000)) + 1):
-        await asyncio.sleep(max(0, interval_ms) / 1000)
+    for i in range(1, steps + 1):
+        await asyncio.sleep(interval_ms / 1000)
         await ctx.report_progress(i, steps, repr(time.time()))
     return f"done {steps}"
 

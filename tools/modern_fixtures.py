@@ -9,6 +9,8 @@ import time
 
 from mcp_transport import Context, ToolError, prompt, resource, tool
 
+from .bounds import CounterName, IntervalMs, Seconds, Steps, counter_key
+
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 
 
@@ -119,7 +121,7 @@ def greet(name: str) -> str:
 
 
 @tool(background=True, structured_output=False)
-def slow_compute(seconds: float, label: str = "", ctx: Context = None) -> str:
+def slow_compute(seconds: Seconds, label: str = "", ctx: Context = None) -> str:
     """Sleep in a worker for ``seconds``, stopping at once when cancelled; a task for clients
     that declare the tasks extension."""
     deadline = time.monotonic() + seconds
@@ -174,13 +176,13 @@ def greet_in_background(name: str) -> str:
 
 
 @tool(structured_output=False)
-def count_inline(key: str, steps: int, interval_ms: int, ctx: Context) -> str:
-    """Count to ``steps`` in the cache key ``key`` in the web process, one per interval (a
+def count_inline(key: CounterName, steps: Steps, interval_ms: IntervalMs, ctx: Context) -> str:
+    """Count to ``steps`` in the counter ``key`` in the web process, one per interval (a
     visible side effect), reporting progress; stops once the call is cancelled (in 2026-07-28:
     its client closed the response).
 
     Args:
-        key: The cache key to count in.
+        key: The name of the counter (its cache key is bounds.counter_key(key)).
         steps: How many ticks.
         interval_ms: Milliseconds between ticks.
     """
@@ -189,7 +191,7 @@ def count_inline(key: str, steps: int, interval_ms: int, ctx: Context) -> str:
     for i in range(1, steps + 1):
         time.sleep(interval_ms / 1000)
         ctx.check_cancelled()
-        cache.set(key, i, timeout=600)
+        cache.set(counter_key(key), i, timeout=600)
         ctx.report_progress(i, steps)
     return f"counted {steps}"
 

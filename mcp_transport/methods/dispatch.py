@@ -250,7 +250,21 @@ async def run_sync_or_async(func, args=(), kwargs=None, *, call=None, lane=threa
     if inspect.iscoroutinefunction(func):
         return await func(*args, **(kwargs or {}))
     owner = threads.owner_of(call.session.id if call is not None and call.session is not None else None)
-    return await threads.run(lane, owner, _with_fresh_connections(func), args, kwargs, calls_back=calls_back)
+    return await threads.run(lane, owner, _with_fresh_connections(func), args, kwargs, calls_back=calls_back,
+                             caller=waiting_caller(call))
+
+
+def waiting_caller(call):
+    """Whose share of the process's waits for clients a call's sync code takes: its principal
+    when authorization is on, else the client address its session was opened from (None: the
+    call has neither, and only its session's share and the process's bound apply)."""
+    if call is None:
+        return None
+    key = getattr(call.principal, "key", "") if call.principal is not None else ""
+    if key:
+        return f"principal:{key}"
+    address = getattr(call.session, "address", "") if call.session is not None else ""
+    return f"address:{address}" if address else None
 
 
 def _with_fresh_connections(func):

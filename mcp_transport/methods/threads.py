@@ -13,9 +13,14 @@ default executor), six sync tools waiting for absent clients' answers would stal
   share (one session cannot take every thread);
 - a sync tool that waits for its client (``ctx.elicit()``, ``sample()``, ``list_roots()``) gives
   its tool thread back for the wait and takes one again when the answer is there. Its OS thread
-  stays blocked, so those waits have their own bound: ``SYNC_WAITING_THREADS`` per process and
-  ``SYNC_WAITING_PER_SESSION`` per session; past it the ask fails at once with
-  ``ClientRequestError``, which the tool gets like any unanswered request.
+  stays blocked, so those waits have their own bound: ``SYNC_WAITING_THREADS`` per process,
+  ``SYNC_WAITING_PER_SESSION`` per session and ``SYNC_WAITING_PER_CALLER`` per caller (its
+  principal, else its client address: one client with many sessions cannot take every place);
+  past it the ask fails at once with ``ClientRequestError``, which the tool gets like any
+  unanswered request. A client that went away stops holding its places: a cancel or the
+  session's DELETE ends the wait at once, and a wait whose stream nobody reads any more (the
+  client disconnected and did not resume) ends after ``CLIENT_GONE_SECONDS``
+  (streams.RequestStream.request).
 
 A slot is given back when the thread ends, not when the awaiting task does: a request cancelled
 while its sync code runs (a DELETE) keeps the slot until that code returns, so a lane never runs
@@ -104,8 +109,10 @@ class Lane:
 class Hold:
     """One sync call's place in its lane; it can leave the lane while it waits for the client."""
 
-    def __init__(self, lanes, lane: Lane, owner):
+    def __init__(self, lanes, lane: Lane, owner, caller=None):
         self.lanes, self.lane, self.owner = lanes, lane, owner
+        #: Whose share of the waits for clients this call takes (``run``'s ``caller``).
+        self.caller = caller
         self.holding = False
 
     def done(self, _future=None) -> None:
@@ -121,7 +128,9 @@ class Hold:
             raise TooManyWaiting("The server has too many requests waiting for client answers; try again later.")
         if waits.by_owner[self.owner] >= limits["SYNC_WAITING_PER_SESSION"]:
             raise TooManyWaiting("This session has too many requests waiting for its answers already.")
-        waits.enter(self.owner)
+        if self.caller is not None and waits.by_caller[self.caller] >= limits["SYNC_WAITING_PER_CALLER"]:
+            raise TooManyWaiting("This client has too many requests waiting for its answers already.")
+        waits.enter(self.owner, self.caller)
         self.done()  # the slot goes to the next call in line while this one waits
         try:
             return await ask()
@@ -130,25 +139,34 @@ class Hold:
                 await self.lane.acquire(self.owner)
                 self.holding = True
             finally:
-                waits.leave(self.owner)
+                waits.leave(self.owner, self.caller)
 
 
 class Waits:
-    """Sync tools parked while they wait for their client, per process and per session."""
+    """Sync tools parked while they wait for their client, per process, per session and per caller."""
 
     def __init__(self):
         self.total = 0
         self.by_owner = collections.Counter()
+        self.by_caller = collections.Counter()
 
-    def enter(self, owner):
+    def enter(self, owner, caller=None):
         self.total += 1
         self.by_owner[owner] += 1
+        if caller is not None:
+            self.by_caller[caller] += 1
 
-    def leave(self, owner):
+    def leave(self, owner, caller=None):
         self.total -= 1
-        self.by_owner[owner] -= 1
-        if not self.by_owner[owner]:
-            del self.by_owner[owner]
+        _decrement(self.by_owner, owner)
+        if caller is not None:
+            _decrement(self.by_caller, caller)
+
+
+def _decrement(counter, key):
+    counter[key] -= 1
+    if not counter[key]:
+        del counter[key]
 
 
 class Lanes:
@@ -181,8 +199,10 @@ def owner_of(session_id):
     return session_id or object()
 
 
-async def run(lane_name: str, owner, func, args=(), kwargs=None, calls_back: bool = False):
-    """Run ``func(*args, **kwargs)`` in a thread of the lane, in ``owner``'s share of it.
+async def run(lane_name: str, owner, func, args=(), kwargs=None, calls_back: bool = False, caller=None):
+    """Run ``func(*args, **kwargs)`` in a thread of the lane, in ``owner``'s share of it; its
+    waits for the client count against ``caller`` too (a principal or client address; None:
+    only against its owner and the process).
 
     ``calls_back``: the function uses a SyncContext, whose methods hop back onto this loop with
     async_to_sync, which needs asgiref's SyncToAsync around the thread; otherwise a plain executor
@@ -190,7 +210,7 @@ async def run(lane_name: str, owner, func, args=(), kwargs=None, calls_back: boo
     every = lanes()
     lane = every.by_name[lane_name]
     await lane.acquire(owner)
-    hold = Hold(every, lane, owner)
+    hold = Hold(every, lane, owner, caller)
     hold.holding = True
     kwargs = kwargs or {}
     try:

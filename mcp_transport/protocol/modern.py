@@ -79,6 +79,15 @@ class InvalidMeta(RemoteProtocolError):
     http_status = 400
 
 
+class SubscriptionLimit(InvalidMeta):
+    """A listen asks for more resource subscriptions, or a longer URI, than a session may hold
+    (MAX_SUBSCRIPTIONS_PER_SESSION, MAX_URI_BYTES); ``limit`` names the one for the metrics."""
+
+    def __init__(self, message, limit: str):
+        super().__init__(message)
+        self.limit = limit
+
+
 class UnknownMethod(RemoteProtocolError):
     """"the server MUST respond with 404 Not Found and a JSON-RPC error with code -32601"."""
 
@@ -254,9 +263,14 @@ LIST_FLAGS = {"toolsListChanged": "notifications/tools/list_changed",
               "resourcesListChanged": "notifications/resources/list_changed"}
 
 
-def honored_filter(requested, capabilities: dict) -> dict:
+def honored_filter(requested, capabilities: dict, max_uris: Optional[int] = None,
+                   max_uri_bytes: Optional[int] = None) -> dict:
     """The subset of a listen request's ``notifications`` this server honors: the list flags of
-    the features it declares with listChanged, and resource subscriptions if it declares them."""
+    the features it declares with listChanged, and resource subscriptions if it declares them.
+
+    ``resourceSubscriptions`` obeys the caps of ``resources/subscribe`` (at most ``max_uris``
+    URIs, each at most ``max_uri_bytes`` long), checked before the listen keeps any of it: an
+    open listen holds its filter for as long as it lasts."""
     if not isinstance(requested, dict):
         raise InvalidMeta('subscriptions/listen needs params.notifications, an object.')
     feature = {"toolsListChanged": "tools", "promptsListChanged": "prompts", "resourcesListChanged": "resources"}
@@ -266,6 +280,12 @@ def honored_filter(requested, capabilities: dict) -> dict:
     if uris is not None:
         if not isinstance(uris, list) or not all(isinstance(uri, str) for uri in uris):
             raise InvalidMeta("notifications.resourceSubscriptions must be a list of URIs.")
+        if max_uris is not None and len(uris) > max_uris:
+            raise SubscriptionLimit(f"notifications.resourceSubscriptions holds {len(uris)} URIs; "
+                                    f"a listen may subscribe to {max_uris} at most.", "subscriptions")
+        if max_uri_bytes is not None and any(len(uri.encode()) > max_uri_bytes for uri in uris):
+            raise SubscriptionLimit("A URI of notifications.resourceSubscriptions is longer than "
+                                    f"{max_uri_bytes} bytes.", "uri_bytes")
         if capabilities.get("resources", {}).get("subscribe"):
             honored["resourceSubscriptions"] = list(dict.fromkeys(uris))
     return honored

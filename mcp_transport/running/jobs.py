@@ -20,7 +20,8 @@ marks the job cancelled and ends its stream with no response ("Receivers ... SHO
 response for the cancelled request" -- spec 2025-11-25 basic/utilities/cancellation), tells the
 worker through the control channel (the tool sees ``ctx.cancelled``), and revokes the Celery
 task if no worker has started it yet (revoking a queued task is always safe; a running one is
-asked, not killed). A result the tool returns after that is dropped.
+asked first: a tool still running JOB_CANCEL_GRACE_SECONDS later has its pool process killed by
+its worker, worker.stop_job). A result the tool returns after that is dropped.
 """
 import hashlib
 import json
@@ -87,10 +88,34 @@ def max_attempts(spec) -> int:
     return (3 if retries is None else retries) + 1
 
 
+#: Seconds between a tool's own soft time limit and the hard one it gets when it sets only the
+#: soft one, past the default hard limit: time to clean up after SoftTimeLimitExceeded.
+SOFT_TO_HARD_SECONDS = 60
+
+
+def time_limits(spec) -> tuple:
+    """The (soft, hard) Celery time limits of a tool's jobs: its own, else JOB_SOFT_TIME_LIMIT
+    and JOB_TIME_LIMIT. A soft limit at or past the hard one would never fire: a tool that
+    sets only a hard limit below the default soft one has none, and one that sets only a soft
+    limit past the default hard one gets a hard limit SOFT_TO_HARD_SECONDS after it."""
+    config, options = get_config(), spec.job_options if spec is not None else {}
+    soft, hard = options.get("soft_time_limit"), options.get("time_limit")
+    if soft is None and hard is None:
+        soft, hard = config["JOB_SOFT_TIME_LIMIT"], config["JOB_TIME_LIMIT"]
+    elif soft is None:
+        default = config["JOB_SOFT_TIME_LIMIT"]
+        soft = default if default is not None and default < hard else None
+    elif hard is None:
+        default = config["JOB_TIME_LIMIT"]
+        hard = default if default is not None and default > soft else soft + SOFT_TO_HARD_SECONDS
+    return soft, hard
+
+
 def celery_options(spec) -> dict:
     """Per-call Celery options: the queue routes the job, the limits are Celery's own."""
-    return {key: spec.job_options[key] for key in ("queue", "soft_time_limit", "time_limit")
-            if spec.job_options.get(key) is not None}
+    soft, hard = time_limits(spec)
+    options = {"queue": spec.job_options.get("queue"), "soft_time_limit": soft, "time_limit": hard}
+    return {key: value for key, value in options.items() if value is not None}
 
 
 # -- rows ------------------------------------------------------------------------------------
@@ -263,6 +288,8 @@ async def acancel(job_id: str, reason: str = CANCELLED_BY_CLIENT) -> bool:
     await control.publish("cancel", job.session_id, r=cancel_key(job))
     if was_queued:
         await _revoke(job)
+    else:
+        await _stop_running(job)
     return True
 
 
@@ -288,6 +315,31 @@ async def _revoke(job):
         await threads.run(threads.BROKER, threads.owner_of(job.session_id), revoke)
     except Exception:  # the worker checks the row before it starts anyway
         logger.warning("revoking job %s failed", short_id(job.id), exc_info=True)
+
+
+#: The worker's remote control command that kills the pool process of a cancelled job which
+#: did not stop on its own in time (worker.stop_job).
+STOP_JOB = "mcp_stop_job"
+
+
+async def _stop_running(job):
+    """Ask the workers to free the slot of a cancelled job that is still running: whichever
+    runs it kills its pool process unless the tool stops on its own (it has just been told)
+    within JOB_CANCEL_GRACE_SECONDS. A tool blocked in a sleep or a C call never looks at
+    ``ctx.cancelled``, and would hold its slot until its time limit."""
+    from celery import current_app
+
+    grace = get_config()["JOB_CANCEL_GRACE_SECONDS"]
+    if grace is None or not job.celery_task_id:
+        return
+
+    def broadcast():
+        current_app.control.broadcast(STOP_JOB, arguments={"task_id": job.celery_task_id, "grace": grace})
+
+    try:
+        await threads.run(threads.BROKER, threads.owner_of(job.session_id), broadcast)
+    except Exception:  # the tool still sees ctx.cancelled, and its time limit still holds
+        logger.warning("asking the workers to stop job %s failed", short_id(job.id), exc_info=True)
 
 
 # -- lost workers ----------------------------------------------------------------------------
@@ -692,7 +744,7 @@ async def worker_lost(job, hard_limit=False) -> None:
             await control.beat(job.session_id, job.stream_key)
             await enqueue(job, spec)
         return
-    limit = spec.job_options.get("time_limit") if spec is not None else None
+    limit = time_limits(spec)[1] if spec is not None else None
     if hard_limit or limit and job.started_at and (timezone.now() - job.started_at).total_seconds() >= limit:
         text = hard_limit_text(limit)
     else:

@@ -72,6 +72,9 @@ class RequestStream:
         #: monotonic time of the last heartbeat written for this request (control.py).
         self.last_beat = 0.0
         self._writer = None
+        #: Its messages go to a connection of its own (Streamable HTTP), so none attached means
+        #: nobody reads them; stdio and HTTP+SSE sessions read every stream through one follower.
+        self.own_connection = False
         #: (position, frame, final) of the stream's last events; the priming event's frame is None.
         self._recent = collections.deque(maxlen=self.RECENT_FRAMES)
 
@@ -90,6 +93,7 @@ class RequestStream:
 
     def attach(self, writer) -> None:
         self._writer = writer
+        self.own_connection = True
 
     def primed(self, position: str) -> None:
         """The stream's first event (sent by whoever opened it): a resume may start from it."""
@@ -141,21 +145,30 @@ class RequestStream:
         if writer is not None:
             writer.finish_with_retry(retry_ms)
 
-    async def request(self, method: str, params: dict, timeout=None, **_options) -> dict:
+    async def request(self, method: str, params: dict, timeout=None, park=True, **_options) -> dict:
         """Send a server-to-client request on this stream and wait for the reply, which may
         arrive as a POST at any process: it comes back through Redis (``deliver_reply``); for
         ``timeout`` seconds at most (CLIENT_REQUEST_TIMEOUT by default).
+
+        ``park`` False: a sync tool asks, whose OS thread waits (methods/threads.py). On a
+        Streamable HTTP stream its wait also ends once nobody has read the stream for
+        CLIENT_GONE_SECONDS: the client disconnected and did not resume, and no answer is coming
+        to hold a place for.
         (``_options``: what a 2026-07-28 round uses, rounds.py; nothing here.)"""
         client, names = async_redis(), keys()
         outbound_id = await next_outbound_id(self.session_id)
         reply_key = names.reply(self.session_id, outbound_id)
+        gone_after = None if park or not self.own_connection else get_config()["CLIENT_GONE_SECONDS"]
         async with doorbell().listen(reply_key) as subscription:
             self._asking.add(subscription)
             try:
                 await self.emit(request_message(outbound_id, method, params))
-                raw = await _wait_for_reply(client, reply_key, subscription, self, timeout)
+                raw = await _wait_for_reply(client, reply_key, subscription, self, timeout,
+                                            gone=None if gone_after is None else ReaderWatch(self, gone_after))
             finally:
                 self._asking.discard(subscription)
+        if raw is ClientGone:
+            await self._give_up(outbound_id, method, "the client went away")
         if raw is None:
             await self._give_up(outbound_id, method)
         reply = json.loads(raw)
@@ -163,11 +176,39 @@ class RequestStream:
             raise ClientRequestError(method, reply["error"])
         return reply.get("result") or {}
 
-    async def _give_up(self, outbound_id, method):
+    async def _give_up(self, outbound_id, method, why="no answer in time"):
         # "the sender SHOULD issue a cancellation notification for that request and stop
         # waiting for a response" -- spec 2025-11-25 basic/lifecycle (Timeouts)
-        await self.notify("notifications/cancelled", {"requestId": outbound_id, "reason": "timed out"})
-        raise ClientRequestError(method, {"code": ErrorCode.INTERNAL_ERROR, "message": "no answer in time"})
+        await self.notify("notifications/cancelled", {"requestId": outbound_id, "reason": why})
+        raise ClientRequestError(method, {"code": ErrorCode.INTERNAL_ERROR, "message": why})
+
+    async def has_reader(self) -> bool:
+        """Someone reads this stream: its connection here, or a resume anywhere (its reader claim)."""
+        writer = self._writer
+        if writer is not None and not writer.closed:
+            return True
+        return bool(await async_redis().exists(keys().reader(self.session_id, self.stream_key)))
+
+
+#: What _wait_for_reply returns when the client went away (ReaderWatch).
+ClientGone = object()
+
+
+class ReaderWatch:
+    """Tells when a stream has had no reader for ``seconds``: looked at between the waits for
+    an answer (a Redis read only while no connection of this process reads the stream)."""
+
+    def __init__(self, stream, seconds: float):
+        self.stream, self.seconds = stream, seconds
+        self.unread_since = None
+
+    async def gone(self, now: float) -> bool:
+        if await self.stream.has_reader():
+            self.unread_since = None
+            return False
+        if self.unread_since is None:
+            self.unread_since = now
+        return now - self.unread_since >= self.seconds
 
 
 class JsonReplyChannel:
@@ -201,16 +242,21 @@ async def next_outbound_id(session_id: str) -> int:
     return outbound_id
 
 
-async def _wait_for_reply(client, reply_key, subscription, stream, timeout=None):
+async def _wait_for_reply(client, reply_key, subscription, stream, timeout=None, gone=None):
+    """The client's raw reply; None after ``timeout``; ClientGone once ``gone`` (a ReaderWatch)
+    finds that nobody reads the stream any more."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + (get_config()["CLIENT_REQUEST_TIMEOUT"] if timeout is None else timeout)
+    step = 5.0 if gone is None else max(min(5.0, gone.seconds / 2), 0.1)
     while loop.time() < deadline:
         if stream.cancelled:
             raise ToolCancelled(f"Request {stream.request_id!r} was cancelled while it waited for the client.")
-        await subscription.wait(min(5.0, max(0.0, deadline - loop.time())))
+        await subscription.wait(min(step, max(0.0, deadline - loop.time())))
         raw = await client.getdel(reply_key)  # also the fallback if a doorbell was lost
         if raw is not None:
             return raw
+        if gone is not None and await gone.gone(loop.time()):
+            return ClientGone
     return None
 
 

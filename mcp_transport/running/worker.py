@@ -26,6 +26,8 @@ import time
 
 from asgiref.sync import SyncToAsync
 from celery import shared_task, signals
+from celery.worker import state as worker_state
+from celery.worker.control import control_command, ok
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from channels.db import database_sync_to_async
 from django.contrib.auth import get_user_model
@@ -500,8 +502,10 @@ def run_job(self, job_id: str, session_id: str = "", stream_key: str = ""):
         bridge().run(jobs.finish(job, Status.FAILED, error_result(text), error=text, **jobs.internal_failure(job)))
         return
     asked, answers = bridge().run(jobs.asked_and_answered(job.id))
-    JobRun(job, spec, asked, answers, worker=self.request.hostname or "").execute(
-        worker=f"{self.request.hostname}:{os.getpid()}")
+    run = JobRun(job, spec, asked, answers, worker=self.request.hostname or "")
+    # The limits the web process sent with the task (jobs.celery_options), not this process's settings.
+    run.soft_time_limit = (self.request.timelimit or (None, None))[1] or run.soft_time_limit
+    run.execute(worker=f"{self.request.hostname}:{os.getpid()}")
 
 
 #: The outcome of a tool that did not return or raise an Exception (its process is stopping).
@@ -521,6 +525,8 @@ class JobRun:
         self._watchers = []
         #: The tool did not end on its own terms (a crash or a time limit), not "it reported an error".
         self.failed_internally = False
+        #: Seconds of the soft time limit Celery runs this job with.
+        self.soft_time_limit = jobs.time_limits(spec)[0]
 
     def execute(self, worker: str) -> None:
         if not bridge().run(self.start(worker)):
@@ -587,7 +593,7 @@ class JobRun:
 
     def outcome(self):
         """The CallToolResult, or None when the call was cancelled."""
-        name, options = self.spec.name, self.spec.job_options
+        name = self.spec.name
         try:
             value = self.call()
         except JobParked:
@@ -595,7 +601,7 @@ class JobRun:
         except SoftTimeLimitExceeded:
             self.handle.cancel()
             self.failed_internally = True
-            return error_result(f"Tool {name} exceeded its soft time limit of {options.get('soft_time_limit')} s.")
+            return error_result(f"Tool {name} exceeded its soft time limit of {self.soft_time_limit} s.")
         except (ToolCancelled, concurrent.futures.CancelledError):
             if self.channel.cancelled:
                 return None
@@ -695,3 +701,30 @@ def _job_failed(sender=None, task_id=None, exception=None, args=None, **_kwargs)
         jobs.mark_stopped(args[1], args[2], reason)
     except Exception:  # the job's heartbeat stops anyway
         logger.exception("reporting the stopped job %s failed", args[0])
+
+
+@control_command(args=[("task_id", str), ("grace", float)], signature="<task_id> <grace>")
+def mcp_stop_job(state, task_id, grace=0.0, **_kwargs):
+    """Kill the pool process running the cancelled job ``task_id`` if it still runs it ``grace``
+    seconds from now (jobs._stop_running broadcasts it to every worker).
+
+    Runs in Celery's main process, whose timer does not depend on the pool process: a tool
+    blocked in a C call that holds the GIL stops too, which no signal handler or thread of its
+    own process could make it do. It is Celery's ``revoke(terminate=True, signal="SIGKILL")``
+    delayed, and only for a task still active then: one that stopped on its own (it was told
+    through the control channel first) has its slot back already, and a terminate sent at once
+    could hit the next task of a process that had just moved on. The pool starts a new process
+    in its place; ``_job_failed`` (above) only stops the ended job's heartbeat."""
+    def kill_if_still_running():
+        for request in list(worker_state.active_requests):
+            if request.id == task_id:
+                logger.warning("job task %s did not stop within %s s of its cancel: killing its pool process %s",
+                               task_id, grace, request.worker_pid)
+                try:
+                    request.terminate(state.consumer.pool, signal="SIGKILL")
+                except Exception:  # a pool that cannot kill one process (solo, threads): the time limits still hold
+                    logger.exception("killing the pool process of job task %s failed", task_id)
+    if not any(request.id == task_id for request in worker_state.active_requests):
+        return ok("not running here")
+    state.consumer.timer.call_after(max(float(grace), 0.0), kill_if_still_running)
+    return ok("stopping")

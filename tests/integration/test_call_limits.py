@@ -25,7 +25,7 @@ DEADLINE = 90
 FAST = {"HEARTBEAT_SECONDS": 0.3, "KEEPALIVE_SECONDS": 1, "TRUSTED_PROXIES": ["127.0.0.1"]}
 TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 LONG_JOB = {"name": "slow_job", "arguments": {"steps": 100_000, "interval_ms": 50}}
-FOREVER = {"name": "slow_progress", "arguments": {"steps": 1, "interval_ms": 2 ** 40}}
+FOREVER = {"name": "slow_progress", "arguments": {"steps": 100_000, "interval_ms": 10_000}}  # the bounds' longest
 ECHO = {"name": "echo", "arguments": {"text": "served"}}
 _addresses = (f"198.51.100.{n}" for n in itertools.count(101))
 

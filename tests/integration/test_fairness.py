@@ -123,3 +123,97 @@ def test_past_the_waiting_bound_an_ask_fails_at_once_and_delete_frees_a_wait(one
     while (text := roots_call_text(one_wait_server, other)) != "":
         assert "too many requests waiting" in text and time.monotonic() < deadline, text
         time.sleep(0.1)
+
+
+# -- issue 20 #1: one client with many sessions, and clients that went away -------------------------
+
+class ClientAt(HttpClient):
+    """A client at ``address``, as the trusted proxy in front of the server says (X-Forwarded-For)."""
+
+    def __init__(self, url, address):
+        super().__init__(url)
+        self.address = address
+
+    def headers(self, extra=None, session=True):
+        return super().headers({"X-Forwarded-For": self.address, **(extra or {})}, session)
+
+
+def asking(client):
+    """A client_roots call of ``client`` once it waits for the answer (its stream open), or the
+    text of the error result it got at once."""
+    stream = client.stream("POST", client.message("tools/call", {"name": "client_roots", "arguments": {}}))
+    while (event := stream.next_event(timeout=DEADLINE)) is not None:
+        message = json.loads(event.data) if event.data else {}
+        if message.get("method") == "roots/list":
+            return stream, message
+        if "result" in message:
+            stream.close()
+            return None, message["result"]["content"][0]["text"]
+    raise AssertionError(stream.raw)
+
+
+def session_at(server, address) -> ClientAt:
+    client = ClientAt(server.url, address)
+    client.initialize(capabilities={"roots": {}})
+    return client
+
+
+@pytest.fixture(scope="module")
+def shared_waits_server(start_server):
+    """Four waiting places in the process, two per client address, one per session."""
+    return start_server(MCP_TRANSPORT_JSON=json.dumps({
+        "SYNC_WAITING_THREADS": 4, "SYNC_WAITING_PER_SESSION": 1, "SYNC_WAITING_PER_CALLER": 2,
+        "TRUSTED_PROXIES": ["127.0.0.1"]}))
+
+
+def test_one_client_with_many_sessions_cannot_take_every_waiting_place(shared_waits_server):
+    """Before: SYNC_WAITING_PER_SESSION was the only share, so one client's sessions filled the
+    process's SYNC_WAITING_THREADS and every other client's asking tool failed at once."""
+    hog = [asking(session_at(shared_waits_server, "10.0.0.1")) for _ in range(4)]
+    try:
+        waiting = [stream for stream, _ in hog if stream is not None]
+        refused = [text for stream, text in hog if stream is None]
+        assert len(waiting) == 2, hog
+        assert len(refused) == 2 and all("This client has too many requests waiting" in text for text in refused), hog
+
+        victim = session_at(shared_waits_server, "10.0.0.2")
+        stream, question = asking(victim)
+        assert stream is not None, question  # it waits for the victim's answer: a place was left
+        answer = {"jsonrpc": "2.0", "id": question["id"], "result": {"roots": [{"uri": "file:///victim"}]}}
+        assert victim.request("POST", answer).status == 202
+        reply = [m for m in stream.messages(timeout=DEADLINE) if "result" in m]
+        assert reply[0]["result"]["structuredContent"] == {"result": ["file:///victim"]}
+    finally:
+        for stream, _ in hog:
+            if stream is not None:
+                stream.close()
+
+
+@pytest.fixture(scope="module")
+def gone_server(start_server):
+    """One waiting place; a wait whose stream nobody reads ends after a second."""
+    return start_server(MCP_TRANSPORT_JSON=json.dumps({"SYNC_WAITING_THREADS": 1, "CLIENT_GONE_SECONDS": 1}))
+
+
+def test_a_client_that_disconnected_stops_holding_its_waiting_place(gone_server):
+    """Before: a client that vanished without a DELETE kept its place for CLIENT_REQUEST_TIMEOUT
+    (300 s), and every other client's asking tool failed at once meanwhile."""
+    holder = HttpClient(gone_server.url)
+    holder.initialize(capabilities={"roots": {}})
+    stream, _ = asking(holder)
+    assert stream is not None
+    other = HttpClient(gone_server.url)
+    other.initialize(capabilities={"roots": {}})
+    # While the holder's connection is open it keeps its place, however long: it may answer.
+    _, text = asking(other)
+    assert "too many requests waiting" in text, text
+
+    stream.close()  # the holder goes away without a word (no DELETE, no resume)
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        waits, text = asking(other)
+        if waits is not None:
+            waits.close()
+            break
+        assert "too many requests waiting" in text and time.monotonic() < deadline, text
+        time.sleep(0.2)

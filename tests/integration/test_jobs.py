@@ -130,3 +130,31 @@ def test_soft_time_limit_gives_an_error_result(session):
     reply = session.call("tools/call", {"name": "soft_limited_job", "arguments": {"seconds": 10}})
     assert reply["result"]["isError"] is True
     assert "soft time limit of 1 s" in reply["result"]["content"][0]["text"]
+
+
+def test_tick_job_writes_only_its_own_counters_never_a_cache_key_it_is_given(session):
+    """Issue 20 #7: tick_job wrote whatever cache key it was given (the authorization server's
+    per-address registration counter, say), lifting that limit for anyone who may call tools."""
+    from django.core.cache import cache
+
+    from tools.bounds import counter_key
+
+    victim = f"victim-{session.session_id}"
+    cache.set(victim, 5, timeout=600)
+    reply = session.call("tools/call", {"name": "tick_job", "arguments": {"key": victim, "steps": 1, "interval_ms": 0}})
+    assert reply["result"]["structuredContent"] == {"result": 1}
+    assert cache.get(victim) == 5 and cache.get(counter_key(victim)) == 1
+
+    shaped_like_a_key = "mcp:oauth:registrations:127.0.0.1"
+    reply = session.call("tools/call", {"name": "tick_job",
+                                        "arguments": {"key": shaped_like_a_key, "steps": 1, "interval_ms": 0}})
+    assert reply["result"]["isError"] is True and "key" in reply["result"]["content"][0]["text"], reply
+    assert cache.get(shaped_like_a_key) is None
+
+
+@pytest.mark.parametrize("arguments", [{"steps": 1, "interval_ms": 3_600_000}, {"steps": 10**9, "interval_ms": 0},
+                                       {"steps": 1, "interval_ms": -1}])
+def test_slow_job_refuses_unbounded_arguments_before_it_is_queued(session, arguments):
+    reply = session.call("tools/call", {"name": "slow_job", "arguments": arguments})
+    assert reply["result"]["isError"] is True, reply
+    assert "Invalid arguments for tool slow_job" in reply["result"]["content"][0]["text"]

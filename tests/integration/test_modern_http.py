@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -363,3 +364,48 @@ def test_a_legacy_session_and_a_modern_request_side_by_side(mcp_server):
     thread.join(TIMEOUT)
     assert done == ["0", "1", "2", "3", "4"]
     assert "resultType" not in legacy.call("tools/call", {"name": "echo", "arguments": {"text": "x"}})["result"]
+
+
+# --- what a listen may hold (issue 20 #3) --------------------------------------------------------------
+# A listen whose resourceSubscriptions held ~300,000 short URIs (under the body limit) was held
+# in memory for up to an hour: about 25 MiB per open stream, and nothing capped how many one
+# caller opened (30 of them took daphne from 216 to 922 MiB).
+
+def refused_listen(client, notifications, request_id="too-much"):
+    """(status, JSON body) of a listen the server refuses; (200, None) for one it accepts (closed)."""
+    stream = client.open("subscriptions/listen", {"notifications": notifications}, request_id=request_id)
+    try:
+        return stream.status, (None if stream.status == 200 else json.loads(stream.response.read()))
+    finally:
+        stream.close()
+
+
+def test_a_listen_obeys_the_subscription_caps_of_resources_subscribe(mcp_server):
+    client = ModernClient(mcp_server.url)
+    many = [f"test://many/{i}" for i in range(101)]  # MAX_SUBSCRIPTIONS_PER_SESSION is 100
+    status, body = refused_listen(client, {"resourceSubscriptions": many})
+    assert status == 400 and body["error"]["code"] == -32602, body
+    assert "100 at most" in body["error"]["message"]
+
+    status, body = refused_listen(client, {"resourceSubscriptions": ["test://long/" + "x" * 2048]})
+    assert status == 400 and body["error"]["code"] == -32602 and "2048 bytes" in body["error"]["message"], body
+
+    stream, ack = open_listen(client, {"resourceSubscriptions": many[:100]}, "just-enough")
+    stream.close()
+    assert len(ack["params"]["notifications"]["resourceSubscriptions"]) == 100
+
+
+def test_open_listens_count_against_a_per_caller_cap(start_server):
+    server = start_server(MCP_TRANSPORT_JSON=json.dumps({"MAX_LISTENS_PER_CALLER": 2}))
+    held = [open_listen(ModernClient(server.url), {"toolsListChanged": True}, i)[0] for i in range(2)]
+    status, body = refused_listen(ModernClient(server.url), {"toolsListChanged": True})
+    assert status == 429 and "2 open listens" in body["error"]["message"], body
+
+    held.pop().close()  # the server notices the client left, and the place is free again
+    deadline = time.monotonic() + 30
+    while (status := refused_listen(ModernClient(server.url), {"toolsListChanged": True}, "again")[0]) == 429:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert status == 200
+    for stream in held:
+        stream.close()

@@ -9,6 +9,7 @@ from django.core.cache import cache
 from mcp import Client, types
 
 from mcp_transport.testing import ModernClient
+from tools.bounds import counter_key
 
 TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 ASKS = {"elicitation": {}, "sampling": {}, "roots": {}}
@@ -182,8 +183,10 @@ async def test_the_sdk_client_answers_a_background_tools_question_through_its_ca
 
 # -- disconnect = cancel -------------------------------------------------------------------------
 
-def stops_counting(key, steps):
-    """The counter in ``key`` stopped below ``steps``: two reads a second apart agree, and it stays."""
+def stops_counting(name, steps):
+    """The counter ``name`` stopped below ``steps``: two reads a second apart agree, and it stays."""
+    key = counter_key(name)
+
     def settled():
         before = cache.get(key)
         time.sleep(1)

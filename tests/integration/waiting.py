@@ -2,11 +2,15 @@
 import time
 
 
-def settled(key, deadline=60.0, every=0.5):
-    """The value of the cache counter ``key`` once it stops moving between two reads ``every``
-    seconds apart (a tool still running moves it every 50 ms), waiting at most ``deadline``."""
+def settled(name, deadline=60.0, every=0.5):
+    """The value of the counter ``name`` (tick_job, count_inline) once it stops moving between
+    two reads ``every`` seconds apart (a tool still running moves it every 50 ms), waiting at
+    most ``deadline``."""
     from django.core.cache import cache
 
+    from tools.bounds import counter_key
+
+    key = counter_key(name)
     last, end = cache.get(key), time.monotonic() + deadline
     while time.monotonic() < end:
         time.sleep(every)

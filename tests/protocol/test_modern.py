@@ -209,3 +209,16 @@ def test_get_and_delete_of_the_modern_era_are_405(method, found, rejected):
         assert caught.value.http_status == 405 and ("allow", "POST") in caught.value.headers
     else:
         modern.check_stream_method(method, found)
+
+
+def test_a_listens_resource_subscriptions_obey_the_caps_of_resources_subscribe():
+    """Issue 20 #3: ~300,000 short URIs in one listen were held in memory for up to an hour."""
+    caps = {"resources": {"subscribe": True}}
+    assert modern.honored_filter({"resourceSubscriptions": ["a://1", "a://1", "a://2"]}, caps, 3, 10) == \
+        {"resourceSubscriptions": ["a://1", "a://2"]}
+    with pytest.raises(modern.SubscriptionLimit) as too_many:
+        modern.honored_filter({"resourceSubscriptions": ["a://1"] * 4}, caps, 3, 10)
+    assert too_many.value.limit == "subscriptions" and too_many.value.code == -32602
+    with pytest.raises(modern.SubscriptionLimit) as too_long:
+        modern.honored_filter({"resourceSubscriptions": ["a://" + "x" * 7]}, caps, 3, 10)
+    assert too_long.value.limit == "uri_bytes"

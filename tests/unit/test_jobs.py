@@ -43,6 +43,26 @@ def test_background_tool_lists_optional_task_support_and_keeps_its_celery_option
     assert jobs.celery_options(spec) == {"queue": "slow", "soft_time_limit": 5, "time_limit": 9}
 
 
+@pytest.mark.parametrize("options, limits", [
+    ({}, (3600, 3660)),                                         # the defaults (JOB_SOFT_TIME_LIMIT, JOB_TIME_LIMIT)
+    ({"soft_time_limit": 5}, (5, 3660)),
+    ({"soft_time_limit": 7200}, (7200, 7260)),                  # past the default hard limit: one after it
+    ({"time_limit": 60}, (None, 60)),                           # a soft limit past the hard one never fires
+    ({"time_limit": 7200}, (3600, 7200)),
+])
+def test_background_tools_get_the_default_time_limits_unless_they_set_their_own(reg, options, limits):
+    """Issue 20 #2: a background tool without limits of its own had none (asleep for an hour,
+    cancelled or not, it held its Celery slot)."""
+    @reg.tool(background=options or True)
+    def crunch(n: int) -> int:
+        return n
+
+    spec = reg.tools["crunch"]
+    assert jobs.time_limits(spec) == limits
+    assert jobs.celery_options(spec) == {key: value for key, value in zip(("soft_time_limit", "time_limit"), limits)
+                                         if value is not None}
+
+
 def test_inline_tools_have_no_execution_entry(reg):
     @reg.tool
     def quick() -> str:

@@ -88,3 +88,32 @@ async def test_a_call_waiting_for_its_client_holds_no_thread_and_waits_are_bound
     assert lane.running == 1 and hold.holding and every.waits.total == 0
     hold.done()
     assert lane.running == 0
+
+
+@override_settings(MCP_TRANSPORT={"SYNC_WAITING_THREADS": 8, "SYNC_WAITING_PER_SESSION": 1,
+                                  "SYNC_WAITING_PER_CALLER": 2})
+async def test_one_callers_sessions_share_its_waiting_places():
+    """Issue 20 #1: one client's many sessions filled SYNC_WAITING_THREADS for everyone."""
+    every = threads.Lanes()
+    lane = every.by_name[threads.TOOLS]
+    answer = asyncio.get_running_loop().create_future()
+
+    async def ask(session, caller):
+        await lane.acquire(session)
+        hold = threads.Hold(every, lane, session, caller)
+        hold.holding = True
+        return hold, asyncio.ensure_future(hold.client_wait(lambda: answer))
+
+    held = [await ask(f"hog-{i}", "address:10.0.0.1") for i in range(2)]
+    await settle()
+    assert every.waits.by_caller["address:10.0.0.1"] == 2
+    with pytest.raises(threads.TooManyWaiting, match="This client"):
+        await threads.Hold(every, lane, "hog-2", "address:10.0.0.1").client_wait(lambda: answer)
+    victim, waiting = await ask("victim", "address:10.0.0.2")  # another client still has room
+    await settle()
+    assert every.waits.total == 3
+    answer.set_result("yes")
+    for hold, wait in [*held, (victim, waiting)]:
+        assert await asyncio.wait_for(wait, 1) == "yes"
+        hold.done()
+    assert every.waits.total == 0 and not every.waits.by_caller

@@ -61,7 +61,7 @@ async def open_session(principal: auth.Principal, address: str = "") -> tuple:
     """A new session of ``principal``, not initialized yet, and the cursor of a connection that
     starts it. ``address``: the client's, for MAX_SESSIONS_PER_ADDRESS (429 above it)."""
     session = sessions.SessionRecord(id=ids.new_session_id(), protocol_version="", state=SessionState.NEW.value,
-                                     user_id=principal.user_id, principal=principal.key,
+                                     user_id=principal.user_id, principal=principal.key, address=address,
                                      log_level=get_config()["DEFAULT_LOG_LEVEL"])
     if address:
         await quotas.admit_session(address, session.id)

@@ -10,6 +10,7 @@ the list-changed and resource-updated notifications reach it through a Redis doo
 process (notify.py rings it).
 """
 import asyncio
+import collections
 import functools
 import json
 import logging
@@ -425,14 +426,51 @@ async def follow_job(reply, request, call):
 
 # -- subscriptions/listen -----------------------------------------------------------------------
 
+#: Open subscriptions/listen streams of this process, per caller (listen_caller).
+_open_listens = collections.Counter()
+
+
+def listen_caller(consumer) -> str:
+    """Who a listen counts against: its principal when authorization is on, else its client
+    address (TRUSTED_PROXIES honoured), as for MAX_CALLS_PER_CALLER."""
+    key = consumer.principal.key
+    return f"principal:{key}" if key else f"address:{consumer.client_address()}"
+
+
 async def listen(consumer, request, meta):
     """"The first message MUST be notifications/subscriptions/acknowledged"; every notification
     after it carries the subscription id (the listen request's id) in its _meta, and only the
-    types the client asked for go out."""
-    honored = modern.honored_filter(request.params.get("notifications"), capabilities())
+    types the client asked for go out.
+
+    A listen holds its filter in this process for up to LISTEN_MAX_SECONDS: its resource
+    subscriptions obey the caps of resources/subscribe, and one caller holds at most
+    MAX_LISTENS_PER_CALLER open listens here, both checked before anything is held. The cap is
+    per process because what it bounds is: the memory of the process holding the streams."""
+    config = get_config()
+    try:
+        honored = modern.honored_filter(request.params.get("notifications"), capabilities(),
+                                        config["MAX_SUBSCRIPTIONS_PER_SESSION"], config["MAX_URI_BYTES"])
+    except modern.SubscriptionLimit as exc:
+        metrics.incr(f"limit_refusals:{exc.limit}")
+        raise
+    caller, limit = listen_caller(consumer), config["MAX_LISTENS_PER_CALLER"]
+    if _open_listens[caller] >= limit:
+        metrics.incr("limit_refusals:listens_per_caller")
+        exc = quotas.LimitReached(f"This client already holds {limit} open listens: close one first.", retry_after=1)
+        headers = [(name.encode(), value.encode()) for name, value in exc.headers]
+        return await consumer.send_json(exc.http_status, error_reply(request.id, exc), headers)
+    _open_listens[caller] += 1
     reply = ModernReply(consumer, request.id)
     consumer.run_task(guarded(reply, follow_changes(reply, honored, {modern.META_SUBSCRIPTION_ID: request.id},
                                                     consumer.principal)))
+    # A done callback runs however the task ends, even cancelled before its first step.
+    consumer.tasks[-1].add_done_callback(lambda _task: _leave_listen(caller))
+
+
+def _leave_listen(caller) -> None:
+    _open_listens[caller] -= 1
+    if _open_listens[caller] <= 0:
+        del _open_listens[caller]
 
 
 async def follow_changes(reply, honored, tag, principal=None):
