@@ -32,6 +32,8 @@ COUNTERS = {
     "mcp_resume_takeovers": ("resume_takeovers", "Resumes that took a stream over from an older connection."),
     "mcp_orphans_answered": ("orphans_answered", "Requests whose process died, answered with an error by another."),
     "mcp_sse_streams_opened": ("sse_streams_opened", "SSE responses started."),
+    "mcp_followers_lost": ("followers_lost", "SSE connections ended with a retry because following their stream "
+                           "failed (Redis unavailable longer than REDIS_OUTAGE_TOLERANCE); their clients resume."),
     "mcp_events_deleted": ("events_deleted", "Buffered events dropped with their session (DELETE, terminate, purge)."),
     "mcp_jobs_submitted": ("jobs_submitted", "Background jobs submitted (tools run by Celery workers)."),
     "mcp_events_write_dropped": ("events_write_dropped", "Events whose database row the database refused "

@@ -12,6 +12,8 @@ Names (fields of the ``{prefix}:metrics`` hash):
   ``events_evicted:capacity|ttl|session_cap``, ``buffer_entries`` (storage/redis.py);
 - ``resume_takeovers``: a resume ended another connection of the same stream;
 - ``orphans_answered``: requests whose process died, answered with an error by another;
+- ``followers_lost``: SSE connections ended with a ``retry`` because following their stream
+  failed (Redis gone longer than REDIS_OUTAGE_TOLERANCE): their clients resume;
 - ``sessions_created``, ``sessions_closed:deleted``, ``sessions_closed:expired``;
 - ``sse_streams_opened``; the store adds its own (``events_evicted:<reason>``, ``replay_hits:*``);
 - ``cleanup_deleted:events|sessions``: rows the retention cleanup deleted (operations.py);
