@@ -8,6 +8,7 @@ client sending echoes all along. What was lost is counted, and must be nothing.
 import json
 import os
 import secrets
+import shutil
 import signal
 import threading
 import time
@@ -200,3 +201,30 @@ def test_a_stream_whose_follower_lost_redis_ends_for_a_resume_that_gets_the_resu
     os.kill(redis_server.process.pid, signal.SIGCONT)
     _assert_all_answered_whole([call])
     assert call.resumed >= 1
+
+
+def _restart_empty(redis_server, down_seconds):
+    """SIGKILL the Redis and start an empty one on the same port ``down_seconds`` later."""
+    redis_server.process.kill()
+    redis_server.process.wait()
+    redis_server.process = None
+    shutil.rmtree(redis_server.dir, ignore_errors=True)
+    time.sleep(down_seconds)  # the fault itself: no Redis at all for that long
+    redis_server.start()
+
+
+def test_a_redis_restarted_empty_costs_no_call(deployment, redis_server):
+    server, _worker = deployment()
+    calls = _start_load(server)
+    echoes = Echoes(server.url)
+    while echoes.sent < 3:
+        time.sleep(0.05)
+    killed_at = time.monotonic()
+    _restart_empty(redis_server, 5)
+    back_at = time.monotonic()
+    _assert_all_answered_whole(calls)
+    answered_at = time.monotonic()
+    echoes.stop()
+    print(f"\nRedis gone for {back_at - killed_at:.1f} s and back empty: {len(calls)} calls answered whole "
+          f"{answered_at - back_at:.1f} s after; {echoes.sent} echoes, slowest {echoes.slowest:.1f} s")
+    assert echoes.failed == []
