@@ -36,6 +36,8 @@ COUNTERS = {
                            "failed (Redis unavailable longer than REDIS_OUTAGE_TOLERANCE); their clients resume."),
     "mcp_events_deleted": ("events_deleted", "Buffered events dropped with their session (DELETE, terminate, purge)."),
     "mcp_jobs_submitted": ("jobs_submitted", "Background jobs submitted (tools run by Celery workers)."),
+    "mcp_jobs_resent": ("jobs_resent", "Queued jobs sent again because Redis lost their call record (restarted "
+                        "empty) and with it, on a Redis broker, their message."),
     "mcp_events_write_dropped": ("events_write_dropped", "Events whose database row the database refused "
                                  "(not in the durable record; the other rows of their batch were written)."),
     "mcp_events_unwritten_overrun": ("events_unwritten_overrun", "Appends that waited unwritten_wait seconds for "

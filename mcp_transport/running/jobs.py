@@ -22,6 +22,7 @@ worker through the control channel (the tool sees ``ctx.cancelled``), and revoke
 task if no worker has started it yet (revoking a queued task is always safe; a running one is
 asked, not killed). A result the tool returns after that is dropped.
 """
+import asyncio
 import hashlib
 import json
 import logging
@@ -33,6 +34,7 @@ from datetime import datetime, timedelta
 import redis as redis_sync
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
+from django.db import InterfaceError, OperationalError
 from django.db.models import Q
 from django.utils import timezone
 
@@ -94,6 +96,29 @@ def celery_options(spec) -> dict:
 
 
 # -- rows ------------------------------------------------------------------------------------
+
+#: Seconds a worker's writes of its job's state (its start, its end) ride out a database that is
+#: unreachable (restarting, failing over, locked), retrying with back-off, before they fail.
+DATABASE_OUTAGE_SECONDS = 60
+#: What a database that is not there gives (not a refused statement: that is never retried).
+DATABASE_OUTAGE_ERRORS = (OperationalError, InterfaceError)
+
+
+async def riding_out_database(call, *args, **kwargs):
+    """``await call(*args, **kwargs)``, again after a database outage error, for up to
+    DATABASE_OUTAGE_SECONDS. For calls whose failing statement changed nothing: a conditional
+    UPDATE (``transition``, ``finish``) or a read."""
+    deadline, delay = time.monotonic() + DATABASE_OUTAGE_SECONDS, 0.1
+    while True:
+        try:
+            return await call(*args, **kwargs)
+        except DATABASE_OUTAGE_ERRORS:
+            if time.monotonic() + delay > deadline:
+                raise
+            logger.warning("the database is unavailable; %s again in %.1f s", call.__name__, delay, exc_info=True)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
 
 @database_sync_to_async
 def load(job_id):
@@ -598,8 +623,52 @@ def _active_jobs_of_sessions(session_ids):
 
 async def watch_job(job) -> None:
     call = await async_redis().hgetall(keys().call(job.session_id, job.stream_key))
+    if not call:  # Redis lost the record: rebuilt from the row (``recall``)
+        call = await recall(job.session_id, job.stream_key)
     if call:
         await watch(job.session_id, job.stream_key, call)
+
+
+async def recall(session_id: str, stream_key: str) -> dict:
+    """The call record of a background call that Redis forgot (restarted empty, flushed),
+    rebuilt from its job's row and written again; {} when no job of the stream is active.
+
+    A running job's worker writes the record again at its next beat, so the rebuilt one beats
+    now: the worker gets the usual grace before it is taken for lost. A queued job's broker
+    message went with that Redis when the broker is the same server: it is sent again. A job
+    waiting for its client is left to the cleanup (``end_unreachable``): its questions are gone."""
+    job = await _active_job_of_stream(session_id, stream_key)
+    if job is None or job.status == Status.INPUT_REQUIRED:
+        return {}
+    await control.register_call(_CallRecord(job), job=job.id)
+    logger.warning("Redis had lost the call record of job %s (%s); rebuilt it from the database",
+                   short_id(job.id), job.tool)
+    if job.status == Status.QUEUED:
+        await resend(job)
+    return await control.read_call(session_id, stream_key)
+
+
+@database_sync_to_async
+def _active_job_of_stream(session_id, stream_key):
+    return McpJob.objects.filter(session_id=session_id, stream_key=stream_key, status__in=McpJob.ACTIVE).first()
+
+
+async def resend(job) -> bool:
+    """Send a queued job's task again, under a new task id: if the broker kept the old message
+    after all, the worker that takes it skips it (worker.py runs only the row's task id), so the
+    job runs once. True if this call sent it (of two processes noticing, one does)."""
+    spec = registry.tools.get(job.tool)
+    retry_id = str(uuid.uuid4())
+    if spec is None or not await transition(job.id, Status.QUEUED, (Status.QUEUED,),
+                                            where={"celery_task_id": job.celery_task_id},
+                                            celery_task_id=retry_id,
+                                            message="Its broker message was lost with Redis; queued again."):
+        return False
+    job.celery_task_id = retry_id
+    await enqueue(job, spec)
+    metrics.incr("jobs_resent")
+    logger.warning("job %s (%s): its broker message was lost with Redis; sent it again", short_id(job.id), job.tool)
+    return True
 
 
 async def current(job):

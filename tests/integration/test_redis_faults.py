@@ -1,4 +1,5 @@
-"""Calls in flight when Redis stalls or comes back empty: each one ends with its own result.
+"""Calls in flight when Redis stalls or comes back empty, or the database is unreachable: each
+one ends with its own result.
 
 Every test runs a private redis-server (for the app and the Celery broker, as in a deployment
 with one Redis), its own daphne and its own worker, so that pausing or restarting that Redis
@@ -10,6 +11,8 @@ import os
 import secrets
 import shutil
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -35,13 +38,18 @@ def redis_server():
 
 @pytest.fixture
 def deployment(redis_server, server_env, start_server):
-    """``deployment(server_settings)``: a daphne and a three-slot worker on ``redis_server``."""
+    """``deployment(server_settings, database_url)``: a daphne and a three-slot worker on
+    ``redis_server`` (and the run's database, or a migrated ``database_url``)."""
     started = []
 
-    def start(server_settings=None):
+    def start(server_settings=None, database_url=None):
         prefix = f"{os.environ['MCP_KEY_PREFIX']}-rf{secrets.token_hex(2)}"
         env = {**server_env, "REDIS_URL": redis_server.url, "MCP_KEY_PREFIX": prefix, "CELERY_QUEUE": prefix,
                "CELERY_BROKER_URL": redis_server.url, "MCP_TRANSPORT_JSON": json.dumps(FAST)}
+        if database_url:
+            env["DATABASE_URL"] = database_url
+            subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT,
+                           env={**os.environ, **env}, check=True)
         server = start_server(**{**env, "MCP_TRANSPORT_JSON": json.dumps({**FAST, **(server_settings or {})})})
         worker = LiveWorker(queue=prefix, env={**env, "LOG_LEVEL": "INFO"}, cwd=ROOT, concurrency=3).start()
         started.extend((worker, server))
@@ -150,23 +158,23 @@ def _client(server):
 
 def _start_load(server, inline=3, background=2):
     calls = [Call(_client(server), "slow_progress", steps=30, interval_ms=300) for _ in range(inline)]
-    calls += [Call(_client(server), "slow_job", steps=25, interval_ms=300) for _ in range(background)]
+    calls += [Call(_client(server), "slow_job", steps=25, interval_ms=600) for _ in range(background)]
     for call in calls:
         assert call.first_progress.wait(ANSWER_DEADLINE), f"{call.name} reported no progress"
     return calls
 
 
-def _assert_all_answered_whole(calls):
+def _assert_all_answered_whole(calls, steps=None):
     """Every call: one answer, its own success, and every progress report once, in order (a
     background tool's silent stretches may add heartbeat progress between its own reports)."""
     lost = []
     for call in calls:
         answer = call.outcome()
-        steps = 30 if call.name == "slow_progress" else 25
+        expected = steps or (30 if call.name == "slow_progress" else 25)
         own = [value for value in call.progress if value == int(value)]
         if answer.get("result", {}).get("isError") or "error" in answer:
             lost.append((call.name, answer))
-        elif own != list(range(1, steps + 1)) or call.progress != sorted(set(call.progress)):
+        elif own != list(range(1, expected + 1)) or call.progress != sorted(set(call.progress)):
             lost.append((call.name, "progress", call.progress))
     assert lost == []
 
@@ -228,3 +236,57 @@ def test_a_redis_restarted_empty_costs_no_call(deployment, redis_server):
     print(f"\nRedis gone for {back_at - killed_at:.1f} s and back empty: {len(calls)} calls answered whole "
           f"{answered_at - back_at:.1f} s after; {echoes.sent} echoes, slowest {echoes.slowest:.1f} s")
     assert echoes.failed == []
+
+
+def test_a_queued_job_whose_broker_message_went_with_redis_is_sent_again(deployment, redis_server):
+    """No worker consumes the queue while Redis restarts empty: the job's message and its call
+    record are gone, its row says queued. The connection following the call notices and sends
+    it again; the next worker runs it once."""
+    server, worker = deployment()
+    worker.stop()
+    client = _client(server)
+    call = Call(client, "slow_job", steps=3, interval_ms=10)
+    _wait_for_broker_message(redis_server, worker.queue)
+    _restart_empty(redis_server, 1)
+    replacement = LiveWorker(queue=worker.queue, env=worker.env, cwd=ROOT).start()
+    try:
+        _assert_all_answered_whole([call], steps=3)
+    finally:
+        replacement.stop()
+
+
+def _wait_for_broker_message(redis_server, queue):
+    import redis
+
+    from .waiting import eventually
+
+    client = redis.Redis.from_url(redis_server.url)
+
+    def check():
+        assert client.llen(queue) > 0
+
+    try:
+        eventually(check, deadline=ANSWER_DEADLINE)
+    finally:
+        client.close()
+
+
+def test_twenty_seconds_without_the_database_cost_no_background_call(deployment, tmp_path):
+    """The database (a SQLite file of its own here) cannot be opened for 20 s, as an unreachable
+    PostgreSQL refuses connections, while background tools report progress: every report and
+    every result still reaches its client (before, a report's write of the job's row raised,
+    and the job's end could not be written: "The worker running tool slow_job was lost")."""
+    database = tmp_path / "db.sqlite3"
+    server, _worker = deployment(database_url=f"sqlite:///{database}")
+    calls = _start_load(server, inline=1, background=2)
+    away = tmp_path / "away.sqlite3"
+    database.rename(away)
+    database.mkdir()  # a directory where the file was: every new connection fails at once
+    cut_at = time.monotonic()
+    time.sleep(20)  # the fault itself
+    database.rmdir()
+    away.rename(database)
+    back_at = time.monotonic()
+    _assert_all_answered_whole(calls)
+    print(f"\ndatabase unreachable {back_at - cut_at:.1f} s: {len(calls)} calls answered whole "
+          f"{time.monotonic() - back_at:.1f} s after")
