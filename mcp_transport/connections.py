@@ -59,6 +59,20 @@ def _within(seconds, is_retryable):
     return retryable
 
 
+def redis_failure(error: Exception) -> str:
+    """What a Redis error says happened, for a log line: "unreachable" only for an outage that
+    outlasted REDIS_OUTAGE_TOLERANCE; a reply (MOVED from a Cluster, a script error, OOM ...) is
+    Redis refusing a command, which no waiting fixes."""
+    tolerance = get_config()["REDIS_OUTAGE_TOLERANCE"]
+    if isinstance(error, redis.TimeoutError):
+        return f"Redis did not answer within REDIS_OUTAGE_TOLERANCE ({tolerance:g} s)"
+    if isinstance(error, redis.ConnectionError):
+        return f"Redis is unreachable (for longer than REDIS_OUTAGE_TOLERANCE, {tolerance:g} s)"
+    if isinstance(error, redis.ResponseError):
+        return f"Redis refused a command ({type(error).__name__}: {error})"
+    return f"Redis failed ({type(error).__name__}: {error})"
+
+
 def connection_options(asynchronous: bool = True) -> dict:
     """How every Redis client of the app rides out an outage (a stall, a restart, a failover)
     of up to REDIS_OUTAGE_TOLERANCE seconds, so that its callers stay plain: keyword arguments

@@ -329,12 +329,15 @@ async def watch(session_id: str, stream_key: str, call: dict) -> bool:
     job = await load(call.get("job"))
     if job is None:
         return False
+    stopped = call.get("stopped")
     if job.status == Status.QUEUED:
+        if stopped == "database":  # a worker took it but could not start it: the database is back
+            return await resend(job)
         return await expire_unclaimed(job)  # no worker yet: the broker keeps it, for a while
     if job.is_terminal:
         await answer(job)  # ended, but whoever ended it died before writing the answer
         return True
-    await worker_lost(job, hard_limit=call.get("stopped") == "time_limit")
+    await worker_lost(job, hard_limit=stopped == "time_limit", database=stopped == "database")
     return True
 
 
@@ -654,7 +657,8 @@ def _active_job_of_stream(session_id, stream_key):
 
 
 async def resend(job) -> bool:
-    """Send a queued job's task again, under a new task id: if the broker kept the old message
+    """Send a queued job's task again (its message went with a Redis that lost everything, or
+    its worker could not start it without the database), under a new task id: if the broker kept the old message
     after all, the worker that takes it skips it (worker.py runs only the row's task id), so the
     job runs once. True if this call sent it (of two processes noticing, one does)."""
     spec = registry.tools.get(job.tool)
@@ -662,12 +666,19 @@ async def resend(job) -> bool:
     if spec is None or not await transition(job.id, Status.QUEUED, (Status.QUEUED,),
                                             where={"celery_task_id": job.celery_task_id},
                                             celery_task_id=retry_id,
-                                            message="Its broker message was lost with Redis; queued again."):
+                                            message="Queued again: its first sending was lost."):
         return False
     job.celery_task_id = retry_id
+    record = keys().call(job.session_id, job.stream_key)
+    async with async_redis().pipeline(transaction=False) as pipe:
+        # Beating from now, no longer "stopped": the next look waits for the new sending.
+        pipe.hset(record, "beat", int(time.time() * 1000))
+        pipe.hdel(record, "stopped")
+        await pipe.execute()
     await enqueue(job, spec)
     metrics.incr("jobs_resent")
-    logger.warning("job %s (%s): its broker message was lost with Redis; sent it again", short_id(job.id), job.tool)
+    logger.warning("job %s (%s): its first sending was lost (Redis or the database); sent it again",
+                   short_id(job.id), job.tool)
     return True
 
 
@@ -723,9 +734,10 @@ def no_worker_text(tool: str, queue: str, timeout) -> str:
             f"(celery -A <project> worker) that consumes the queue {queue!r}.")
 
 
-async def worker_lost(job, hard_limit=False) -> None:
-    """The worker running the job died (or Celery stopped it at its hard time limit): queue it
-    again if the tool is idempotent and has runs left, else answer with an error result."""
+async def worker_lost(job, hard_limit=False, database=False) -> None:
+    """The worker running the job died (or Celery stopped it at its hard time limit, or it could
+    not write the job's end to an unreachable database): queue it again if the tool is
+    idempotent and has runs left, else answer with an error result."""
     spec = registry.tools.get(job.tool)
     if spec is not None and spec.idempotent and job.attempts < max_attempts(spec) and not hard_limit:
         retry_id = str(uuid.uuid4())
@@ -739,6 +751,9 @@ async def worker_lost(job, hard_limit=False) -> None:
     limit = spec.job_options.get("time_limit") if spec is not None else None
     if hard_limit or limit and job.started_at and (timezone.now() - job.started_at).total_seconds() >= limit:
         text = hard_limit_text(limit)
+    elif database:
+        text = (f"Tool {job.tool} ran, but its worker could not record how it ended: the database was "
+                f"unreachable for over {DATABASE_OUTAGE_SECONDS} s.")
     else:
         text = (f"The worker running tool {job.tool} was lost before it finished"
                 + (f" ({job.attempts} attempts)." if spec is not None and spec.idempotent

@@ -705,7 +705,12 @@ def _job_failed(sender=None, task_id=None, exception=None, args=None, **_kwargs)
     runs in Celery's main process (jobs.mark_stopped says why it must stay simple)."""
     if getattr(sender, "name", None) != run_job.name or not args or len(args) < 3:
         return
-    reason = "time_limit" if isinstance(exception, TimeLimitExceeded) else "lost"
+    if isinstance(exception, TimeLimitExceeded):
+        reason = "time_limit"
+    elif isinstance(exception, jobs.DATABASE_OUTAGE_ERRORS):
+        reason = "database"  # the job's start or end could not be written (jobs.riding_out_database)
+    else:
+        reason = "lost"
     try:
         jobs.mark_stopped(args[1], args[2], reason)
     except Exception:  # the job's heartbeat stops anyway

@@ -26,7 +26,7 @@ from ..running import jobs, streams
 from ..eras.modern_2026 import http as modern
 from ..state.bell import doorbell
 from ..conf import get_config
-from ..connections import keys
+from ..connections import keys, redis_failure
 from ..methods.dispatch import (Call, counts_as_call, dispatch, initialize_result, may_send, runs_in_background,
     target_spec)
 from ..protocol import http, ids, jsonrpc, versions
@@ -53,8 +53,8 @@ async def answer_failures(work, send_error, endpoint: str, log=logger) -> None:
         await work
     except ProtocolError as exc:
         await send_error(exc)
-    except redis.RedisError:
-        log.exception("Redis is unreachable")
+    except redis.RedisError as exc:
+        log.exception(redis_failure(exc))
         await send_error(ProtocolError("The session store is unavailable.", http_status=503))
     except Exception:
         log.exception("the %s endpoint failed", endpoint)
