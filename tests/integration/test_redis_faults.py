@@ -70,6 +70,8 @@ class Call:
         self.progress, self.answers, self.error = [], [], None
         #: How many times the server ended the connection before the answer (the client resumed).
         self.resumed = 0
+        #: The id of the event that carried the first progress report: a resume point.
+        self.first_progress_id = None
         self.first_progress = threading.Event()
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
@@ -108,6 +110,7 @@ class Call:
             message = json.loads(event.data)
             if message.get("method") == "notifications/progress":
                 self.progress.append(message["params"]["progress"])
+                self.first_progress_id = self.first_progress_id or stream.last_event_id
                 self.first_progress.set()
             elif message.get("id") == self.message["id"]:
                 self.answers.append(message)
@@ -233,6 +236,10 @@ def test_a_redis_restarted_empty_costs_no_call(deployment, redis_server):
     _assert_all_answered_whole(calls)
     answered_at = time.monotonic()
     echoes.stop()
+    for call in calls:  # Redis forgot every stream: a resume from before replays from the database
+        replayed = call.client.resume(call.first_progress_id).messages(timeout=ANSWER_DEADLINE)
+        progress = [m["params"]["progress"] for m in replayed if m.get("method") == "notifications/progress"]
+        assert progress == call.progress[1:] and replayed[-1] == call.answers[0]
     print(f"\nRedis gone for {back_at - killed_at:.1f} s and back empty: {len(calls)} calls answered whole "
           f"{answered_at - back_at:.1f} s after; {echoes.sent} echoes, slowest {echoes.slowest:.1f} s")
     assert echoes.failed == []
