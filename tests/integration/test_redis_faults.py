@@ -38,11 +38,12 @@ def redis_server():
 
 @pytest.fixture
 def deployment(redis_server, server_env, start_server):
-    """``deployment(server_settings, database_url)``: a daphne and a three-slot worker on
-    ``redis_server`` (and the run's database, or a migrated ``database_url``)."""
+    """``deployment(server_settings, database_url, daphnes)``: ``daphnes`` daphne processes and a
+    three-slot worker on ``redis_server`` (and the run's database, or a migrated
+    ``database_url``); returns (the daphnes, the worker)."""
     started = []
 
-    def start(server_settings=None, database_url=None):
+    def start(server_settings=None, database_url=None, daphnes=1):
         prefix = f"{os.environ['MCP_KEY_PREFIX']}-rf{secrets.token_hex(2)}"
         env = {**server_env, "REDIS_URL": redis_server.url, "MCP_KEY_PREFIX": prefix, "CELERY_QUEUE": prefix,
                "CELERY_BROKER_URL": redis_server.url, "MCP_TRANSPORT_JSON": json.dumps(FAST)}
@@ -50,10 +51,11 @@ def deployment(redis_server, server_env, start_server):
             env["DATABASE_URL"] = database_url
             subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT,
                            env={**os.environ, **env}, check=True)
-        server = start_server(**{**env, "MCP_TRANSPORT_JSON": json.dumps({**FAST, **(server_settings or {})})})
+        servers = [start_server(**{**env, "MCP_TRANSPORT_JSON": json.dumps({**FAST, **(server_settings or {})})})
+                   for _ in range(daphnes)]
         worker = LiveWorker(queue=prefix, env={**env, "LOG_LEVEL": "INFO"}, cwd=ROOT, concurrency=3).start()
-        started.extend((worker, server))
-        return server, worker
+        started.extend((worker, *servers))
+        return servers, worker
 
     yield start
     for process in started:
@@ -159,9 +161,12 @@ def _client(server):
     return client
 
 
-def _start_load(server, inline=3, background=2):
-    calls = [Call(_client(server), "slow_progress", steps=30, interval_ms=300) for _ in range(inline)]
-    calls += [Call(_client(server), "slow_job", steps=25, interval_ms=600) for _ in range(background)]
+def _start_load(servers, inline=3, background=2):
+    """Inline and background calls, spread over the daphnes."""
+    calls = [Call(_client(servers[i % len(servers)]), "slow_progress", steps=30, interval_ms=300)
+             for i in range(inline)]
+    calls += [Call(_client(servers[i % len(servers)]), "slow_job", steps=25, interval_ms=600)
+              for i in range(inline, inline + background)]
     for call in calls:
         assert call.first_progress.wait(ANSWER_DEADLINE), f"{call.name} reported no progress"
     return calls
@@ -183,9 +188,9 @@ def _assert_all_answered_whole(calls, steps=None):
 
 
 def test_a_ten_second_redis_stall_costs_no_call(deployment, redis_server):
-    server, _worker = deployment()
-    calls = _start_load(server)
-    echoes = Echoes(server.url)
+    servers, _worker = deployment(daphnes=2)
+    calls = _start_load(servers)
+    echoes = Echoes(servers[-1].url)
     while echoes.sent < 3:
         time.sleep(0.05)
     os.kill(redis_server.process.pid, signal.SIGSTOP)
@@ -205,8 +210,8 @@ def test_a_stream_whose_follower_lost_redis_ends_for_a_resume_that_gets_the_resu
     """The daphne gives up on Redis after 1 s (the worker rides out the whole stall): the
     background call's POST stream ends with a retry instead of staying open with keep-alives
     only, and the client's resume gets the rest, result included."""
-    server, _worker = deployment({"REDIS_OUTAGE_TOLERANCE": 1})
-    [call] = _start_load(server, inline=0, background=1)
+    servers, _worker = deployment({"REDIS_OUTAGE_TOLERANCE": 1})
+    [call] = _start_load(servers, inline=0, background=1)
     os.kill(redis_server.process.pid, signal.SIGSTOP)
     time.sleep(6)  # the fault: longer than the server's tolerance
     os.kill(redis_server.process.pid, signal.SIGCONT)
@@ -225,9 +230,9 @@ def _restart_empty(redis_server, down_seconds):
 
 
 def test_a_redis_restarted_empty_costs_no_call(deployment, redis_server):
-    server, _worker = deployment()
-    calls = _start_load(server)
-    echoes = Echoes(server.url)
+    servers, _worker = deployment(daphnes=2)
+    calls = _start_load(servers)
+    echoes = Echoes(servers[-1].url)
     while echoes.sent < 3:
         time.sleep(0.05)
     killed_at = time.monotonic()
@@ -236,8 +241,10 @@ def test_a_redis_restarted_empty_costs_no_call(deployment, redis_server):
     _assert_all_answered_whole(calls)
     answered_at = time.monotonic()
     echoes.stop()
-    for call in calls:  # Redis forgot every stream: a resume from before replays from the database
-        replayed = call.client.resume(call.first_progress_id).messages(timeout=ANSWER_DEADLINE)
+    for index, call in enumerate(calls):  # Redis forgot every stream: resumes (on the other
+        # daphne) from before the restart replay from the database
+        resumer = call.client.on(servers[(index + 1) % len(servers)].url)
+        replayed = resumer.resume(call.first_progress_id).messages(timeout=ANSWER_DEADLINE)
         progress = [m["params"]["progress"] for m in replayed if m.get("method") == "notifications/progress"]
         assert progress == call.progress[1:] and replayed[-1] == call.answers[0]
     print(f"\nRedis gone for {back_at - killed_at:.1f} s and back empty: {len(calls)} calls answered whole "
@@ -249,7 +256,7 @@ def test_a_queued_job_whose_broker_message_went_with_redis_is_sent_again(deploym
     """No worker consumes the queue while Redis restarts empty: the job's message and its call
     record are gone, its row says queued. The connection following the call notices and sends
     it again; the next worker runs it once."""
-    server, worker = deployment()
+    [server], worker = deployment()
     worker.stop()
     client = _client(server)
     call = Call(client, "slow_job", steps=3, interval_ms=10)
@@ -284,8 +291,8 @@ def test_twenty_seconds_without_the_database_cost_no_background_call(deployment,
     every result still reaches its client (before, a report's write of the job's row raised,
     and the job's end could not be written: "The worker running tool slow_job was lost")."""
     database = tmp_path / "db.sqlite3"
-    server, _worker = deployment(database_url=f"sqlite:///{database}")
-    calls = _start_load(server, inline=1, background=2)
+    servers, _worker = deployment(database_url=f"sqlite:///{database}")
+    calls = _start_load(servers, inline=1, background=2)
     away = tmp_path / "away.sqlite3"
     database.rename(away)
     database.mkdir()  # a directory where the file was: every new connection fails at once
