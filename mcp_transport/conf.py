@@ -27,6 +27,9 @@ DEFAULTS = {
     "REDIS_URL": None,
     #: Redis connections per process (event loop); commands wait for a free one beyond that.
     "REDIS_MAX_CONNECTIONS": 50,
+    #: Seconds of a Redis outage (a stall, a restart, a failover) that a Redis command rides out,
+    #: retrying with back-off on a new connection, before it fails (connections.py).
+    "REDIS_OUTAGE_TOLERANCE": 30,
     #: The django-redis cache whose server holds sessions and events.
     "CACHE_ALIAS": "default",
     #: Prefix of every Redis key and pub/sub channel this app uses.

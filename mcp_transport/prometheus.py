@@ -32,12 +32,16 @@ COUNTERS = {
     "mcp_resume_takeovers": ("resume_takeovers", "Resumes that took a stream over from an older connection."),
     "mcp_orphans_answered": ("orphans_answered", "Requests whose process died, answered with an error by another."),
     "mcp_sse_streams_opened": ("sse_streams_opened", "SSE responses started."),
+    "mcp_followers_lost": ("followers_lost", "SSE connections ended with a retry because following their stream "
+                           "failed (Redis unavailable longer than REDIS_OUTAGE_TOLERANCE); their clients resume."),
     "mcp_events_deleted": ("events_deleted", "Buffered events dropped with their session (DELETE, terminate, purge)."),
     "mcp_jobs_submitted": ("jobs_submitted", "Background jobs submitted (tools run by Celery workers)."),
     "mcp_calls_log_dropped": ("calls_log_dropped", "Calls the calls log dropped: its unwritten rows were at their "
                               "limit (the database failing)."),
     "mcp_job_progress_reports": ("job_progress_reports", "Progress reports of background tools (with or without "
                                  "the client's progress token)."),
+    "mcp_jobs_resent": ("jobs_resent", "Queued jobs sent again because Redis lost their call record (restarted "
+                        "empty) and with it, on a Redis broker, their message."),
     "mcp_events_write_dropped": ("events_write_dropped", "Events whose database row the database refused "
                                  "(not in the durable record; the other rows of their batch were written)."),
     "mcp_events_unwritten_overrun": ("events_unwritten_overrun", "Appends that waited unwritten_wait seconds for "

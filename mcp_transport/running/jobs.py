@@ -23,6 +23,7 @@ task if no worker has started it yet (revoking a queued task is always safe; a r
 asked first: a tool still running JOB_CANCEL_GRACE_SECONDS later has its pool process killed by
 its worker, worker.stop_job). A result the tool returns after that is dropped.
 """
+import asyncio
 import hashlib
 import json
 import logging
@@ -34,6 +35,7 @@ from datetime import datetime, timedelta
 import redis as redis_sync
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
+from django.db import InterfaceError, OperationalError
 from django.db.models import Q
 from django.utils import timezone
 
@@ -119,6 +121,29 @@ def celery_options(spec) -> dict:
 
 
 # -- rows ------------------------------------------------------------------------------------
+
+#: Seconds a worker's writes of its job's state (its start, its end) ride out a database that is
+#: unreachable (restarting, failing over, locked), retrying with back-off, before they fail.
+DATABASE_OUTAGE_SECONDS = 60
+#: What a database that is not there gives (not a refused statement: that is never retried).
+DATABASE_OUTAGE_ERRORS = (OperationalError, InterfaceError)
+
+
+async def riding_out_database(call, *args, **kwargs):
+    """``await call(*args, **kwargs)``, again after a database outage error, for up to
+    DATABASE_OUTAGE_SECONDS. For calls whose failing statement changed nothing: a conditional
+    UPDATE (``transition``, ``finish``) or a read."""
+    deadline, delay = time.monotonic() + DATABASE_OUTAGE_SECONDS, 0.1
+    while True:
+        try:
+            return await call(*args, **kwargs)
+        except DATABASE_OUTAGE_ERRORS:
+            if time.monotonic() + delay > deadline:
+                raise
+            logger.warning("the database is unavailable; %s again in %.1f s", call.__name__, delay, exc_info=True)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
 
 @database_sync_to_async
 def load(job_id):
@@ -356,12 +381,15 @@ async def watch(session_id: str, stream_key: str, call: dict) -> bool:
     job = await load(call.get("job"))
     if job is None:
         return False
+    stopped = call.get("stopped")
     if job.status == Status.QUEUED:
+        if stopped == "database":  # a worker took it but could not start it: the database is back
+            return await resend(job)
         return await expire_unclaimed(job)  # no worker yet: the broker keeps it, for a while
     if job.is_terminal:
         await answer(job)  # ended, but whoever ended it died before writing the answer
         return True
-    await worker_lost(job, hard_limit=call.get("stopped") == "time_limit")
+    await worker_lost(job, hard_limit=stopped == "time_limit", database=stopped == "database")
     return True
 
 
@@ -650,8 +678,60 @@ def _active_jobs_of_sessions(session_ids):
 
 async def watch_job(job) -> None:
     call = await async_redis().hgetall(keys().call(job.session_id, job.stream_key))
+    if not call:  # Redis lost the record: rebuilt from the row (``recall``)
+        call = await recall(job.session_id, job.stream_key)
     if call:
         await watch(job.session_id, job.stream_key, call)
+
+
+async def recall(session_id: str, stream_key: str) -> dict:
+    """The call record of a background call that Redis forgot (restarted empty, flushed),
+    rebuilt from its job's row and written again; {} when no job of the stream is active.
+
+    A running job's worker writes the record again at its next beat, so the rebuilt one beats
+    now: the worker gets the usual grace before it is taken for lost. A queued job's broker
+    message went with that Redis when the broker is the same server: it is sent again. A job
+    waiting for its client is left to the cleanup (``end_unreachable``): its questions are gone."""
+    job = await _active_job_of_stream(session_id, stream_key)
+    if job is None or job.status == Status.INPUT_REQUIRED:
+        return {}
+    await control.register_call(_CallRecord(job), job=job.id)
+    logger.warning("Redis had lost the call record of job %s (%s); rebuilt it from the database",
+                   short_id(job.id), job.tool)
+    if job.status == Status.QUEUED:
+        await resend(job)
+    return await control.read_call(session_id, stream_key)
+
+
+@database_sync_to_async
+def _active_job_of_stream(session_id, stream_key):
+    return McpJob.objects.filter(session_id=session_id, stream_key=stream_key, status__in=McpJob.ACTIVE).first()
+
+
+async def resend(job) -> bool:
+    """Send a queued job's task again (its message went with a Redis that lost everything, or
+    its worker could not start it without the database), under a new task id: if the broker kept the old message
+    after all, the worker that takes it skips it (worker.py runs only the row's task id), so the
+    job runs once. True if this call sent it (of two processes noticing, one does)."""
+    spec = registry.tools.get(job.tool)
+    retry_id = str(uuid.uuid4())
+    if spec is None or not await transition(job.id, Status.QUEUED, (Status.QUEUED,),
+                                            where={"celery_task_id": job.celery_task_id},
+                                            celery_task_id=retry_id,
+                                            message="Queued again: its first sending was lost."):
+        return False
+    job.celery_task_id = retry_id
+    record = keys().call(job.session_id, job.stream_key)
+    async with async_redis().pipeline(transaction=False) as pipe:
+        # Beating from now, no longer "stopped": the next look waits for the new sending.
+        pipe.hset(record, "beat", int(time.time() * 1000))
+        pipe.hdel(record, "stopped")
+        await pipe.execute()
+    await enqueue(job, spec)
+    metrics.incr("jobs_resent")
+    logger.warning("job %s (%s): its first sending was lost (Redis or the database); sent it again",
+                   short_id(job.id), job.tool)
+    return True
 
 
 async def current(job):
@@ -731,9 +811,10 @@ def celery_app_name() -> str:
     return settings_module.split(".")[0] or "<project>"
 
 
-async def worker_lost(job, hard_limit=False) -> None:
-    """The worker running the job died (or Celery stopped it at its hard time limit): queue it
-    again if the tool is idempotent and has runs left, else answer with an error result."""
+async def worker_lost(job, hard_limit=False, database=False) -> None:
+    """The worker running the job died (or Celery stopped it at its hard time limit, or it could
+    not write the job's end to an unreachable database): queue it again if the tool is
+    idempotent and has runs left, else answer with an error result."""
     spec = registry.tools.get(job.tool)
     if spec is not None and spec.idempotent and job.attempts < max_attempts(spec) and not hard_limit:
         retry_id = str(uuid.uuid4())
@@ -747,6 +828,9 @@ async def worker_lost(job, hard_limit=False) -> None:
     limit = time_limits(spec)[1] if spec is not None else None
     if hard_limit or limit and job.started_at and (timezone.now() - job.started_at).total_seconds() >= limit:
         text = hard_limit_text(limit)
+    elif database:
+        text = (f"Tool {job.tool} ran, but its worker could not record how it ended: the database was "
+                f"unreachable for over {DATABASE_OUTAGE_SECONDS} s.")
     else:
         text = (f"The worker running tool {job.tool} was lost before it finished"
                 + (f" ({job.attempts} attempts)." if spec is not None and spec.idempotent

@@ -350,10 +350,12 @@ async def request_cancel(session_id: str, request_id) -> None:
 async def answer_orphan(session_id: str, stream_key: str) -> bool:
     """Write the error response of a request whose process died, if it is one (control.py);
     a background job's stream is watched by jobs.py (its worker may be lost)."""
-    call = await control.read_call(session_id, stream_key)
-    if "job" in call:
-        from . import jobs
+    from . import jobs
 
+    call = await control.read_call(session_id, stream_key)
+    if not call:  # Redis lost the record (restarted empty): a background call's row still knows
+        call = await jobs.recall(session_id, stream_key)
+    if "job" in call:
         return await jobs.watch(session_id, stream_key, call)
     request_id = await control.claim_orphan(session_id, stream_key, call)
     if request_id is None:

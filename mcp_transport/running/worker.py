@@ -337,10 +337,20 @@ class JobChannel(RequestStream):
             await self.write_progress()
 
     async def write_progress(self):
+        """The last progress into the job's row (the admin's view of it). A database that cannot
+        take it now never fails the tool: the client had the notification from the event store;
+        the fields wait for the next write (the next report, or ``_watch_row``'s), unless a newer
+        report replaced them."""
         fields, self._unwritten = self._unwritten, None
         if fields:
             self._progress_written_at = time.monotonic()
-            await _update_row(self.job.id, **fields)
+            try:
+                await _update_row(self.job.id, **fields)
+            except jobs.DATABASE_OUTAGE_ERRORS:
+                if self._unwritten is None:
+                    self._unwritten = fields
+                logger.warning("writing the progress of job %s failed; kept for the next write",
+                               short_id(self.job.id), exc_info=True)
 
     def unwritten_progress(self) -> dict:
         fields, self._unwritten = self._unwritten or {}, None
@@ -493,7 +503,7 @@ class _Handle:
 @shared_task(bind=True, name="mcp_transport.run_job", acks_late=True, ignore_result=True)
 def run_job(self, job_id: str, session_id: str = "", stream_key: str = ""):
     """Run one background tool call (jobs.submit sends it)."""
-    job = bridge().run(jobs.load(job_id))
+    job = bridge().run(jobs.riding_out_database(jobs.load, job_id))
     if job is None or job.status != Status.QUEUED or job.celery_task_id != self.request.id:
         return  # cancelled or ended before it started, or a stale redelivery
     spec = registry.tools.get(job.tool)
@@ -542,10 +552,10 @@ class JobRun:
 
     async def start(self, worker) -> bool:
         await control.ensure_listening()  # subscribed before the job can be seen as running
-        if not await jobs.transition(self.job.id, Status.WORKING, (Status.QUEUED,),
-                                     where={"celery_task_id": self.job.celery_task_id},
-                                     started_at=timezone.now(), attempts=self.job.attempts + 1, worker=worker,
-                                     message=""):
+        if not await jobs.riding_out_database(jobs.transition, self.job.id, Status.WORKING, (Status.QUEUED,),
+                                              where={"celery_task_id": self.job.celery_task_id},
+                                              started_at=timezone.now(), attempts=self.job.attempts + 1,
+                                              worker=worker, message=""):
             return False
         self.job.status, self.job.attempts = Status.WORKING, self.job.attempts + 1
         control.running[(self.job.session_id, jobs.cancel_key(self.job))] = (self.channel, self.handle)
@@ -617,8 +627,9 @@ class JobRun:
     async def stop(self, result) -> None:
         for watcher in self._watchers:
             watcher.cancel()
-        control.running.pop((self.job.session_id, jobs.cancel_key(self.job)), None)
         progress = self.channel.unwritten_progress()
+        if result is _PARKED or result is _UNFINISHED:
+            control.running.pop((self.job.session_id, jobs.cancel_key(self.job)), None)
         if result is _PARKED:
             await job_store().flush()  # the questions are in the database before the slot is free
             await self.channel.park()
@@ -627,14 +638,22 @@ class JobRun:
             # The process is being stopped (Celery's hard time limit sends SIGTERM first, then
             # SIGKILL): its heart stops here, and Celery's main process says why (jobs.watch).
             return
+        try:
+            # The heart beats until the job's end is written: while the database is away (and
+            # the write retries) nobody may take this worker for lost.
+            await jobs.riding_out_database(self._finish, result, progress)
+        finally:
+            control.running.pop((self.job.session_id, jobs.cancel_key(self.job)), None)
+        for store in {job_store(), get_event_store()}:  # an ended job's events are in the database
+            await store.flush()
+
+    async def _finish(self, result, progress):
         if result is None:
             await jobs.finish(self.job, Status.CANCELLED, error=jobs.CANCELLED_BY_CLIENT, **progress)
         else:
             if self.failed_internally:
-                progress.update(jobs.internal_failure(self.job))
+                progress = {**progress, **jobs.internal_failure(self.job)}
             await jobs.finish(self.job, jobs.outcome_status(result), result, error=jobs.error_text(result), **progress)
-        for store in {job_store(), get_event_store()}:  # an ended job's events are in the database
-            await store.flush()
 
     async def _progress_heartbeat(self):
         """Progress every PROGRESS_HEARTBEAT_SECONDS while the tool reports none, so clients with
@@ -696,7 +715,12 @@ def _job_failed(sender=None, task_id=None, exception=None, args=None, **_kwargs)
     runs in Celery's main process (jobs.mark_stopped says why it must stay simple)."""
     if getattr(sender, "name", None) != run_job.name or not args or len(args) < 3:
         return
-    reason = "time_limit" if isinstance(exception, TimeLimitExceeded) else "lost"
+    if isinstance(exception, TimeLimitExceeded):
+        reason = "time_limit"
+    elif isinstance(exception, jobs.DATABASE_OUTAGE_ERRORS):
+        reason = "database"  # the job's start or end could not be written (jobs.riding_out_database)
+    else:
+        reason = "lost"
     try:
         jobs.mark_stopped(args[1], args[2], reason)
     except Exception:  # the job's heartbeat stops anyway

@@ -155,6 +155,14 @@ async def register_call(stream, **extra) -> None:
     stream.last_beat = time.monotonic()
 
 
+def _call_fields(stream, now_ms: int) -> dict:
+    fields = {"id": json.dumps(stream.request_id), "beat": now_ms}
+    job = getattr(stream, "job", None)  # a worker's JobChannel
+    if job is not None:
+        fields["job"] = job.id
+    return fields
+
+
 async def _housekeeping():
     while True:
         await asyncio.sleep(heartbeat_seconds())
@@ -166,11 +174,16 @@ async def _housekeeping():
 
 
 async def _beat_and_flush():
-    names, now = keys(), _now_ms()
+    names, now, ttl = keys(), _now_ms(), get_config()["STREAM_TTL"]
     streams = [stream for stream, _task in running.values() if stream.stream_key]
     async with async_redis().pipeline(transaction=False) as pipe:
         for stream in streams:
-            pipe.hset(names.call(stream.session_id, stream.stream_key), "beat", now)
+            # The whole record, not only the beat: a Redis that lost everything (restarted
+            # empty) has it again at the next beat, with the request's id to answer an orphan
+            # with, and a background job's id for jobs.watch.
+            record = names.call(stream.session_id, stream.stream_key)
+            pipe.hset(record, mapping=_call_fields(stream, now))
+            pipe.expire(record, ttl)
         metrics.flush_into(pipe, open_streams_by_session())
         await pipe.execute()
     beaten = time.monotonic()

@@ -12,6 +12,8 @@ Names (fields of the ``{prefix}:metrics`` hash):
   ``events_evicted:capacity|ttl|session_cap``, ``buffer_entries`` (storage/redis.py);
 - ``resume_takeovers``: a resume ended another connection of the same stream;
 - ``orphans_answered``: requests whose process died, answered with an error by another;
+- ``followers_lost``: SSE connections ended with a ``retry`` because following their stream
+  failed (Redis gone longer than REDIS_OUTAGE_TOLERANCE): their clients resume;
 - ``sessions_created``, ``sessions_closed:deleted``, ``sessions_closed:expired``;
 - ``sse_streams_opened``; the store adds its own (``events_evicted:<reason>``, ``replay_hits:*``);
 - ``cleanup_deleted:events|sessions``: rows the retention cleanup deleted (operations.py);
@@ -19,7 +21,9 @@ Names (fields of the ``{prefix}:metrics`` hash):
 - ``calls_log_dropped``: calls the calls log dropped, its backlog full (running/calls.py);
 - ``job_progress_reports``: a background tool's ``ctx.report_progress`` calls, token or not;
 - ``jobs_submitted``, ``jobs_finished:<status>``, ``job_ms_sum`` and the cumulative
-  ``job_seconds_bucket:<upper bound>``: background jobs and how long they took (``record_job``).
+  ``job_seconds_bucket:<upper bound>``: background jobs and how long they took (``record_job``);
+- ``jobs_resent``: queued jobs sent again because Redis lost their call record and, with it,
+  most likely their broker message (jobs.recall);
 
 Per session (a ``{prefix}:sesscount:{session}`` hash each, flushed the same way, kept for
 ``SESSION_COUNTERS_TTL`` after its last change, for the admin): ``resumes`` (GET with

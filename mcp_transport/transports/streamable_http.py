@@ -26,7 +26,7 @@ from ..running import calls, jobs, streams
 from ..eras.modern_2026 import http as modern
 from ..state.bell import doorbell
 from ..conf import get_config, message_bounds
-from ..connections import keys
+from ..connections import keys, redis_failure
 from ..methods.dispatch import (Call, counts_as_call, dispatch, initialize_result, may_send, runs_in_background,
     target_spec)
 from ..protocol import http, ids, jsonrpc, versions
@@ -53,8 +53,8 @@ async def answer_failures(work, send_error, endpoint: str, log=logger) -> None:
         await work
     except ProtocolError as exc:
         await send_error(exc)
-    except redis.RedisError:
-        log.exception("Redis is unreachable")
+    except redis.RedisError as exc:
+        log.exception(redis_failure(exc))
         await send_error(ProtocolError("The session store is unavailable.", http_status=503))
     except Exception:
         log.exception("the %s endpoint failed", endpoint)
@@ -549,24 +549,47 @@ class StreamTail:
         self.take_over = take_over
 
     async def run(self, confirmed, finished=False):
-        """Follow the stream once the caller has queued its replay (``finished``: it ended it)."""
+        """Follow the stream once the caller has queued its replay (``finished``: it ended it).
+
+        A follower that loses its source (Redis gone for longer than REDIS_OUTAGE_TOLERANCE,
+        the database with it) ends the connection with a ``retry``, not the stream: the client
+        resumes from its last event, here or on another process. Left running, its writer would
+        send keep-alives for ever on a stream that no longer moves."""
         try:
             if self.take_over:  # the backlog is on its way; now stop whoever else reads this stream
                 metrics.incr("get_resumes")
                 await self.claim.take_over()
             if finished:
                 return
-            await asyncio.wait_for(asyncio.shield(confirmed), 5)
+            await self.wait_confirmed(confirmed)
             if not self.write(await get_event_store().read_after(self.session_id, self.stream_key, self.position)):
                 await self.follow()
+        except Exception:
+            logger.warning("following stream %s failed; the client resumes it after a retry", self.stream_key,
+                           exc_info=True)
+            metrics.incr("followers_lost")
+            self.writer.finish_with_retry()
         finally:
             await self.release()
 
+    @staticmethod
+    async def wait_confirmed(confirmed):
+        """Until Redis confirmed the doorbell's subscription; a confirmation that is late (a
+        stall) only delays the events the quiet reads find anyway (``follow``)."""
+        try:
+            await asyncio.wait_for(asyncio.shield(confirmed), 5)
+        except TimeoutError:
+            logger.info("the doorbell's subscription is not confirmed yet; following by reads")
+
     async def release(self):
-        """Give up the doorbell and the claim on the stream; safe to call twice."""
+        """Give up the doorbell and the claim on the stream; safe to call twice. A claim Redis
+        cannot release now lapses on its own (its ttl)."""
         subscription, self.subscription = self.subscription, None
         if subscription is not None:
-            await _release(subscription, self.claim)
+            try:
+                await _release(subscription, self.claim)
+            except redis.RedisError:
+                logger.info("releasing the claim on stream %s failed; it lapses", self.stream_key)
 
     def write(self, events) -> bool:
         """Queue events; True once the final one is queued (the response is then complete)."""

@@ -31,8 +31,13 @@ async def test_a_protocol_error_is_answered_as_itself(caplog):
     assert not caplog.records
 
 
-@pytest.mark.parametrize("exc, status, logged", [(redis.ConnectionError("down"), 503, "Redis is unreachable"),
-                                                 (KeyError("bug"), 500, "the test endpoint failed")])
+@pytest.mark.parametrize("exc, status, logged", [
+    (redis.ConnectionError("down"), 503, "Redis is unreachable (for longer than REDIS_OUTAGE_TOLERANCE, 30 s)"),
+    (redis.TimeoutError("slow"), 503, "Redis did not answer within REDIS_OUTAGE_TOLERANCE (30 s)"),
+    # A Cluster's MOVED reply is a configuration problem, not an outage: it says so.
+    (redis.exceptions.MovedError("3999 127.0.0.1:6381"), 503,
+     "Redis refused a command (MovedError: 3999 127.0.0.1:6381)"),
+    (KeyError("bug"), 500, "the test endpoint failed")])
 async def test_anything_else_is_a_logged_5xx_with_a_clear_message(exc, status, logged, caplog):
     error = await mapped(exc, caplog)
     assert isinstance(error, ProtocolError) and error.http_status == status

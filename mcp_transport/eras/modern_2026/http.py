@@ -24,7 +24,7 @@ from ...state import metrics, quotas, sessions
 from ...running import calls, streams
 from ...state.bell import doorbell
 from ...conf import get_config
-from ...connections import keys
+from ...connections import keys, redis_failure
 from ...methods.context import LOG_LEVELS, ClientCapabilityError
 from ...protocol import bounds, modern, mrtr, tasks_extension
 from ...protocol.errors import ErrorCode, ProtocolError
@@ -258,7 +258,7 @@ async def guarded(reply, work):
         raise
     except Exception as exc:
         unavailable = isinstance(exc, redis.RedisError)
-        logger.exception("Redis is unreachable" if unavailable else "a 2026-07-28 request failed")
+        logger.exception(redis_failure(exc) if unavailable else "a 2026-07-28 request failed")
         message = "The event store is unavailable." if unavailable else "Internal error."
         await reply.finish(503 if unavailable else 500,
                            error_message(reply.request_id, ErrorCode.INTERNAL_ERROR, message))
