@@ -12,13 +12,16 @@ to: a request of another key presenting a session id gets 404.
 
 Caching (so that an authenticated request costs no database query): a validation result is kept
 in Redis for ``AUTH_CACHE_SECONDS`` (never past the token's expiry), keyed by the token's
-SHA-256, which is also django-oauth-toolkit's ``token_checksum``. Results of tokens that cannot
-be revoked before they expire (JWTs) are also kept in process memory. Revocable ones (static
-tokens, the toolkit's) are read from Redis on every request (unless AUTH_REVOCABLE_MEMORY_SECONDS
-says otherwise), and revoking one replaces its entry with a tombstone (``revoked()``), so
-revocation takes effect on the very next request, on every process, and a validation racing
-with the revocation cannot cache the token again. The revocation is also published on the
-control channel, so that every process drops the token from its memory at once.
+SHA-256, which is also django-oauth-toolkit's ``token_checksum``. Results are also kept in
+process memory: those of tokens that cannot be revoked before they expire (JWTs) for as long,
+those of revocable ones (static tokens, the toolkit's) for AUTH_REVOCABLE_MEMORY_SECONDS (10),
+so that a busy client's token costs no Redis read per request. Revoking one publishes it on the
+control channel, so every process drops the token from its memory at once (the revoking one
+before ``revoked()`` returns), and replaces its Redis entry with a tombstone, so a process
+that reads Redis refuses it on its very next request and a validation racing with the
+revocation cannot cache the token again. Only a request racing with the control message, or a
+process that missed it (its subscription was down), may still accept the token, for at most
+AUTH_REVOCABLE_MEMORY_SECONDS (0: Redis on every request).
 
 A stream outlives the request that opened it, so it watches its token (``watch_token``): it
 ends when the token expires, and when the control channel says the token was revoked or
@@ -164,7 +167,7 @@ class _Memory:
             return None
         value, until = entry
         if now >= until:
-            del self.entries[key]
+            self.entries.pop(key, None)  # revoked() may have dropped it meanwhile, from another thread
             return None
         return value
 
@@ -369,6 +372,8 @@ def revoked(digests) -> None:
         return
     from ..state.control import message
 
+    for digest in digests:  # this process (the admin's, the command's) at once, not when the message is back
+        forget_local(digest)
     ttl = int(get_config()["AUTH_CACHE_SECONDS"]) + 60
     with sync_redis().pipeline(transaction=False) as pipe:
         for digest in digests:
@@ -386,6 +391,8 @@ def changed(digests) -> None:
     digests = list(digests)
     if not digests:
         return
+    for digest in digests:
+        forget_local(digest)
     with sync_redis().pipeline(transaction=False) as pipe:
         pipe.delete(*[keys().auth_token(digest) for digest in digests])
         for digest in digests:

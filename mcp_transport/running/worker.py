@@ -105,6 +105,9 @@ class JobChannel(RequestStream):
     notifications, and responses related to a task MUST include the
     io.modelcontextprotocol/related-task key" -- spec 2025-11-25 basic/utilities/tasks)."""
 
+    #: A job's notifications are stored one after the other, as its own ``emit`` does them.
+    NOTIFY_AHEAD = 0
+
     def __init__(self, job, asked=None, answers=None, may_park=False, sync=True, worker=""):
         super().__init__(job.session_id, job.request_id, job.stream_key)
         self.job = job

@@ -7,12 +7,17 @@
   checked for it);
 - calls running at once, per session (``MAX_CALLS_PER_SESSION``) and, for the sessionless
   2026-07-28 era, per caller (``MAX_CALLS_PER_CALLER``: the principal when authorization is on,
-  else the client address): a sorted set per owner, scored by the time each entry expires, so
-  the entry of a process that died goes by itself. A background job counts as the call it is
-  until it ends, queued, running or waiting for its client (``hand_to_job``): its entry is
-  ``job:<id>``, freed by whoever ends the job (jobs.finish) and, should that process die first,
-  by the next admission the owner is refused (``reclaim_ended_jobs``: ended jobs' entries go, a
-  job whose worker was killed is declared lost first);
+  else the client address). What runs in the background is counted across processes, in a
+  sorted set per owner scored by the time each entry expires (the entry of a process that died
+  goes by itself): a background job counts as the call it is until it ends, queued, running or
+  waiting for its client (``hand_to_job``); its entry is ``job:<id>``, freed by whoever ends the
+  job (jobs.finish) and, should that process die first, by the next admission the owner is
+  refused (``reclaim_ended_jobs``: ended jobs' entries go, a job whose worker was killed is
+  declared lost first). A call answered inline is counted in its own process (``_inline``),
+  added to that set's count at admission: what it spends (this event loop, its threads) is the
+  process's, so a count in Redis would buy nothing but two round trips per call (issue 19). The
+  set's count comes with the session's read (sessions.load_for_call), so a 2025-11-25 inline
+  call costs that one round trip and a 2026-07-28 one the count's;
 - ``resources/subscribe`` URIs per session (``MAX_SUBSCRIPTIONS_PER_SESSION``);
 - bytes replayed to a caller per window (``REPLAY_BYTES_PER_CALLER`` per
   ``REPLAY_WINDOW_SECONDS``): a 198-byte resume can replay a 1 MB result, again and again;
@@ -26,6 +31,7 @@ import math
 import secrets
 import time
 import weakref
+from collections import Counter
 from dataclasses import dataclass
 from typing import Optional
 
@@ -63,13 +69,20 @@ return -1
 """
 
 ADMIT_CALL_LUA = """
--- KEYS[1]: the owner's running calls. ARGV: limit, now (ms), token, expiry (ms), ttl (ms).
+-- KEYS[1]: the owner's running calls. ARGV: limit, now (ms), token, expiry (ms), ttl (ms), the
+-- owner's calls running inline in the calling process.
 local key = KEYS[1]
 redis.call('ZREMRANGEBYSCORE', key, '-inf', ARGV[2])
-if redis.call('ZCARD', key) >= tonumber(ARGV[1]) then return 0 end
+if redis.call('ZCARD', key) + tonumber(ARGV[6]) >= tonumber(ARGV[1]) then return 0 end
 redis.call('ZADD', key, ARGV[4], ARGV[3])
 if redis.call('PTTL', key) < tonumber(ARGV[5]) then redis.call('PEXPIRE', key, ARGV[5]) end
 return 1
+"""
+
+RUNNING_CALLS_LUA = """
+-- KEYS[1]: the owner's running calls. ARGV: now (ms). How many run now, expired entries gone.
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+return redis.call('ZCARD', KEYS[1])
 """
 
 HAND_TO_JOB_LUA = """
@@ -110,7 +123,8 @@ return -1
 _scripts = weakref.WeakKeyDictionary()  # client -> {lua: Script}
 
 
-def _script(lua):
+def script(lua):
+    """The ``redis.Script`` of ``lua`` on this loop's client (EVALSHA, loaded once)."""
     client = async_redis()
     scripts = _scripts.setdefault(client, {})
     if lua not in scripts:
@@ -140,7 +154,7 @@ async def admit_session(address: str, session_id: str) -> None:
     config = get_config()
     limit, idle = config["MAX_SESSIONS_PER_ADDRESS"], config["SESSION_IDLE_TIMEOUT"]
     names = keys()
-    wait = await _script(ADMIT_SESSION_LUA)(
+    wait = await script(ADMIT_SESSION_LUA)(
         keys=[names.address_sessions(address)],
         args=[limit, names.session(""), session_id, _now_ms(), idle + 60, ADMISSION_GRACE_SECONDS * 1000])
     if wait >= 0:
@@ -158,17 +172,26 @@ JOB_ENTRY = "job:"
 @dataclass
 class Slot:
     """A request's place among its owner's running calls (``admit_call``): ``release_call``
-    frees it when the request ends, unless a job it started took it over (``hand_to_job``)."""
+    frees it when the request ends, unless a job it started took it over (``hand_to_job``).
+    ``local``: an inline call's place, counted in ``_inline`` rather than in Redis."""
 
     key: str
     token: Optional[str]
+    local: bool = False
 
 
-async def admit_call(session_id: str) -> Slot:
+#: The owner's calls running inline in this process, by the key of its set of running calls.
+_inline = Counter()
+LOCAL = "local"
+
+
+async def admit_call(session_id: str, running: Optional[int] = None, background: bool = False) -> Slot:
     """Count a request that starts running in this session (MAX_CALLS_PER_SESSION), or raise
-    LimitReached (the request is not run)."""
+    LimitReached (the request is not run). ``running``: the session's running background calls
+    as its read counted them (``sessions.load_for_call``), so an inline call needs no round trip
+    of its own; ``background``: the request starts a job, counted in Redis at once."""
     limit = get_config()["MAX_CALLS_PER_SESSION"]
-    return await _admit(keys().calls(session_id), limit, "calls_per_session",
+    return await _admit(keys().calls(session_id), limit, running, background, "calls_per_session",
                         f"This session already runs {limit} requests at once: wait for one to finish.")
 
 
@@ -179,10 +202,10 @@ def caller_key(principal_key: str, address: str) -> str:
     return "caller:" + hashlib.sha256(caller.encode()).hexdigest()[:32]
 
 
-async def admit_caller_call(principal_key: str, address: str) -> Slot:
+async def admit_caller_call(principal_key: str, address: str, background: bool = False) -> Slot:
     """The same for a sessionless (2026-07-28) request, counted per caller (MAX_CALLS_PER_CALLER)."""
     limit = get_config()["MAX_CALLS_PER_CALLER"]
-    return await _admit(keys().calls(caller_key(principal_key, address)), limit, "calls_per_caller",
+    return await _admit(keys().calls(caller_key(principal_key, address)), limit, None, background, "calls_per_caller",
                         f"This client already runs {limit} requests at once: wait for one to finish.")
 
 
@@ -196,32 +219,62 @@ async def charge_replay(principal_key: str, address: str, size: int) -> None:
     if limit is None or size <= 0:
         return
     window_ms = int(config["REPLAY_WINDOW_SECONDS"] * 1000)
-    wait_ms = await _script(CHARGE_REPLAY_LUA)(keys=[keys().replayed(caller_key(principal_key, address))],
-                                               args=[size, limit, window_ms])
+    wait_ms = await script(CHARGE_REPLAY_LUA)(keys=[keys().replayed(caller_key(principal_key, address))],
+                                              args=[size, limit, window_ms])
     if wait_ms >= 0:
         metrics.incr("limit_refusals:replay_bytes")
         raise LimitReached(f"This client was sent {limit} bytes of replays in the last "
                            f"{config['REPLAY_WINDOW_SECONDS']} s: resume later.", retry_after=max(wait_ms / 1000, 1))
 
 
-async def _admit(key: str, limit: int, label: str, refusal: str) -> Slot:
-    # An entry outlives the longest a call may run, then goes by itself if never released.
-    lifetime_ms = int(((get_config()["TOOL_MAX_SECONDS"] or 24 * 3600) + 60) * 1000)
-    token = secrets.token_hex(8)
+async def running_calls(key: str) -> int:
+    """How many of the owner's calls run in the background now, whatever the process (one round trip)."""
+    return await script(RUNNING_CALLS_LUA)(keys=[key], args=[_now_ms()])
+
+
+async def _admit(key: str, limit: int, running: Optional[int], background: bool, label: str, refusal: str) -> Slot:
     for attempt in range(2):
-        now = _now_ms()
-        if await _script(ADMIT_CALL_LUA)(keys=[key], args=[limit, now, token, now + lifetime_ms, lifetime_ms]):
-            return Slot(key, token)
+        slot = await (_admit_background(key, limit) if background else _admit_inline(key, limit, running))
+        if slot is not None:
+            return slot
+        running = None  # counted again after the reclaim
         if attempt or not await reclaim_ended_jobs(key):
             break
     metrics.incr(f"limit_refusals:{label}")
     raise LimitReached(refusal, retry_after=1)
 
 
+async def _admit_inline(key: str, limit: int, running: Optional[int]) -> Optional[Slot]:
+    if running is None:
+        running = await running_calls(key)
+    # No await between the check and the count: this process's own calls are counted exactly.
+    if running + _inline[key] >= limit:
+        return None
+    _inline[key] += 1
+    return Slot(key, LOCAL, local=True)
+
+
+async def _admit_background(key: str, limit: int) -> Optional[Slot]:
+    # An entry outlives the longest a call may run, then goes by itself if never released.
+    lifetime_ms = int(((get_config()["TOOL_MAX_SECONDS"] or 24 * 3600) + 60) * 1000)
+    token, now = secrets.token_hex(8), _now_ms()
+    args = [limit, now, token, now + lifetime_ms, lifetime_ms, _inline[key]]
+    return Slot(key, token) if await script(ADMIT_CALL_LUA)(keys=[key], args=args) else None
+
+
+def _forget_inline(key: str) -> None:
+    _inline[key] -= 1
+    if _inline[key] <= 0:
+        del _inline[key]
+
+
 async def release_call(slot: Optional[Slot]) -> None:
     if slot is not None and slot.token is not None:
         token, slot.token = slot.token, None
-        await async_redis().zrem(slot.key, token)
+        if slot.local:
+            _forget_inline(slot.key)
+        else:
+            await async_redis().zrem(slot.key, token)
 
 
 class PlaceSpent(RuntimeError):
@@ -237,19 +290,25 @@ def take_for_job(slot: Optional[Slot]) -> Optional[Slot]:
         return None
     if slot.token is None:
         raise PlaceSpent("This call has already handed its work to a task; it can start only one.")
-    taken, slot.token = Slot(slot.key, slot.token), None
+    taken, slot.token = Slot(slot.key, slot.token, slot.local), None
     return taken
 
 
 async def hand_to_job(slot: Optional[Slot], job_id: str) -> None:
     """The request's place goes to the background job it created (a job counts as a call until
-    it ends: queued, running or waiting for its client); ``release_job`` frees it."""
+    it ends: queued, running or waiting for its client); ``release_job`` frees it. An inline
+    call's place leaves this process's count once the job's entry is in Redis."""
     if slot is None:
         return
     token, slot.token = slot.token, None
     ttl_ms = JOB_ENTRY_SECONDS * 1000
-    await _script(HAND_TO_JOB_LUA)(keys=[slot.key, keys().job_slot(job_id)],
-                                   args=[token or "", JOB_ENTRY + job_id, _now_ms() + ttl_ms, ttl_ms])
+    try:
+        await script(HAND_TO_JOB_LUA)(keys=[slot.key, keys().job_slot(job_id)],
+                                      args=["" if slot.local else token or "", JOB_ENTRY + job_id,
+                                            _now_ms() + ttl_ms, ttl_ms])
+    finally:
+        if slot.local and token is not None:
+            _forget_inline(slot.key)
 
 
 async def release_job(job_id: str) -> None:
@@ -308,7 +367,7 @@ async def subscribe(session_id: str, uri: str, ttl: int) -> None:
         metrics.incr("limit_refusals:uri_bytes")
         raise InvalidParams(f'"uri" is longer than {config["MAX_URI_BYTES"]} bytes.')
     limit, names = config["MAX_SUBSCRIPTIONS_PER_SESSION"], keys()
-    added = await _script(SUBSCRIBE_LUA)(keys=[names.subscriptions(session_id), names.uri_subscribers(uri)],
+    added = await script(SUBSCRIBE_LUA)(keys=[names.subscriptions(session_id), names.uri_subscribers(uri)],
                                          args=[limit, uri, session_id, ttl])
     if not added:
         metrics.incr("limit_refusals:subscriptions")

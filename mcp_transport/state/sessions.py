@@ -18,7 +18,7 @@ from typing import Optional
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
-from . import control, metrics
+from . import control, metrics, quotas
 from ..conf import get_config
 from ..connections import async_redis, keys
 from ..models import McpSession
@@ -130,6 +130,32 @@ async def load_for_resume(session_id: str) -> Optional[SessionRecord]:
 async def load(session_id: str) -> Optional[SessionRecord]:
     """The open session with this id, refreshing its idle timer; None if unknown or closed."""
     raw = await async_redis().getex(keys().session(session_id), ex=_idle_timeout())
+    return await _loaded(session_id, raw)
+
+
+LOAD_FOR_CALL_LUA = """
+-- KEYS[1]: the session's live copy, KEYS[2]: its running background calls (quotas.py). ARGV:
+-- the idle timeout (s), now (ms). The copy, its idle timer refreshed ('' when it is gone), and
+-- how many of the session's calls run in the background now.
+local raw = redis.call('GETEX', KEYS[1], 'EX', ARGV[1])
+if not raw then return {'', 0} end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[2])
+return {raw, redis.call('ZCARD', KEYS[2])}
+"""
+
+
+async def load_for_call(session_id: str) -> tuple:
+    """``load()`` for a request that counts as a call, and the count its admission needs
+    (``quotas.admit_call``), in the same round trip: (record or None, running or None)."""
+    names = keys()
+    raw, running = await quotas.script(LOAD_FOR_CALL_LUA)(
+        keys=[names.session(session_id), names.calls(session_id)], args=[_idle_timeout(), int(time.time() * 1000)])
+    if not raw:
+        return await _loaded(session_id, None), None
+    return await _loaded(session_id, raw), running
+
+
+async def _loaded(session_id, raw):
     if raw is not None:
         record = SessionRecord.from_json(raw)
         if time.time() - record.seen_written > LAST_SEEN_WRITE_INTERVAL:

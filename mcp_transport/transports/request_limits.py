@@ -27,6 +27,7 @@ The seam: daphne's ``HTTPFactory`` builds each connection with Twisted's
 keeps Twisted's channel: put a front proxy's limits in front of it (README).
 """
 import functools
+import time
 
 from twisted.web import http as twisted_http
 
@@ -94,6 +95,8 @@ class LimitedChannel(twisted_http.HTTPChannel):
     _in_request = False
     _refused = False
     _deadline = None
+    #: When the request being received started (reactor time); None between requests.
+    _receiving_since = None
     _linger = None
     _discarded = 0
 
@@ -111,7 +114,8 @@ class LimitedChannel(twisted_http.HTTPChannel):
     # daphne sets its own request class on every connection; each gets its body counted.
     @property
     def requestFactory(self):
-        return self.__dict__.get("_request_factory", _counted(twisted_http.Request))
+        factory = self.__dict__.get("_request_factory")
+        return factory if factory is not None else _counted(twisted_http.Request)
 
     @requestFactory.setter
     def requestFactory(self, factory):
@@ -123,6 +127,7 @@ class LimitedChannel(twisted_http.HTTPChannel):
 
     def connectionLost(self, reason):
         self._disarm()
+        self._cancel_deadline()
         if self._linger is not None and self._linger.active():
             self._linger.cancel()
         super().connectionLost(reason)
@@ -198,19 +203,36 @@ class LimitedChannel(twisted_http.HTTPChannel):
 
     # -- the receive deadline and refusals ---------------------------------------------------
 
+    # One timer per connection, not one per request: a keep-alive connection's requests only
+    # move ``_receiving_since``, and the timer, when it fires, looks at the request being
+    # received then (scheduling and cancelling a timer per request was most of this channel's
+    # own cost under load).
+
     def _arm(self):
         """Start the clock at a request's first byte (not while a response is being served)."""
-        if self._deadline is None and not self._in_request:
-            self._deadline = self.callLater(self.receive_seconds, self._too_slow)
+        if self._receiving_since is None and not self._in_request:
+            self._receiving_since = time.monotonic()
+            if self._deadline is None:
+                self._deadline = self.callLater(self.receive_seconds, self._check_deadline)
 
     def _disarm(self):
+        """The request arrived (or the connection ends): its clock stops; the timer may stay."""
+        self._receiving_since = None
+
+    def _check_deadline(self):
+        self._deadline = None
+        if self._receiving_since is None or self._refused:
+            return  # between requests: the next one's first byte sets a timer again
+        left = self._receiving_since + self.receive_seconds - time.monotonic()
+        if left > 0:  # a later request than the one the timer was set for
+            self._deadline = self.callLater(left, self._check_deadline)
+            return
+        self.refuse(408, f"The request was not received within {self.receive_seconds:g} s.", "receive_seconds")
+
+    def _cancel_deadline(self):
         deadline, self._deadline = self._deadline, None
         if deadline is not None and deadline.active():
             deadline.cancel()
-
-    def _too_slow(self):
-        self._deadline = None
-        self.refuse(408, f"The request was not received within {self.receive_seconds:g} s.", "receive_seconds")
 
     def refuse(self, status: int, message: str, limit: str) -> None:
         """Answer ``status`` now and read nothing more of this connection."""

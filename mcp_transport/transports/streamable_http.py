@@ -101,6 +101,8 @@ class McpHttpConsumer(AsyncConsumer):
     response_started = False
     #: The StreamTail of a GET response, whose claim and subscription must be released.
     tail = None
+    #: The session's running background calls, as its read counted them (``open_session``).
+    running_calls = None
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -162,12 +164,19 @@ class McpHttpConsumer(AsyncConsumer):
         self.principal = self.scope["principal"] = await auth.authenticate(self.scope, self.headers)
         self.scope["user"] = self.principal.user
 
-    async def open_session(self, resume=False) -> sessions.SessionRecord:
+    async def open_session(self, resume=False, for_call=False) -> sessions.SessionRecord:
+        """The request's session, or 400 / 404. ``for_call``: the request counts as a call, so
+        the read also counts the session's running background calls (``self.running_calls``),
+        which its admission needs: one round trip for both."""
         session_id = self.headers.get("mcp-session-id")
         if session_id is None:
             raise TransportError("Missing Mcp-Session-Id header: send initialize first.")
-        load = sessions.load_for_resume if resume else sessions.load
-        session = await load(session_id) if ids.is_session_id(session_id) else None
+        if not ids.is_session_id(session_id):
+            session = None
+        elif for_call:
+            session, self.running_calls = await sessions.load_for_call(session_id)
+        else:
+            session = await (sessions.load_for_resume if resume else sessions.load)(session_id)
         # A session belongs to its principal: to anyone else it does not exist.
         if session is None or session.principal != self.principal.key:
             # "respond to requests containing that session ID with HTTP 404 Not Found"
@@ -203,8 +212,9 @@ class McpHttpConsumer(AsyncConsumer):
             return await modern.post(self, message)
         if "mcp-session-id" not in self.headers and isinstance(message, Request) and message.method == "initialize":
             return await self.initialize(message)
-        session = await self.open_session()
-        if isinstance(message, Request):
+        is_request = isinstance(message, Request)
+        session = await self.open_session(for_call=is_request and counts_as_call(message))
+        if is_request:
             await self.post_request(session, message)
         elif isinstance(message, Notification):
             await self.post_notification(session, message)
@@ -259,7 +269,8 @@ class McpHttpConsumer(AsyncConsumer):
         sse = self.wants_sse(may_send(request))
         if counts_as_call(request):  # a background tool's job counts too, until it ends
             try:
-                call.quota = await quotas.admit_call(session.id)
+                call.quota = await quotas.admit_call(session.id, self.running_calls,
+                                                     background=sse and runs_in_background(request, self.principal))
             except ProtocolError as exc:  # 429: the session runs MAX_CALLS_PER_SESSION already
                 return await self.send_request_error(request, exc)
         try:

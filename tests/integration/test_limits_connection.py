@@ -174,20 +174,41 @@ def test_headers_under_the_limits_still_work(small_server):
 
 # -- slow and idle connections ---------------------------------------------------------------
 
-def test_a_trickling_request_gets_408(small_server):
-    """A byte at a time, faster than the idle timeout: only the receive deadline ends it."""
+def trickle(sock):
+    """Send a request a byte at a time, faster than the idle timeout, until the server answers."""
     request = head([*JSON_HEADERS, "Content-Length: 100"])
     started = time.monotonic()
+    for byte in request:
+        readable, _, _ = select.select([sock], [], [], 0.25)
+        if readable:
+            return
+        sock.send(bytes([byte]))
+    while not select.select([sock], [], [], 0.25)[0]:
+        assert time.monotonic() - started < DEADLINE, "no 408 while trickling"
+        sock.send(b"{")
+
+
+def test_a_trickling_request_gets_408(small_server):
+    """A byte at a time, faster than the idle timeout: only the receive deadline ends it."""
     with connect(small_server) as sock:
-        for byte in request:
-            readable, _, _ = select.select([sock], [], [], 0.25)
-            if readable:
-                break
-            sock.send(bytes([byte]))
-        else:
-            while not select.select([sock], [], [], 0.25)[0]:
-                assert time.monotonic() - started < DEADLINE, "no 408 while trickling"
-                sock.send(b"{")
+        trickle(sock)
+        assert_refused(*read_response(sock), 408)
+
+
+def test_a_later_request_of_a_keep_alive_connection_that_trickles_gets_408(small_server):
+    """The connection's one timer, set at its first request, looks at the request being received
+    when it fires: a later one gets its whole time, and then its 408."""
+    body = init_body()
+    with connect(small_server) as sock:
+        sock.sendall(head([*JSON_HEADERS, f"Content-Length: {len(body)}"]) + body)
+        data = b""
+        while b"\r\n\r\n" not in data or len(data) < _expected_length(data):
+            data += sock.recv(65536)
+        assert data.startswith(b"HTTP/1.1 200"), data[:200]
+        time.sleep(1)  # half the receive deadline: the first request's timer fires during the second
+        started = time.monotonic()
+        trickle(sock)
+        assert time.monotonic() - started >= SMALL["REQUEST_RECEIVE_SECONDS"] * 0.9, "refused before its time"
         assert_refused(*read_response(sock), 408)
 
 

@@ -122,7 +122,7 @@ async def _receive_request(session, request, principal, scope, headers):
     call = Call(session=session, user=principal.user or AnonymousUser(), principal=principal)
     if counts_as_call(request):  # a background tool's job counts too, until it ends
         try:
-            call.quota = await quotas.admit_call(session.id)
+            call.quota = await quotas.admit_call(session.id, background=runs_in_background(request, principal))
         except ProtocolError as exc:  # the session runs MAX_CALLS_PER_SESSION already
             return await reply(session.id, error_message(request.id, exc.code, exc.message))
     if runs_in_background(request, principal):

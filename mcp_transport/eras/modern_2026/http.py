@@ -137,7 +137,8 @@ async def post(consumer, message):
                          user=consumer.user, principal=consumer.principal, request_bytes=consumer.body.size)
     if dispatch.counts_as_call(request):  # and its job (a task's too) counts until it ends
         try:
-            call.quota = await quotas.admit_caller_call(consumer.principal.key, consumer.client_address())
+            call.quota = await quotas.admit_caller_call(consumer.principal.key, consumer.client_address(),
+                                                        dispatch.runs_in_background(request, consumer.principal))
         except ProtocolError as exc:  # 429: this caller runs MAX_CALLS_PER_CALLER already
             headers = [(name.encode(), value.encode()) for name, value in exc.headers]
             return await consumer.send_json(exc.http_status, error_reply(request.id, exc), headers)

@@ -1,0 +1,134 @@
+"""The Redis cost of a short inline call is a tested number (issue 19): ``tools/call echo``
+costs at most one round trip in either era, so no later change adds one silently.
+
+A daphne process of its own talks to a Redis of its own, which MONITOR watches: every command
+a client sends is counted (a command inside a script is the script's, not a round trip; a
+pipeline's commands are counted one by one, so the count is an upper bound of the round
+trips). Housekeeping runs once an hour here (HEARTBEAT_SECONDS), so nothing but the calls
+talks to Redis while they are counted. With authorization on, a static token costs no round
+trip either: its check is in process memory between revocations (AUTH_REVOCABLE_MEMORY_SECONDS).
+"""
+import json
+import os
+import secrets
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import redis
+
+from mcpserver.embedded_redis import EmbeddedRedis
+from mcp_transport.testing import HttpClient, ModernClient
+
+ROOT = Path(__file__).resolve().parents[2]
+CALLS = 20
+ECHO = {"name": "echo", "arguments": {"text": "counted"}}
+#: Round trips one call may cost: 2025-11-25, the session's read (its admission rides along);
+#: 2026-07-28, the count of the caller's running background work.
+BUDGET = {"2025-11-25": 1, "2026-07-28": 1}
+
+
+@pytest.fixture(scope="module")
+def own_redis():
+    server = EmbeddedRedis().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module", params=["auth off", "static token"])
+def counted(request, start_server, own_redis, server_env):
+    """(server, token): a server on the counted Redis, without and with authorization (a
+    static token, trusted from process memory between revocations: auth/)."""
+    env = {"REDIS_URL": own_redis.url, "MCP_TRANSPORT_JSON": json.dumps({"HEARTBEAT_SECONDS": 3600})}
+    token = None
+    if request.param == "static token":
+        # Trusted for longer than the default 10 s: a loaded machine may take that long for the
+        # calls, and one renewal would be counted as theirs.
+        settings = {"HEARTBEAT_SECONDS": 3600, "AUTH_REVOCABLE_MEMORY_SECONDS": 3600}
+        env.update(MCP_AUTH="on", MCP_TRANSPORT_JSON=json.dumps(settings))
+        created = subprocess.run(
+            [sys.executable, "manage.py", "mcp_tokens", "create", "--user", f"counted-{secrets.token_hex(4)}"],
+            cwd=ROOT, env={**os.environ, **server_env, **env}, capture_output=True, text=True, timeout=120)
+        assert created.returncode == 0, created.stdout + created.stderr
+        token = created.stdout.strip().splitlines()[-1]
+    server = start_server(**env)
+    yield server, token
+    server.stop()
+
+
+class Monitor:
+    """The commands clients send to a Redis between ``start()`` and ``stop()``, as MONITOR
+    sees them: one marker command from this monitor's own client opens and closes the count."""
+
+    def __init__(self, url):
+        self.client = redis.Redis.from_url(url, decode_responses=True)
+        self.commands = []
+        self._ready = threading.Event()
+
+    def start(self):
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        assert self._ready.wait(10), "MONITOR did not start"
+        self.client.echo("round-trips:start")
+
+    def stop(self) -> list:
+        self.client.echo("round-trips:stop")
+        self._thread.join(30)
+        assert not self._thread.is_alive(), "MONITOR never saw the closing marker"
+        return self.commands
+
+    def _watch(self):
+        with self.client.monitor() as monitor:
+            self._ready.set()
+            started = False
+            for command in monitor.listen():
+                text = command["command"]
+                if text == "ECHO round-trips:start":
+                    started = True
+                elif text == "ECHO round-trips:stop":
+                    return
+                elif started and command.get("client_type") != "lua":
+                    self.commands.append(text)
+
+
+def count(own_redis, calls) -> list:
+    monitor = Monitor(own_redis.url)
+    monitor.start()
+    try:
+        calls()
+    finally:
+        commands = monitor.stop()
+    return commands
+
+
+def test_a_2025_inline_call_costs_one_round_trip(counted, own_redis):
+    server, token = counted
+    client = HttpClient(server.url, token=token)
+    client.initialize()
+    assert client.call("tools/call", ECHO)["result"]["structuredContent"] == {"result": "counted"}  # warm
+
+    def calls():
+        for _ in range(CALLS):
+            assert client.call("tools/call", ECHO)["result"]["structuredContent"] == {"result": "counted"}
+
+    commands = count(own_redis, calls)
+    print("2025-11-25 commands per call:", len(commands) / CALLS)
+    assert len(commands) <= CALLS * BUDGET["2025-11-25"], commands
+
+
+def test_a_2026_inline_call_costs_at_most_one_round_trip(counted, own_redis):
+    server, token = counted
+    client = ModernClient(server.url)
+    client.token = token
+    assert client.post("tools/call", ECHO).json["result"]["structuredContent"] == {"result": "counted"}  # warm
+
+    def calls():
+        for _ in range(CALLS):
+            reply = client.post("tools/call", ECHO)
+            assert reply.status == 200 and reply.json["result"]["structuredContent"] == {"result": "counted"}
+
+    commands = count(own_redis, calls)
+    print("2026-07-28 commands per call:", len(commands) / CALLS)
+    assert len(commands) <= CALLS * BUDGET["2026-07-28"], commands
