@@ -254,7 +254,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "filters": {"mcp_ids": {"()": "mcp_transport.logs.ContextFilter"}},
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(mcp_session_id)s %(mcp_request_id)s] %(message)s"},
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(mcp_session_id)s %(mcp_request_id)s %(trace_id)s %(span_id)s] %(message)s"},
         "json": {"()": "mcp_transport.logs.JsonFormatter"},
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["mcp_ids"],

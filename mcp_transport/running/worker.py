@@ -36,6 +36,7 @@ from ..state import control, metrics, quotas, sessions
 from . import jobs
 from ..state.bell import doorbell
 from ..conf import get_config
+from .. import tracing
 from ..logs import short_id
 from ..connections import async_redis, keys
 from ..methods.content import error_result
@@ -326,6 +327,7 @@ class JobChannel(RequestStream):
         if self.replaying:
             return
         metrics.incr("job_progress_reports")
+        tracing.job_event(self.job, "progress", progress=progress, total=total, message=message)
         self.last_progress_at = time.monotonic()
         self.last_total = total if total is not None else self.last_total
         if message is not None:
@@ -500,8 +502,9 @@ def run_job(self, job_id: str, session_id: str = "", stream_key: str = ""):
         bridge().run(jobs.finish(job, Status.FAILED, error_result(text), error=text, **jobs.internal_failure(job)))
         return
     asked, answers = bridge().run(jobs.asked_and_answered(job.id))
-    JobRun(job, spec, asked, answers, worker=self.request.hostname or "").execute(
-        worker=f"{self.request.hostname}:{os.getpid()}")
+    with tracing.job_span(job):  # a child of its call's span, wherever that ran
+        JobRun(job, spec, asked, answers, worker=self.request.hostname or "").execute(
+            worker=f"{self.request.hostname}:{os.getpid()}")
 
 
 #: The outcome of a tool that did not return or raise an Exception (its process is stopping).

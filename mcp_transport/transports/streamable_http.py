@@ -20,7 +20,7 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.http.request import split_domain_port, validate_host
 
-from .. import auth, logs
+from .. import auth, logs, tracing
 from ..state import control, metrics, quotas, sessions
 from ..running import calls, jobs, streams
 from ..eras.modern_2026 import http as modern
@@ -256,6 +256,7 @@ class McpHttpConsumer(AsyncConsumer):
             await sessions.update(session, state=state.value)
         auth.require_spec_scopes(target_spec(request), self.principal, self.scope, self.headers)  # 403
         call = Call(session=session, user=self.user, principal=self.principal, request_bytes=self.body.size)
+        call.span = tracing.start(request, session, self.headers)
         sse = self.wants_sse(may_send(request))
         if counts_as_call(request):  # a background tool's job counts too, until it ends
             try:

@@ -16,7 +16,7 @@ import logging
 
 import redis
 
-from ... import auth, logs
+from ... import auth, logs, tracing
 from ...methods import dispatch
 from . import jobs as modern_jobs, tasks as modern_tasks, rounds
 from ...state import metrics, quotas, sessions
@@ -134,6 +134,7 @@ async def post(consumer, message):
     auth.require_spec_scopes(dispatch.target_spec(request), consumer.principal, consumer.scope, consumer.headers)
     call = dispatch.Call(session=stateless_session(meta, consumer.user_id, consumer.principal.key),
                          user=consumer.user, principal=consumer.principal, request_bytes=consumer.body.size)
+    call.span = tracing.start(request, call.session, consumer.headers)
     if dispatch.counts_as_call(request):  # and its job (a task's too) counts until it ends
         try:
             call.quota = await quotas.admit_caller_call(consumer.principal.key, consumer.client_address())
