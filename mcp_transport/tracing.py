@@ -72,8 +72,9 @@ class _Configured:
     microseconds per call when OTEL_PYTHON_TRACER_PROVIDER is unset (its os.environ miss raises
     and catches a KeyError); a project sets its provider at startup, before any call."""
 
-    def __init__(self, getter):
-        self.getter, self.unset = getter, getter()  # the API's proxy until the SDK sets one
+    def __init__(self, getter, unset):
+        #: Whether a provider is the API's stand-in (its proxy until one is set, or a no-op).
+        self.getter, self.unset = getter, unset
         self.known, self.checked_at = False, -1.0
 
     def __call__(self) -> bool:
@@ -82,13 +83,16 @@ class _Configured:
         now = time.monotonic()
         if now - self.checked_at >= 1.0:
             self.checked_at = now
-            self.known = self.getter() is not self.unset
+            self.known = not self.unset(self.getter())
         return self.known
 
 
 if trace is not None:
-    tracing_on = _Configured(trace.get_tracer_provider)
-    metrics_on = _Configured(otel_metrics.get_meter_provider)
+    tracing_on = _Configured(trace.get_tracer_provider, lambda provider: isinstance(
+        provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)))
+    # The API names its proxy meter provider privately (_ProxyMeterProvider).
+    metrics_on = _Configured(otel_metrics.get_meter_provider, lambda provider: isinstance(
+        provider, otel_metrics.NoOpMeterProvider) or type(provider).__name__ == "_ProxyMeterProvider")
 
 
 def available() -> bool:

@@ -196,7 +196,7 @@ def test_log_lines_carry_the_trace_and_span_ids_in_both_formats(spans):
 
 
 def test_with_no_sdk_configured_nothing_is_recorded_but_the_clients_trace_names_the_log_lines(spans, monkeypatch):
-    monkeypatch.setattr(tracing, "tracing_on", tracing._Configured(trace.get_tracer_provider))  # as if none were set
+    monkeypatch.setattr(tracing, "tracing_on", tracing._Configured(trace.get_tracer_provider, lambda provider: True))  # as if none were set
     assert served(call_tool(), {"result": {}}) is None
     assert served(call_tool(meta={"traceparent": TRACEPARENT}), {"result": {}}) == (TRACE_ID, PARENT_ID)
     assert spans.get_finished_spans() == ()
@@ -234,8 +234,8 @@ print("ok")
 def test_the_cost_per_call_with_no_sdk_is_negligible(monkeypatch):
     """start + finish of a call with no provider set and no trace context sent (the default):
     a few hundred nanoseconds, against tens of microseconds for a call."""
-    monkeypatch.setattr(tracing, "tracing_on", tracing._Configured(trace.get_tracer_provider))
-    monkeypatch.setattr(tracing, "metrics_on", tracing._Configured(tracing.otel_metrics.get_meter_provider))
+    monkeypatch.setattr(tracing, "tracing_on", tracing._Configured(trace.get_tracer_provider, lambda provider: True))
+    monkeypatch.setattr(tracing, "metrics_on", tracing._Configured(tracing.otel_metrics.get_meter_provider, lambda provider: True))
     request, the_session, message = call_tool(), session("s"), {"result": {}}
 
     def one_call():
@@ -249,7 +249,7 @@ def test_a_provider_set_after_the_first_calls_is_seen_within_a_second(monkeypatc
     unset, current, clock = object(), [None], [100.0]
     current[0] = unset
     monkeypatch.setattr(tracing.time, "monotonic", lambda: clock[0])
-    configured = tracing._Configured(lambda: current[0])
+    configured = tracing._Configured(lambda: current[0], lambda provider: provider is unset)
     assert configured() is False
     current[0] = object()  # the project sets its provider
     assert configured() is False  # not asked again within the second
