@@ -255,3 +255,23 @@ def test_a_provider_set_after_the_first_calls_is_seen_within_a_second(monkeypatc
     assert configured() is False  # not asked again within the second
     clock[0] += 1.0
     assert configured() is True and configured() is True
+
+
+def test_the_snippet_of_docs_operations_md_exports_the_apps_spans(tmp_path):
+    """The "Tracing" section's settings snippet, run as a process's settings would: the span of
+    a call reaches its file (at the process's exit, the batch processor's last flush)."""
+    page = (ROOT / "docs" / "operations.md").read_text()
+    snippet = page.split("## Tracing", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    code = snippet + """
+from types import SimpleNamespace
+from mcp_transport import tracing
+from mcp_transport.protocol.jsonrpc import Request
+request = Request(id=1, method="tools/call", params={"name": "echo"})
+tracing.finish(tracing.start(request, SimpleNamespace(id="", protocol_version="2026-07-28")), request, {"result": {}})
+"""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    (span,) = [json.loads(line) for line in (tmp_path / "spans.jsonl").read_text().splitlines()]
+    assert span["name"] == "tools/call echo" and span["resource"]["attributes"]["service.name"] == "my-mcp-server"
