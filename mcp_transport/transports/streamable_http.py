@@ -256,13 +256,13 @@ class McpHttpConsumer(AsyncConsumer):
             await sessions.update(session, state=state.value)
         auth.require_spec_scopes(target_spec(request), self.principal, self.scope, self.headers)  # 403
         call = Call(session=session, user=self.user, principal=self.principal, request_bytes=self.body.size)
-        call.span = tracing.start(request, session, self.headers)
         sse = self.wants_sse(may_send(request))
         if counts_as_call(request):  # a background tool's job counts too, until it ends
             try:
                 call.quota = await quotas.admit_call(session.id)
             except ProtocolError as exc:  # 429: the session runs MAX_CALLS_PER_SESSION already
                 return await self.send_request_error(request, exc)
+        call.span = tracing.start(request, session, self.headers)  # ended in calls.finished
         try:
             if sse:
                 # The request's task releases its place, or the job it starts takes it over.

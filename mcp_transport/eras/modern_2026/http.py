@@ -134,13 +134,13 @@ async def post(consumer, message):
     auth.require_spec_scopes(dispatch.target_spec(request), consumer.principal, consumer.scope, consumer.headers)
     call = dispatch.Call(session=stateless_session(meta, consumer.user_id, consumer.principal.key),
                          user=consumer.user, principal=consumer.principal, request_bytes=consumer.body.size)
-    call.span = tracing.start(request, call.session, consumer.headers)
     if dispatch.counts_as_call(request):  # and its job (a task's too) counts until it ends
         try:
             call.quota = await quotas.admit_caller_call(consumer.principal.key, consumer.client_address())
         except ProtocolError as exc:  # 429: this caller runs MAX_CALLS_PER_CALLER already
             headers = [(name.encode(), value.encode()) for name, value in exc.headers]
             return await consumer.send_json(exc.http_status, error_reply(request.id, exc), headers)
+    call.span = tracing.start(request, call.session, consumer.headers)  # ended in calls.finished
     try:
         await serve(consumer, request, meta, handler, call)
     finally:
