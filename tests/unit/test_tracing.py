@@ -285,3 +285,23 @@ def test_a_call_without_trace_context_is_a_child_of_what_is_current(spans):
     http_span_id = run(serve)
     call_span = next(span for span in spans.get_finished_spans() if span.name == "tools/call echo")
     assert call_span.parent.span_id == http_span_id
+
+
+def test_the_operation_duration_histogram_is_recorded_when_a_meter_provider_is_set(monkeypatch):
+    from opentelemetry import metrics
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    reader = InMemoryMetricReader()
+    metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+    # the app's own test of whether a provider is set, asked afresh (no answer cached from before)
+    monkeypatch.setattr(tracing, "metrics_on", tracing._Configured(metrics.get_meter_provider, tracing.metrics_on.unset))
+    monkeypatch.setattr(tracing, "known_target", lambda method, name: name == "echo")
+    tracing.finish(None, call_tool(), {"result": {}}, None, 0.25)
+    tracing.finish(None, call_tool("made-up"), {"error": {"code": -32603, "message": "x"}}, None, 0.5)
+    (metric,) = [metric for resource in reader.get_metrics_data().resource_metrics
+                 for scope in resource.scope_metrics for metric in scope.metrics]
+    assert (metric.name, metric.unit) == ("mcp.server.operation.duration", "s")
+    points = {tuple(sorted(point.attributes.items())): point.sum for point in metric.data.data_points}
+    assert points == {(("gen_ai.tool.name", "echo"), ("mcp.method.name", "tools/call")): 0.25,
+                      (("error.type", "-32603"), ("mcp.method.name", "tools/call")): 0.5}
