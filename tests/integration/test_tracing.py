@@ -100,3 +100,45 @@ def test_an_inline_error_is_recorded_as_the_conventions_say(traced):
     span = spans_of_trace(spans, trace_id, ["tools/call"])["tools/call"]  # no unregistered name in span names
     assert span["attributes"]["rpc.response.status_code"] == "-32602"
     assert "error.type" not in span["attributes"] and span["status"]["status_code"] == "UNSET"
+
+
+@pytest.fixture(scope="module")
+def client_spans():
+    """The test process records the official SDK client's spans (its CLIENT span of each call,
+    whose context it injects in params._meta, SEP-414)."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):  # a provider is set once per process
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return exporter
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("mode", ["legacy", None], ids=["2025-11-25", "default-2026"])
+async def test_the_official_sdk_clients_span_is_the_parent_of_the_servers(traced, client_spans, mode):
+    from mcp import Client
+
+    server, spans = traced
+    client_spans.clear()
+    seen = []
+
+    async def on_progress(progress, total, message):
+        seen.append(progress)
+
+    options = {"mode": mode} if mode else {}
+    async with Client(server.url, **options) as client:
+        result = await client.call_tool("slow_job", {"steps": 2, "interval_ms": 1}, progress_callback=on_progress)
+    assert result.content[0].text == "done 2"
+    (sent,) = [span for span in client_spans.get_finished_spans() if span.name == "MCP send tools/call slow_job"]
+    trace_id = format(sent.context.trace_id, "032x")
+    found = spans_of_trace(spans, trace_id, ["tools/call slow_job", "run_job slow_job"])
+    request, job = found["tools/call slow_job"], found["run_job slow_job"]
+    assert request["parent_id"] == f"0x{sent.context.span_id:016x}"
+    assert job["parent_id"] == request["context"]["span_id"]
