@@ -20,7 +20,7 @@ def traced(start_server, start_worker, tmp_path_factory):
     """A server and a worker of their own queue (no other worker takes these jobs), both
     appending their spans to one file."""
     spans = tmp_path_factory.mktemp("tracing") / "spans.jsonl"
-    env = {"OTEL_SPANS_FILE": str(spans), "CELERY_QUEUE": f"tracing-{uuid.uuid4().hex[:8]}"}
+    env = {"OTEL_SPANS_FILE": str(spans), "CELERY_QUEUE": f"tracing-{uuid.uuid4().hex[:8]}", "LOG_FORMAT": "json"}
     start_worker(**env)
     return start_server(**env), spans
 
@@ -142,3 +142,19 @@ async def test_the_official_sdk_clients_span_is_the_parent_of_the_servers(traced
     request, job = found["tools/call slow_job"], found["run_job slow_job"]
     assert request["parent_id"] == f"0x{sent.context.span_id:016x}"
     assert job["parent_id"] == request["context"]["span_id"]
+
+
+def test_a_log_line_of_the_call_names_its_span(traced):
+    server, spans = traced
+    trace_id = uuid.uuid4().hex
+    reply = ModernClient(server.url).post("tools/call", {"name": "server_log", "arguments": {"text": "marker-9c1e"},
+                                                         "_meta": {"traceparent": f"00-{trace_id}-{CLIENT_SPAN}-01"}})
+    assert reply.json["result"]["structuredContent"] == {"result": "logged"}
+    span = spans_of_trace(spans, trace_id, ["tools/call server_log"])["tools/call server_log"]
+
+    def logged():
+        records = [json.loads(line) for line in server.log().splitlines() if "marker-9c1e" in line]
+        assert records
+        return records[0]
+    record = eventually(logged)
+    assert (record["trace_id"], f"0x{record['span_id']}") == (trace_id, span["context"]["span_id"])
