@@ -47,6 +47,9 @@ _NAMING = {"gen_ai.tool.name", "gen_ai.prompt.name"}
 #: invalid request, method not found, invalid params, resource not found.
 CALLER_ERRORS = frozenset({-32700, -32600, -32601, -32602, -32002})
 
+#: The most characters of a client's string (a tool name, a URI, a request id) an attribute keeps.
+MAX_VALUE = 256
+
 #: The trace context keys, in ``_meta`` (SEP-414) and as HTTP headers (W3C Trace Context).
 _KEYS = ("traceparent", "tracestate")
 
@@ -129,7 +132,7 @@ def _carrier(meta, headers) -> dict:
 def _attributes(request, params, session):
     method = request.method
     attributes = {"mcp.method.name": method,
-                  "jsonrpc.request.id": request.id if isinstance(request.id, str) else str(request.id),
+                  "jsonrpc.request.id": str(request.id)[:MAX_VALUE],
                   "network.transport": "tcp", "network.protocol.name": "http"}
     if getattr(session, "protocol_version", None):
         attributes["mcp.protocol.version"] = session.protocol_version
@@ -141,7 +144,7 @@ def _attributes(request, params, session):
     key, attribute = _TARGETS.get(method, (None, None))
     target = params.get(key) if key else None
     if isinstance(target, str):
-        attributes[attribute] = target
+        attributes[attribute] = target[:MAX_VALUE]
         if attribute in _NAMING and (known_target is None or known_target(method, target)):
             name = f"{method} {target}"
     if method == "tools/call":

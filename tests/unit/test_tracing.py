@@ -305,3 +305,10 @@ def test_the_operation_duration_histogram_is_recorded_when_a_meter_provider_is_s
     points = {tuple(sorted(point.attributes.items())): point.sum for point in metric.data.data_points}
     assert points == {(("gen_ai.tool.name", "echo"), ("mcp.method.name", "tools/call")): 0.25,
                       (("error.type", "-32603"), ("mcp.method.name", "tools/call")): 0.5}
+
+
+def test_a_clients_long_strings_are_cut_in_attributes(spans):
+    served(call_tool("x" * 10_000, request_id="i" * 10_000), {"result": {}})
+    span = only_span(spans)
+    assert span.name == "tools/call"
+    assert len(span.attributes["gen_ai.tool.name"]) == len(span.attributes["jsonrpc.request.id"]) == tracing.MAX_VALUE
