@@ -502,9 +502,8 @@ def run_job(self, job_id: str, session_id: str = "", stream_key: str = ""):
         bridge().run(jobs.finish(job, Status.FAILED, error_result(text), error=text, **jobs.internal_failure(job)))
         return
     asked, answers = bridge().run(jobs.asked_and_answered(job.id))
-    with tracing.job_span(job):  # a child of its call's span, wherever that ran
-        JobRun(job, spec, asked, answers, worker=self.request.hostname or "").execute(
-            worker=f"{self.request.hostname}:{os.getpid()}")
+    JobRun(job, spec, asked, answers, worker=self.request.hostname or "").execute(
+        worker=f"{self.request.hostname}:{os.getpid()}")
 
 
 #: The outcome of a tool that did not return or raise an Exception (its process is stopping).
@@ -526,6 +525,10 @@ class JobRun:
         self.failed_internally = False
 
     def execute(self, worker: str) -> None:
+        with tracing.job_span(self.job):  # a child of its call's span, wherever that ran
+            self._execute(worker)
+
+    def _execute(self, worker: str) -> None:
         if not bridge().run(self.start(worker)):
             return
         result, _current.run = _UNFINISHED, self
