@@ -38,7 +38,7 @@ class McpTransportConfig(AppConfig):
 def connect_layers():
     """The calls that go up the package's layers (docs/development.md, "Package layout"), made
     through hooks the lower module offers, so that no module imports one above it."""
-    from . import auth
+    from . import auth, tracing
     from .eras.legacy_2025 import tasks
     from .methods import dispatch
     from .running import jobs
@@ -50,3 +50,4 @@ def connect_layers():
     control.on_message("closed", sessions.forget)  # its quick-resume copy in each process too
     control.on_message("auth_forget", auth.forget_local)  # a revoked token, in each process's cache
     control.on_message("auth_forget", auth.end_streams)  # and the streams opened with it
+    tracing.known_target = dispatch.is_known_target  # span names: only registered tools and prompts

@@ -1,4 +1,4 @@
-"""Structured logs: the MCP session id and JSON-RPC request id on every log record.
+"""Structured logs: the MCP session id, JSON-RPC request id and trace ids on every log record.
 
 The consumer sets two context variables when it knows a request's session and id. Asyncio tasks
 and the threads of sync tools copy the context, so a record logged anywhere while serving the
@@ -7,14 +7,16 @@ record as ``mcp_session_id`` and ``mcp_request_id`` ("-" when unknown); ``JsonFo
 one JSON object per line. The session id goes into records shortened to its first
 ``SHORT_ID_LENGTH`` characters: the full id is what a client presents to use the session (its
 only credential), and logs are read by more people, and kept longer, than sessions live. The
-prefix still finds the session (the admin and ``mcp_sessions show`` take a prefix). Put the filter on a *handler*: filters on a logger do not see the
-records its child loggers propagate.
+prefix still finds the session (the admin and ``mcp_sessions show`` take a prefix). With
+OpenTelemetry's API installed (tracing.py), ``trace_id`` and ``span_id`` name the current span
+(the call's, or its job's in a worker; "-" when there is none), so a line finds its trace. Put
+the filter on a *handler*: filters on a logger do not see the records its child loggers propagate.
 
     LOGGING = {
         "version": 1,
         "filters": {"mcp": {"()": "mcp_transport.logs.ContextFilter"}},
         "formatters": {
-            "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(mcp_session_id)s %(mcp_request_id)s] %(message)s"},
+            "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(mcp_session_id)s %(mcp_request_id)s %(trace_id)s %(span_id)s] %(message)s"},
             "json": {"()": "mcp_transport.logs.JsonFormatter"},
         },
         "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["mcp"], "formatter": "json"}},
@@ -35,6 +37,8 @@ import contextvars
 import json
 import logging
 import re
+
+from . import tracing
 
 session_id = contextvars.ContextVar("mcp_session_id", default=None)
 request_id = contextvars.ContextVar("mcp_request_id", default=None)
@@ -123,6 +127,8 @@ def _add_ids(record):
     if not hasattr(record, "mcp_request_id"):
         current = request_id.get()
         record.mcp_request_id = "-" if current is None else current
+    if not hasattr(record, "trace_id"):
+        record.trace_id, record.span_id = tracing.current_ids() or ("-", "-")
 
 
 class JsonFormatter(logging.Formatter):

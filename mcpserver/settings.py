@@ -254,7 +254,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "filters": {"mcp_ids": {"()": "mcp_transport.logs.ContextFilter"}},
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(mcp_session_id)s %(mcp_request_id)s] %(message)s"},
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(mcp_session_id)s %(mcp_request_id)s %(trace_id)s %(span_id)s] %(message)s"},
         "json": {"()": "mcp_transport.logs.JsonFormatter"},
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["mcp_ids"],
@@ -262,3 +262,19 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
     "loggers": {"mcp_transport": {"level": os.environ.get("MCP_LOG_LEVEL", "INFO")}},
 }
+
+# Tracing (docs/operations.md, "Tracing"): with OTEL_SPANS_FILE set, this process (daphne, the
+# Celery worker and its pool) records its spans with the OpenTelemetry SDK and appends them to
+# that file, one JSON object per line (the integration tests read it). A deployment configures
+# its own exporter here the same way (OTLP, BatchSpanProcessor).
+if os.environ.get("OTEL_SPANS_FILE"):
+    from opentelemetry import trace
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+
+    _spans = open(os.environ["OTEL_SPANS_FILE"], "a", buffering=1)  # each span one append
+    _provider = TracerProvider(resource=Resource.create({"service.name": "mcpserver"}))
+    _provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(
+        out=_spans, formatter=lambda span: span.to_json(indent=None) + "\n")))
+    trace.set_tracer_provider(_provider)

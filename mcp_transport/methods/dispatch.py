@@ -50,6 +50,8 @@ class Call:
     began: float = field(default_factory=time.monotonic)
     request_bytes: int = 0
     job_id: str = ""
+    #: Its OpenTelemetry span (tracing.py), or None; it ends with the call (calls.finished).
+    span: Any = None
 
 
 def capabilities() -> dict:
@@ -86,6 +88,11 @@ def initialize_result(protocol_version: str) -> dict:
 #: Methods that run the project's code (tools, resources, prompts, completers) or wait for a
 #: task: MAX_CALLS_PER_SESSION bounds how many of them a session runs at once.
 CALL_METHODS = frozenset({"tools/call", "resources/read", "prompts/get", "completion/complete", "tasks/result"})
+
+
+def is_known_target(method: str, name: str) -> bool:
+    """A tool or prompt of this name is registered (tracing names spans only after those)."""
+    return name in (registry.tools if method == "tools/call" else registry.prompts)
 
 
 def counts_as_call(request: Request) -> bool:

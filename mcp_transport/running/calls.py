@@ -22,6 +22,7 @@ from datetime import datetime, timezone as dt_timezone
 
 from django.db import close_old_connections
 
+from .. import tracing
 from ..conf import get_config
 from ..models import McpCall
 from ..protocol import jsonrpc
@@ -109,10 +110,11 @@ def finished(request, call, message, *, status=None, job_id="") -> None:
     """Record one finished call, if the sample keeps it: ``message`` is its answer (None: it was
     cancelled and gets none), ``status`` overrides what the answer says (a call handed to its
     background job). The request pays for a tuple: the row is made on the writer's thread."""
+    ended = time.monotonic()
+    tracing.finish(call.span, request, message, status, ended - call.began)
     rate = get_config()["CALL_LOG_SAMPLE"]
     if rate <= 0 or (rate < 1 and random.random() >= rate):
         return
-    ended = time.monotonic()
     add((time.time() - (ended - call.began), ended - call.began, request, call.session, call.principal,
          call.request_bytes, message, status, job_id or call.job_id))
 

@@ -39,6 +39,7 @@ from django.db import InterfaceError, OperationalError
 from django.db.models import Q
 from django.utils import timezone
 
+from .. import tracing
 from ..state import control, metrics, quotas
 from ..methods import threads
 from ..conf import get_config, redis_url
@@ -182,7 +183,8 @@ async def submit(spec, arguments: dict, *, session_id: str, request_id, stream_k
     place = quotas.take_for_job(slot)  # before anything is spent: a call's place funds one job
     job = McpJob(id=new_job_id(), session_id=session_id, user_id=user_id, principal=principal, request_id=request_id,
                  stream_key=stream_key, tool=spec.name, arguments=arguments, progress_token=progress_token,
-                 is_task=is_task, ttl_ms=ttl_ms, celery_task_id=str(uuid.uuid4()), context=context or {})
+                 is_task=is_task, ttl_ms=ttl_ms, celery_task_id=str(uuid.uuid4()),
+                 context=tracing.job_context(context) or {})
     try:
         await _insert(job)
     except BaseException:
@@ -232,6 +234,7 @@ async def finish(job, status: str, result=None, error: str = "", allowed=McpJob.
     job.status, job.result, job.error = status, result, error
     await quotas.release_job(job.id)
     await answer(job)
+    tracing.job_ended(job)
     await metrics.record_job(status, (timezone.now() - job.created_at).total_seconds())
     return True
 

@@ -38,6 +38,7 @@ from ..state import control, metrics, quotas, sessions
 from . import jobs
 from ..state.bell import doorbell
 from ..conf import get_config
+from .. import tracing
 from ..logs import short_id
 from ..connections import async_redis, keys
 from ..methods.content import error_result
@@ -331,6 +332,7 @@ class JobChannel(RequestStream):
         if self.replaying:
             return
         metrics.incr("job_progress_reports")
+        tracing.job_event(self.job, "progress", progress=progress, total=total, message=message)
         self.last_progress_at = time.monotonic()
         self.last_total = total if total is not None else self.last_total
         if message is not None:
@@ -542,6 +544,10 @@ class JobRun:
         self.soft_time_limit = jobs.time_limits(spec)[0]
 
     def execute(self, worker: str) -> None:
+        with tracing.job_span(self.job):  # a child of its call's span, wherever that ran
+            self._execute(worker)
+
+    def _execute(self, worker: str) -> None:
         if not bridge().run(self.start(worker)):
             return
         result, _current.run = _UNFINISHED, self

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.http.request import split_domain_port, validate_host
 
-from .. import auth, logs
+from .. import auth, logs, tracing
 from ..state import control, metrics, quotas, sessions
 from ..running import calls, jobs, streams
 from ..eras.modern_2026 import http as modern
@@ -273,6 +273,7 @@ class McpHttpConsumer(AsyncConsumer):
                                                      background=sse and runs_in_background(request, self.principal))
             except ProtocolError as exc:  # 429: the session runs MAX_CALLS_PER_SESSION already
                 return await self.send_request_error(request, exc)
+        call.span = tracing.start(request, session, self.headers)  # ended in calls.finished
         try:
             if sse:
                 # The request's task releases its place, or the job it starts takes it over.

@@ -17,7 +17,7 @@ import logging
 
 import redis
 
-from ... import auth, logs
+from ... import auth, logs, tracing
 from ...methods import dispatch
 from . import jobs as modern_jobs, tasks as modern_tasks, rounds
 from ...state import metrics, quotas, sessions
@@ -142,6 +142,7 @@ async def post(consumer, message):
         except ProtocolError as exc:  # 429: this caller runs MAX_CALLS_PER_CALLER already
             headers = [(name.encode(), value.encode()) for name, value in exc.headers]
             return await consumer.send_json(exc.http_status, error_reply(request.id, exc), headers)
+    call.span = tracing.start(request, call.session, consumer.headers)  # ended in calls.finished
     try:
         await serve(consumer, request, meta, handler, call)
     finally:
