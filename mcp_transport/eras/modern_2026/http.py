@@ -430,6 +430,9 @@ async def listen(consumer, request, meta):
     after it carries the subscription id (the listen request's id) in its _meta, and only the
     types the client asked for go out."""
     honored = modern.honored_filter(request.params.get("notifications"), capabilities())
+    # No listening to a resource the caller may not read: answered as resources/read answers it.
+    await dispatch.require_readable(honored.get("resourceSubscriptions", ()),
+                                    dispatch.Call(session=None, user=consumer.user, principal=consumer.principal))
     reply = ModernReply(consumer, request.id)
     consumer.run_task(guarded(reply, follow_changes(reply, honored, {modern.META_SUBSCRIPTION_ID: request.id},
                                                     consumer.principal)))
