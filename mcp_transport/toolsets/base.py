@@ -18,7 +18,8 @@ tool needs the caller's Django model permission (``view_``, ``add_``, ``change_`
 ``tools/list`` and unknown to its ``tools/call`` (auth.may_use, through ``ToolSpec.visible``).
 Every row is read through ``get_queryset(ctx)``, so a row outside it is "not found", to
 ``get``, ``update`` and ``delete`` alike. Writes are validated by a ModelForm and run in a
-transaction. ``resources = True`` also serves each row as ``django://<app>.<model>/{pk}``.
+transaction. ``resources = True`` also serves each row as ``django://<app>.<model>/{pk}``,
+and ``subscribe = True`` tells that URI's subscribers of each save and delete (subscriptions.py).
 """
 import json
 
