@@ -146,7 +146,8 @@ def _offered_to(model_admin, name):
 
 def register_admin(model, site=None, registry=None, **options) -> AdminToolset:
     """Register the tools of ``model``'s ModelAdmin on ``site`` (default: the admin site);
-    ``create``, ``update``, ``delete``, ``resources``, ``subscribe`` and ``actions`` opt in, ``name`` sets the prefix."""
+    ``create``, ``update``, ``delete``, ``resources``, ``subscribe`` and ``actions`` opt in, ``name`` sets
+    the prefix."""
     site = site or admin.site
     if not site.is_registered(model):
         raise ImproperlyConfigured(f"{model.__name__} has no ModelAdmin on {site.name!r}: register it there first.")

@@ -44,8 +44,32 @@ def shelf(server_env):
     prefix = f"subs{os.getpid()}"
     rows = json.loads(shell(server_env, f"import json\nprefix = {prefix!r}\n{SHELF}").strip().splitlines()[-1])
     tokens = {name: new_token(server_env, f"{prefix}-{name}") for name in ("reader", "writer")}
-    uris = {key: f"django://library.book/{rows[key]}" for key in ("public", "private")}
-    return {"tokens": tokens, "uris": uris, **rows}
+    # A private book of the writer's per era, that the writer gives away once subscribed to it.
+    rows.update(json.loads(shell(server_env, HANDED.format(prefix=prefix)).strip().splitlines()[-1]))
+    uris = {key: f"django://library.book/{rows[key]}" for key in ("public", "private", "handed_legacy", "handed_auto")}
+    return {"tokens": tokens, "uris": uris, "prefix": prefix, **rows}
+
+
+HANDED = """
+import json
+from tools.library.models import Book
+writer = Book.objects.get(title="{prefix} private").owner
+print(json.dumps({{f"handed_{{mode}}": Book.objects.create(title=f"{prefix} handed {{mode}}", author_id=Book.objects.get(
+    title="{prefix} private").author_id, owner=writer, public=False).pk for mode in ("legacy", "auto")}}))
+"""
+
+#: The book goes to the reader: the writer may no longer read it.
+GIVE_AWAY = """
+from django.contrib.auth.models import User
+from tools.library.models import Book
+book = Book.objects.get(pk={pk})
+book.owner = User.objects.get(username="{prefix}-reader")
+book.save()
+"""
+
+
+def give_away(server_env, shelf, key):
+    shell(server_env, GIVE_AWAY.format(pk=shelf[key], prefix=shelf["prefix"]))
 
 
 @contextmanager
@@ -132,3 +156,24 @@ async def test_2026_a_reader_can_neither_listen_to_nor_hear_of_a_row_it_may_not_
         assert refused.value.error.code == -32602 and "not found" in refused.value.error.message
         with saving(server_env, shelf["private"], shelf["public"]), anyio.fail_after(60):
             assert await next_change(reader, shelf["uris"]["public"]) == shelf["uris"]["public"]
+
+
+async def test_2025_a_row_given_away_is_no_longer_told_of_to_its_old_reader(auth_server, server_env, shelf):
+    updates = Updates()
+    async with connect(auth_server, shelf["tokens"]["writer"], "legacy", updates) as writer:
+        await writer.subscribe_resource(shelf["uris"]["handed_legacy"])  # its own, then
+        await writer.subscribe_resource(shelf["uris"]["public"])
+        await anyio.to_thread.run_sync(give_away, server_env, shelf, "handed_legacy")
+        with saving(server_env, shelf["handed_legacy"], shelf["public"]):
+            heard = await updates.until(shelf["uris"]["public"])
+    assert set(heard) == {shelf["uris"]["public"]}
+
+
+async def test_2026_a_row_given_away_is_no_longer_told_of_to_its_old_listener(auth_server, server_env, shelf):
+    async with connect(auth_server, shelf["tokens"]["writer"], "auto") as writer:
+        async with writer.listen(resource_subscriptions=[shelf["uris"]["handed_auto"], shelf["uris"]["public"]]) \
+                as changes:
+            await anyio.to_thread.run_sync(give_away, server_env, shelf, "handed_auto")
+            with saving(server_env, shelf["handed_auto"], shelf["public"]), anyio.fail_after(60):
+                event = await anext(changes)
+    assert event.uri == shelf["uris"]["public"]

@@ -17,7 +17,7 @@ import logging
 import redis
 
 from ... import auth, logs
-from ...methods import dispatch
+from ...methods import dispatch, notify
 from . import jobs as modern_jobs, tasks as modern_tasks, rounds
 from ...state import metrics, quotas, sessions
 from ...running import calls, streams
@@ -425,6 +425,13 @@ async def follow_job(reply, request, call):
 
 # -- subscriptions/listen -----------------------------------------------------------------------
 
+async def _may_hear(message, principal) -> bool:
+    """An update of a resource the listener can no longer read (a row become another user's) is not sent."""
+    if message["method"] != "notifications/resources/updated":
+        return True
+    return await notify.may_read(message["params"]["uri"], getattr(principal, "user", None))
+
+
 async def listen(consumer, request, meta):
     """"The first message MUST be notifications/subscriptions/acknowledged"; every notification
     after it carries the subscription id (the listen request's id) in its _meta, and only the
@@ -457,7 +464,8 @@ async def follow_changes(reply, honored, tag, principal=None):
                 if rang is None or rang[0] is None:  # the deadline, or woken by the token's end
                     continue
                 message = json.loads(rang[1])
-                if modern.wanted(honored, message["method"], message.get("params")):
+                if modern.wanted(honored, message["method"], message.get("params")) \
+                        and await _may_hear(message, principal):
                     params = {**(message.get("params") or {}), "_meta": tag}
                     await reply.send(notification_message(message["method"], params))
         finally:
