@@ -177,3 +177,13 @@ async def test_2026_a_row_given_away_is_no_longer_told_of_to_its_old_listener(au
             with saving(server_env, shelf["handed_auto"], shelf["public"]), anyio.fail_after(60):
                 event = await anext(changes)
     assert event.uri == shelf["uris"]["public"]
+
+
+async def test_2026_a_tools_write_in_the_web_process_notifies_too(auth_server, shelf):
+    async with connect(auth_server, shelf["tokens"]["writer"], "auto") as writer:
+        async with writer.listen(resource_subscriptions=[shelf["uris"]["public"]]) as changes:
+            updated = await writer.call_tool("book_update", {"id": shelf["public"], "year": 1993})
+            assert updated.is_error is not True, updated.content
+            with anyio.fail_after(60):
+                event = await anext(changes)
+    assert event.uri == shelf["uris"]["public"]

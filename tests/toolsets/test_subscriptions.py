@@ -16,7 +16,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def sent(monkeypatch):
     uris = []
-    monkeypatch.setattr(notify, "resource_updated_sync", uris.append)
+
+    async def resource_updated(uri):
+        uris.append(uri)
+    monkeypatch.setattr(notify, "resource_updated", resource_updated)
     return uris
 
 
