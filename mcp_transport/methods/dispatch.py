@@ -171,7 +171,7 @@ def target_spec(request: Request):
         return registry.tools.get(params["name"])
     if method == "prompts/get" and isinstance(params.get("name"), str):
         return registry.prompts.get(params["name"])
-    if method == "resources/read" and isinstance(params.get("uri"), str):
+    if method in ("resources/read", "resources/subscribe") and isinstance(params.get("uri"), str):
         return registry.find_resource(params["uri"])[0]
     return None
 
@@ -394,10 +394,35 @@ async def resources_read(params, call):
     return {"contents": spec.to_contents(uri, value)}
 
 
+async def require_readable(uris, call) -> None:
+    """Raise ResourceNotFound, as resources/read would, for the first of ``uris`` the caller
+    may not read: resources/subscribe and subscriptions/listen run it, so an update never tells
+    anyone of a resource (another user's row) it could not read. The resource's own
+    ``readable`` checks (the model toolsets': ``get_queryset``, ``has_object_permission``) run
+    in one thread for all of ``uris``."""
+    checks = []
+    for uri in uris:
+        spec, variables = registry.find_resource(uri)
+        if spec is None or not may_use(spec, call.principal):
+            raise ResourceNotFound(f"Resource not found: {uri}.", data={"uri": uri})
+        if spec.readable is not None:
+            checks.append((spec.readable, variables))
+    if checks:
+        context = Context(channel=call.channel, session_id=call.session.id if call.session is not None else None,
+                          request_id=None, user=call.user)
+        await run_sync_or_async(_run_checks, (context, checks), call=call)
+
+
+def _run_checks(context, checks):
+    for readable, variables in checks:
+        readable(context, **variables)
+
+
 async def resources_subscribe(params, call):
     uri = _string_param(params, "uri")
     from .notify import subscribe
 
+    await require_readable([uri], call)
     await subscribe(call.session.id, uri)
     return {}
 

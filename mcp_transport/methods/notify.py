@@ -15,15 +15,21 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
+from django.contrib.auth.models import AnonymousUser
+
+from .. import auth
 from ..state import quotas
 from ..conf import get_config
 from ..connections import async_redis, keys
 from ..models import McpSession
 from ..protocol.ids import GET_STREAM
 from ..protocol.jsonrpc import dumps, notification_message
+from ..protocol.errors import ResourceNotFound
 from ..protocol.session import SessionState
-from ..state.sessions import side_key_ttl
+from ..state.sessions import SessionRecord, side_key_ttl
 from ..storage import get_event_store
+from .context import Context
+from .registry import registry
 
 LIST_KINDS = ("tools", "resources", "prompts")
 
@@ -43,19 +49,43 @@ async def unsubscribe(session_id: str, uri: str) -> None:
 
 
 async def resource_updated(uri: str) -> int:
-    """Send notifications/resources/updated to every session subscribed to ``uri``."""
+    """Send notifications/resources/updated to every session subscribed to ``uri`` that may
+    still read it (``may_read``: a row that became another user's tells its old reader nothing)."""
     names = keys()
     client = async_redis()
     message = notification_message("notifications/resources/updated", {"uri": uri})
     await _ring_listeners(message)
     sent = 0
     for session_id in await client.smembers(names.uri_subscribers(uri)):
-        if await client.exists(names.session(session_id)):
+        raw = await client.get(names.session(session_id))
+        if raw is None:
+            await client.srem(names.uri_subscribers(uri), session_id)
+        elif await may_read(uri, SessionRecord.from_json(raw).user_id):
             await get_event_store().append(session_id, GET_STREAM, message)
             sent += 1
-        else:
-            await client.srem(names.uri_subscribers(uri), session_id)
     return sent
+
+
+async def may_read(uri: str, user) -> bool:
+    """Whether ``user`` (or its id) may read ``uri`` now, by the resource's own ``readable``
+    check (ResourceSpec.readable: the model toolsets' rows); True for a resource without one,
+    whose visibility and scopes were checked on subscribe and do not change with the resource."""
+    spec, variables = registry.find_resource(uri)
+    if spec is None or spec.readable is None:
+        return True
+    if not hasattr(user, "is_authenticated"):
+        user = await auth.load_user(user) if user is not None else AnonymousUser()
+    return await _readable(spec.readable, Context(channel=None, session_id=None, request_id=None, user=user),
+                           variables)
+
+
+@database_sync_to_async
+def _readable(readable, context, variables) -> bool:
+    try:
+        readable(context, **variables)
+    except ResourceNotFound:
+        return False
+    return True
 
 
 @database_sync_to_async

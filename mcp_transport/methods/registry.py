@@ -288,6 +288,10 @@ class ResourceSpec:
     #: For templates whose concrete resources are listed in ``resources/list`` (the model
     #: toolsets' rows): ``lister(ctx, cursor, size) -> (resources, next cursor or None)``, sync.
     lister: Optional[Callable] = None
+    #: ``readable(ctx, **variables)``, sync: raises ResourceNotFound when ``ctx.user`` may not
+    #: read this concrete resource (the model toolsets' rows). resources/subscribe and
+    #: subscriptions/listen run it, so that no one subscribes to what it may not read.
+    readable: Optional[Callable] = None
     #: Name of the parameter that receives the Context, if any (it may ask the client, in the
     #: 2026-07-28 era: an InputRequiredResult).
     context_param: Optional[str] = None

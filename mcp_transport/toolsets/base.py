@@ -18,7 +18,8 @@ tool needs the caller's Django model permission (``view_``, ``add_``, ``change_`
 ``tools/list`` and unknown to its ``tools/call`` (auth.may_use, through ``ToolSpec.visible``).
 Every row is read through ``get_queryset(ctx)``, so a row outside it is "not found", to
 ``get``, ``update`` and ``delete`` alike. Writes are validated by a ModelForm and run in a
-transaction. ``resources = True`` also serves each row as ``django://<app>.<model>/{pk}``.
+transaction. ``resources = True`` also serves each row as ``django://<app>.<model>/{pk}``,
+and ``subscribe = True`` tells that URI's subscribers of each save and delete (subscriptions.py).
 """
 import json
 
@@ -33,7 +34,7 @@ from ..methods import content
 from ..methods.context import Context
 from ..methods.registry import ToolError, make_tool, registry as default_registry
 from ..protocol.errors import InvalidParams, ResourceNotFound
-from . import filters as filtering, forms, paging
+from . import filters as filtering, forms, paging, subscriptions
 from .schema import field_schema, model_field, parse_value, value_of
 
 ACTIONS = ("view", "add", "change", "delete")
@@ -65,6 +66,9 @@ class ModelToolset:
     form_fields = None
     #: Serve rows as the resource template ``django://<app_label>.<model_name>/{pk}``.
     resources = False
+    #: With ``resources``: a row's save or delete, in any process, notifies the subscribers of
+    #: its URI once the transaction commits (``resources/updated``, both eras).
+    subscribe = False
 
     def __init__(self):
         if self.model is None or self.fields is None:
@@ -277,12 +281,14 @@ class ModelToolset:
             raise missing
         return obj
 
-    def read_resource(self, ctx, uri: str, key: str) -> str:
+    def read_resource(self, ctx, uri: str, key: str, serialize=True):
+        """The row as JSON; ``serialize=False`` only checks that the caller may read it (the
+        subscriptions' check: ResourceSpec.readable)."""
         try:
             obj = self.find(ctx, key, "view")
         except ToolError:
             raise ResourceNotFound(f"Resource not found: {uri}.", data={"uri": uri}) from None
-        return json.dumps(self.serialize(ctx, obj), ensure_ascii=False)
+        return json.dumps(self.serialize(ctx, obj), ensure_ascii=False) if serialize else None
 
     # -- registration ----------------------------------------------------------------------------
 
@@ -325,6 +331,8 @@ class ModelToolset:
                              input_schema=input_schema, output_schema=output_schema, annotations=annotations)
             spec.visible = self.visible_to(action)
             registry.tools[spec.name] = spec
+        if self.subscribe and not self.resources:
+            raise ImproperlyConfigured(f"{type(self).__name__}: subscribe = True needs resources = True.")
         if self.resources:
             self._register_resources(registry)
         return self
@@ -338,6 +346,10 @@ class ModelToolset:
                           description=f"One {self.opts.verbose_name}, as JSON.")(read)
         registry.templates[uri].visible = self.visible_to("view")
         registry.templates[uri].lister = lambda ctx, cursor, size: self.list_resources(ctx, uri, cursor, size)
+        registry.templates[uri].readable = lambda ctx, pk: self.read_resource(ctx, uri.replace("{pk}", pk), pk,
+                                                                              serialize=False)
+        if self.subscribe:
+            subscriptions.notify_changes(self.model, uri)
 
     def list_resources(self, ctx, template: str, cursor, size: int):
         """A page of ``resources/list``: the caller's rows by primary key (ResourceSpec.lister)."""

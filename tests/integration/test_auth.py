@@ -307,6 +307,8 @@ def test_tools_resources_and_prompts_the_caller_may_not_use_are_absent_and_refus
     assert (refused["code"], refused["message"].replace("count_users", "no_such_tool")) == \
         (unknown["code"], unknown["message"])
     assert client.call("resources/read", {"uri": "users://directory"})["error"]["code"] == -32002
+    # Nor may it subscribe to what it may not read: answered as the read is.
+    assert client.call("resources/subscribe", {"uri": "users://directory"})["error"]["code"] == -32002
     # Scopes: 403 insufficient_scope naming the scope to ask for (step-up authorization).
     reply = client.request("POST", client.message("tools/call", {"name": "sales_report",
                                                                  "arguments": {"day": "2026-01-01"}}))
@@ -328,6 +330,7 @@ def test_the_right_scope_and_permission_open_them(auth_server, server_env, celer
     assert text_of(client.call("tools/call", {"name": "count_users"})).endswith(" users")
     directory = client.call("resources/read", {"uri": "users://directory"})["result"]["contents"][0]["text"]
     assert "grace" in directory.split("\n")
+    assert client.call("resources/subscribe", {"uri": "users://directory"})["result"] == {}
     assert client.call("prompts/get", {"name": "report_summary", "arguments": {"day": "d"}})["result"]["messages"]
 
 

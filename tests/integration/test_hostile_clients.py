@@ -159,7 +159,7 @@ IN_BAND = [  # (method, params, JSON-RPC code or None for a result)
     ("tools/call", {"name": "slow_progress", "arguments": {"steps": 1}, "_meta": {"progressToken": 1.5}}, -32602),
     ("tools/call", {"name": "slow_progress", "arguments": {"steps": 1}, "_meta": {"progressToken": 2**64}}, -32602),
     ("tools/call", {"name": "slow_progress", "arguments": {"steps": 1}, "_meta": []}, -32602),
-    ("resources/subscribe", {"uri": "test://a\x00"}, None),
+    ("resources/subscribe", {"uri": "test://a\x00"}, -32002),  # no such resource, as resources/read says
     ("tools/call", {"name": "echo", "arguments": {"text": "a\x00b"}}, None),
 ]
 

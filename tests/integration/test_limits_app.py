@@ -134,21 +134,21 @@ def test_oversized_client_info_is_refused_with_32602_and_no_session(limited_serv
 
 def test_subscriptions_per_session_are_capped(session):
     for n in range(5):
-        assert "result" in session.call("resources/subscribe", {"uri": f"test://any/{n}"})
-    assert "result" in session.call("resources/subscribe", {"uri": "test://any/0"})  # again: no new one
-    refused = session.call("resources/subscribe", {"uri": "test://any/5"})
+        assert "result" in session.call("resources/subscribe", {"uri": f"test://template/any{n}/data"})
+    assert "result" in session.call("resources/subscribe", {"uri": "test://template/any0/data"})  # again: no new one
+    refused = session.call("resources/subscribe", {"uri": "test://template/any5/data"})
     assert refused["error"]["code"] == -32602 and "5 subscriptions" in refused["error"]["message"]
-    session.call("resources/unsubscribe", {"uri": "test://any/0"})
-    assert "result" in session.call("resources/subscribe", {"uri": "test://any/5"})
+    session.call("resources/unsubscribe", {"uri": "test://template/any0/data"})
+    assert "result" in session.call("resources/subscribe", {"uri": "test://template/any5/data"})
 
 
 def test_a_long_uri_is_refused(session):
-    refused = session.call("resources/subscribe", {"uri": "test://" + "u" * 300})
+    refused = session.call("resources/subscribe", {"uri": "test://template/" + "u" * 300 + "/data"})
     assert refused["error"]["code"] == -32602 and "200 bytes" in refused["error"]["message"]
 
 
 def test_delete_drops_the_sessions_subscriptions_everywhere(session, store):
-    uris = [f"test://deleted/{n}" for n in range(3)]
+    uris = [f"test://template/deleted{n}/data" for n in range(3)]
     for uri in uris:
         session.call("resources/subscribe", {"uri": uri})
     from mcp_transport.connections import Keys

@@ -19,6 +19,8 @@ def test_the_page_shows_the_example_projects_code():
     blocks = doc_blocks()
     assert blocks["tools/library/mcp_tools.py"] == (ROOT / "tools" / "library" / "mcp_tools.py").read_text()
     assert blocks["tools/library/admin.py"] in (ROOT / "tools" / "library" / "admin.py").read_text()
+    listener = ROOT / "tests" / "integration" / "test_model_subscriptions.py"
+    assert blocks["tests/integration/test_model_subscriptions.py"] in listener.read_text()
 
 
 def test_the_pages_test_file_passes(tmp_path):

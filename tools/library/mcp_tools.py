@@ -18,7 +18,7 @@ class BookTools(ModelToolset):
     page_size = 20
     create = update = delete = True
     form_fields = ["title", "author", "year", "genre", "public"]
-    resources = True
+    resources = subscribe = True
 
     def get_queryset(self, ctx):
         books = super().get_queryset(ctx)

@@ -18,7 +18,7 @@ import logging
 import redis
 
 from ... import auth, logs, tracing
-from ...methods import dispatch
+from ...methods import dispatch, notify
 from . import jobs as modern_jobs, tasks as modern_tasks, rounds
 from ...state import metrics, quotas, sessions
 from ...running import calls, streams
@@ -439,6 +439,13 @@ def listen_caller(consumer) -> str:
     return f"principal:{key}" if key else f"address:{consumer.client_address()}"
 
 
+async def _may_hear(message, principal) -> bool:
+    """An update of a resource the listener can no longer read (a row become another user's) is not sent."""
+    if message["method"] != "notifications/resources/updated":
+        return True
+    return await notify.may_read(message["params"]["uri"], getattr(principal, "user", None))
+
+
 async def listen(consumer, request, meta):
     """"The first message MUST be notifications/subscriptions/acknowledged"; every notification
     after it carries the subscription id (the listen request's id) in its _meta, and only the
@@ -461,6 +468,9 @@ async def listen(consumer, request, meta):
         exc = quotas.LimitReached(f"This client already holds {limit} open listens: close one first.", retry_after=1)
         headers = [(name.encode(), value.encode()) for name, value in exc.headers]
         return await consumer.send_json(exc.http_status, error_reply(request.id, exc), headers)
+    # No listening to a resource the caller may not read: answered as resources/read answers it.
+    await dispatch.require_readable(honored.get("resourceSubscriptions", ()),
+                                    dispatch.Call(session=None, user=consumer.user, principal=consumer.principal))
     _open_listens[caller] += 1
     reply = ModernReply(consumer, request.id)
     consumer.run_task(guarded(reply, follow_changes(reply, honored, {modern.META_SUBSCRIPTION_ID: request.id},
@@ -494,7 +504,8 @@ async def follow_changes(reply, honored, tag, principal=None):
                 if rang is None or rang[0] is None:  # the deadline, or woken by the token's end
                     continue
                 message = json.loads(rang[1])
-                if modern.wanted(honored, message["method"], message.get("params")):
+                if modern.wanted(honored, message["method"], message.get("params")) \
+                        and await _may_hear(message, principal):
                     params = {**(message.get("params") or {}), "_meta": tag}
                     await reply.send(notification_message(message["method"], params))
         finally:
