@@ -382,7 +382,8 @@ def refused_listen(client, notifications, request_id="too-much"):
 
 def test_a_listen_obeys_the_subscription_caps_of_resources_subscribe(mcp_server):
     client = ModernClient(mcp_server.url)
-    many = [f"test://many/{i}" for i in range(101)]  # MAX_SUBSCRIPTIONS_PER_SESSION is 100
+    # Readable URIs (a listen may name only resources its caller may read); MAX_SUBSCRIPTIONS_PER_SESSION is 100.
+    many = [f"test://template/{i}/data" for i in range(101)]
     status, body = refused_listen(client, {"resourceSubscriptions": many})
     assert status == 400 and body["error"]["code"] == -32602, body
     assert "100 at most" in body["error"]["message"]
