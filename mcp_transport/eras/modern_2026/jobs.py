@@ -31,6 +31,8 @@ from ...storage import get_event_store
 logger = logging.getLogger(__name__)
 
 METHOD = "tools/call"
+#: The error a job cancelled by its client's leaving keeps (the admin shows it).
+CLIENT_LEFT = "The client closed the request."
 
 
 async def call(spec, params: dict, call, request_id, notify):
@@ -89,9 +91,6 @@ async def _cancel(job_id: str) -> None:
         await jobs.riding_out_database(jobs.acancel, job_id, CLIENT_LEFT)
     except Exception:
         logger.exception("cancelling job %s of a closed request failed", job_id)
-
-
-CLIENT_LEFT = "The client closed the request."
 
 
 async def _then_cancel_if_left(work, job_id_of):
