@@ -556,11 +556,16 @@ class JobRun:
         # (jobs.acancel publishes after its status change) finds it, with nothing left to chance.
         running_key = (self.job.session_id, jobs.cancel_key(self.job))
         control.running[running_key] = (self.channel, self.handle)
-        if not await jobs.riding_out_database(jobs.transition, self.job.id, Status.WORKING, (Status.QUEUED,),
-                                              where={"celery_task_id": self.job.celery_task_id},
-                                              started_at=timezone.now(), attempts=self.job.attempts + 1,
-                                              worker=worker, message=""):
-            control.running.pop(running_key, None)
+        started = False
+        try:
+            started = await jobs.riding_out_database(
+                jobs.transition, self.job.id, Status.WORKING, (Status.QUEUED,),
+                where={"celery_task_id": self.job.celery_task_id}, started_at=timezone.now(),
+                attempts=self.job.attempts + 1, worker=worker, message="")
+        finally:
+            if not started:
+                control.running.pop(running_key, None)
+        if not started:
             return False
         self.job.status, self.job.attempts = Status.WORKING, self.job.attempts + 1
         await control.beat(self.job.session_id, self.job.stream_key)
