@@ -307,14 +307,20 @@ def _iso(moment) -> str:
 
 async def acancel(job_id: str, reason: str = CANCELLED_BY_CLIENT) -> bool:
     """Cancel a job that has not ended; False if it had (or does not exist)."""
-    job = await load(job_id)
-    if job is None or job.is_terminal:
-        return False
-    was_queued = job.status == Status.QUEUED
-    if not await finish(job, Status.CANCELLED, error=reason):
+    for _attempt in range(5):
+        job = await load(job_id)
+        if job is None or job.is_terminal:
+            return False
+        # Only from the status just read: a worker that takes the job in between makes this
+        # miss (and read again), so a job cancelled while queued never starts, and one that
+        # started meanwhile has its worker told and stopped, not only its task revoked.
+        was = job.status
+        if await finish(job, Status.CANCELLED, error=reason, allowed=(was,)):
+            break
+    else:
         return False
     await control.publish("cancel", job.session_id, r=cancel_key(job))
-    if was_queued:
+    if was == Status.QUEUED:
         await _revoke(job)
     else:
         await _stop_running(job)

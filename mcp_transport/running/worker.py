@@ -561,13 +561,22 @@ class JobRun:
 
     async def start(self, worker) -> bool:
         await control.ensure_listening()  # subscribed before the job can be seen as running
-        if not await jobs.riding_out_database(jobs.transition, self.job.id, Status.WORKING, (Status.QUEUED,),
-                                              where={"celery_task_id": self.job.celery_task_id},
-                                              started_at=timezone.now(), attempts=self.job.attempts + 1,
-                                              worker=worker, message=""):
+        # Reachable by a cancel before it can be seen as working: a cancel sent from then on
+        # (jobs.acancel publishes after its status change) finds it, with nothing left to chance.
+        running_key = (self.job.session_id, jobs.cancel_key(self.job))
+        control.running[running_key] = (self.channel, self.handle)
+        started = False
+        try:
+            started = await jobs.riding_out_database(
+                jobs.transition, self.job.id, Status.WORKING, (Status.QUEUED,),
+                where={"celery_task_id": self.job.celery_task_id}, started_at=timezone.now(),
+                attempts=self.job.attempts + 1, worker=worker, message="")
+        finally:
+            if not started:
+                control.running.pop(running_key, None)
+        if not started:
             return False
         self.job.status, self.job.attempts = Status.WORKING, self.job.attempts + 1
-        control.running[(self.job.session_id, jobs.cancel_key(self.job))] = (self.channel, self.handle)
         await control.beat(self.job.session_id, self.job.stream_key)
         self.context = await self._make_context()
         if self.job.attempts > 1 or self.channel.asked_before:
@@ -607,6 +616,8 @@ class JobRun:
             if self.channel.may_park:
                 coroutine = run_until_parked(coroutine, self.channel)
             self.handle.future = bridge().submit(coroutine)
+            if self.channel.cancelled:  # cancelled before its coroutine existed (start() registers it first)
+                self.handle.future.cancel()
             return self.handle.future.result()
         return (self.spec.celery_task or self.spec.func)(**kwargs)
 
@@ -757,7 +768,8 @@ def mcp_stop_job(state, task_id, grace=0.0, **_kwargs):
                     request.terminate(state.consumer.pool, signal="SIGKILL")
                 except Exception:  # a pool that cannot kill one process (solo, threads): the time limits still hold
                     logger.exception("killing the pool process of job task %s failed", task_id)
-    if not any(request.id == task_id for request in worker_state.active_requests):
+    # Reserved too: a job whose pool process started it a moment ago may not be active here yet.
+    if not any(request.id == task_id for request in (*worker_state.active_requests, *worker_state.reserved_requests)):
         return ok("not running here")
     state.consumer.timer.call_after(max(float(grace), 0.0), kill_if_still_running)
     return ok("stopping")

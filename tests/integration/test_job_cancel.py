@@ -11,13 +11,21 @@ import secrets
 import time
 
 import pytest
+from django.core.cache import cache
 
 from mcp_transport.testing import HttpClient, ModernClient
+from tools.bounds import counter_key
+
+from .rows import job_once
 
 #: The web process's default heartbeat limit (3 x 5 s), not the fault tests' 0.3 s: the job that
 #: shows the slot is free runs in the pool process started in place of the killed one, whose first
 #: beats a loaded machine may delay past a second (then it would be taken for lost).
 FAST = {"KEEPALIVE_SECONDS": 1, "JOB_CANCEL_GRACE_SECONDS": 1}
+#: Limits for the tools that set none (blocking_job): a cancel these tests miss frees the slot
+#: within minutes instead of the blocked tool's 600 s, and every later test of the file does not
+#: wait behind it. Far above FREED_WITHIN: a slot freed by a limit cannot pass for one a cancel freed.
+BOUNDED = {"JOB_SOFT_TIME_LIMIT": 120, "JOB_TIME_LIMIT": 130}
 #: Seconds within which the freed slot must run another job: the grace, a new pool process's
 #: start and a loaded machine, far under the blocked tool's 600 s.
 FREED_WITHIN = 45
@@ -32,7 +40,7 @@ def queue():
 
 @pytest.fixture(scope="module")
 def server(start_server, queue):
-    return start_server(CELERY_QUEUE=queue, MCP_TRANSPORT_JSON=json.dumps(FAST))
+    return start_server(CELERY_QUEUE=queue, MCP_TRANSPORT_JSON=json.dumps({**FAST, **BOUNDED}))
 
 
 @pytest.fixture(scope="module")
@@ -126,3 +134,22 @@ def test_a_tool_without_limits_of_its_own_gets_the_default_soft_time_limit(limit
     assert answers and answers[0]["result"]["isError"] is True, answers
     assert "exceeded its soft time limit of 1 s" in answers[0]["result"]["content"][0]["text"]
     assert _slot_is_free(limited_server, worker) < FREED_WITHIN
+
+
+def test_closing_a_2026_call_queued_behind_a_busy_worker_cancels_it_before_it_starts(server, worker, server_env):
+    """Disconnect = cancel while the job waits in the queue: it is cancelled there and never
+    takes the slot once the slot frees (it would count for 1000 s)."""
+    client = _client(server)
+    call, _stream, _ = _blocked(client)  # the one slot is taken
+    key = f"queued-{secrets.token_hex(4)}"
+    stream = ModernClient(server.url).open("tools/call", {"name": "tick_job", "arguments": {
+        "key": key, "steps": 100000, "interval_ms": 10}, "_meta": {"progressToken": "t"}})
+    assert stream.status == 200  # the headers, with a keep-alive: the job waits in the queue
+    stream.close()
+    job = job_once(server_env, ["cancelled", "working", "failed", "completed"], arguments__key=key)
+    assert job == {"status": "cancelled", "error": "The client closed the request.", "started": False,
+                   "attempts": 0}, job
+    _cancel_notification(client, call)
+    took = _slot_is_free(server, worker)  # the next job runs: the cancelled one did not take the slot
+    assert took < FREED_WITHIN, took
+    assert cache.get(counter_key(key)) is None  # it never ran

@@ -1,6 +1,7 @@
 """The 2026-07-28 era's long calls on real daphne processes, Redis and a Celery worker: the tasks
 extension (io.modelcontextprotocol/tasks), multi-round-trip requests (SEP-2322) inline and in a
 worker, and disconnect = cancel."""
+import http.client
 import json
 import time
 
@@ -10,6 +11,8 @@ from mcp import Client, types
 
 from mcp_transport.testing import ModernClient
 from tools.bounds import counter_key
+
+from .rows import job_once
 
 TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 ASKS = {"elicitation": {}, "sampling": {}, "roots": {}}
@@ -196,13 +199,46 @@ def stops_counting(name, steps):
     return cache.get(key) == stopped_at and stopped_at < steps
 
 
+#: The disconnect tests' server. A background tool that sets no limits of its own gets these: a
+#: job whose cancel was missed frees the run's shared one-slot worker (celery_worker) within
+#: seconds, not after 1000 s of counting that failed every later job test of the run. What the
+#: tests prove does not rest on the limits: the job must end *cancelled* (a limit fails it).
+BOUNDED = {"JOB_SOFT_TIME_LIMIT": 20, "JOB_TIME_LIMIT": 25}
+
+
+@pytest.fixture(scope="module")
+def bounded_server(start_server):
+    return start_server(MCP_TRANSPORT_JSON=json.dumps(BOUNDED))
+
+
 @pytest.mark.parametrize("tool", ["count_inline", "tick_job"])
-def test_closing_the_response_cancels_the_call(mcp_server, tool):
+def test_closing_the_response_cancels_the_call(bounded_server, server_env, tool):
     key = f"count-{tool}-{time.time_ns()}"
-    client = ModernClient(mcp_server.url)
+    client = ModernClient(bounded_server.url)
     stream = client.open("tools/call", {"name": tool, "arguments": {"key": key, "steps": 100000, "interval_ms": 10},
                                         "_meta": {"progressToken": "t"}})
     assert stream.status == 200
     assert json.loads(stream.next_event(timeout=30).data)["method"] == "notifications/progress"  # it runs
     stream.close()
     assert stops_counting(key, 100000)
+    if tool == "tick_job":  # cancelled by the close, not stopped by a time limit
+        job = job_once(server_env, ["cancelled", "failed", "completed"], arguments__key=key)
+        assert (job["status"], job["error"]) == ("cancelled", "The client closed the request."), job
+
+
+def test_closing_right_after_sending_the_call_cancels_its_job(bounded_server, server_env):
+    """The client leaves while its job is being created (the consumer's task starts before it
+    sees the disconnect): the job, once it exists, is cancelled."""
+    key = f"count-early-{time.time_ns()}"
+    client = ModernClient(bounded_server.url)
+    message = client.modern_message("tools/call", {"name": "tick_job", "arguments": {
+        "key": key, "steps": 100000, "interval_ms": 10}, "_meta": {"progressToken": "t"}})
+    connection = http.client.HTTPConnection(client.host, client.port, timeout=30)
+    connection.request("POST", client.path, body=json.dumps(message).encode(),
+                       headers=client.headers(client.modern_headers(message), session=False))
+    connection.close()  # before any response: the server is creating the job
+    job = job_once(server_env, ["cancelled", "failed", "completed"], deadline=30, arguments__key=key)
+    # Before: the cancel cut the job's creation short, and its row stayed queued for good (or,
+    # cut later, its task ran 1000 s with no one to cancel it).
+    assert job is not None and (job["status"], job["error"]) == ("cancelled", "The client closed the request."), job
+    assert cache.get(counter_key(key)) is None or stops_counting(key, 100000)

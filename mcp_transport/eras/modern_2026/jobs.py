@@ -31,35 +31,79 @@ from ...storage import get_event_store
 logger = logging.getLogger(__name__)
 
 METHOD = "tools/call"
+#: The error a job cancelled by its client's leaving keeps (the admin shows it).
+CLIENT_LEFT = "The client closed the request."
 
 
 async def call(spec, params: dict, call, request_id, notify):
     """Serve the call (or one round of it): the final JSON-RPC message of the job (its result;
     None if it was cancelled) or, when the tool waits on the client, an ``InputRequiredResult``
-    (a dict with ``resultType``). ``notify(method, params)`` relays the job's notifications."""
+    (a dict with ``resultType``). ``notify(method, params)`` relays the job's notifications.
+
+    Whatever step the call is at when its task is cancelled (the client closed the response),
+    its job is cancelled: one being created or queued again first runs to its end, then is
+    cancelled (a job cancelled while queued never starts, running.jobs.acancel)."""
     payload = request_state.payload_of(params, METHOD, call)
     responses = mrtr.input_responses(params)
     if "job" in payload:
         job, position = await _resumed(payload)
-        await jobs.deliver_inputs(job, responses)
+        await _then_cancel_if_left(jobs.deliver_inputs(job, responses), lambda _queued: job.id)
     else:
-        job, position = await _submit(spec, params, call, request_id), "0-0"
+        job = await _then_cancel_if_left(_submit(spec, params, call, request_id), lambda submitted: submitted.id)
+        position = "0-0"
     call.job_id = job.id  # the calls log links the call to its job
-    parked = False
+    ended = False  # the round ended: the job's final event, or a question for the client
     try:
         # Questions still unanswered after this retry were asked before ``position``: ask again.
         waiting = await jobs.pending_inputs(job) if "job" in payload else None
         outcome = (waiting, position) if waiting else await follow(job, position, notify)
-        parked = isinstance(outcome, tuple)
-        if parked:
+        ended = True
+        if isinstance(outcome, tuple):
             inputs, position = outcome
             state = request_state.seal(METHOD, params, call, {"job": job.id, "position": position})
             return mrtr.input_required_result(inputs, state)
         return outcome
     finally:
-        if not parked and not await _ended(job):
-            # The client went away (or this process failed) before the call ended: cancel it.
-            asyncio.get_running_loop().create_task(jobs.acancel(job.id, "The client closed the request."))
+        if not ended:
+            # The client went away (or this process failed) before the call ended: cancel it. No
+            # await before the cancel is under way: a second cancel of this task would skip it.
+            cancel_soon(job.id)
+
+
+#: Cancels (and job submissions a cancel waits for) under way: asyncio keeps only weak
+#: references to tasks, and one of these must not be collected before it ran.
+_under_way = set()
+
+
+def _hold(task):
+    _under_way.add(task)
+    task.add_done_callback(_under_way.discard)
+    return task
+
+
+def cancel_soon(job_id: str) -> None:
+    """Cancel the job in a task of its own (the caller's task may be being cancelled)."""
+    _hold(asyncio.get_running_loop().create_task(_cancel(job_id)))
+
+
+async def _cancel(job_id: str) -> None:
+    try:
+        await jobs.riding_out_database(jobs.acancel, job_id, CLIENT_LEFT)
+    except Exception:
+        logger.exception("cancelling job %s of a closed request failed", job_id)
+
+
+async def _then_cancel_if_left(work, job_id_of):
+    """Await ``work``, which creates or queues a job. Cancelled meanwhile (the client left),
+    ``work`` still runs to its end, and then its job is cancelled: cancelling it halfway could
+    leave a job queued that no one follows or cancels."""
+    running = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        _hold(running).add_done_callback(
+            lambda done: done.cancelled() or done.exception() is not None or cancel_soon(job_id_of(done.result())))
+        raise
 
 
 async def _submit(spec, params, call, request_id):
@@ -77,11 +121,6 @@ async def _resumed(payload):
     if job is None or not isinstance(payload.get("position"), str):  # (the state is this principal's)
         raise InvalidParams("The call this requestState continues is no longer known; send it again without it.")
     return job, payload["position"]
-
-
-async def _ended(job) -> bool:
-    row = await jobs.load(job.id)
-    return row is None or row.is_terminal
 
 
 async def follow(job, position: str, notify):
