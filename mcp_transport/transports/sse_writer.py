@@ -43,7 +43,7 @@ class SseWriter:
     __slots__ = ("_send", "_frames", "_wakeup", "_timer", "_last_sent", "_sent_before_run", "session_id",
                  "stream_key", "token", "closed", "principal")
 
-    def __init__(self, send, session_id: str, stream_key: str, principal=None):
+    def __init__(self, send, session_id: str, stream_key: str, principal):
         self._send = send
         self._frames = []
         self._wakeup = None
@@ -55,7 +55,8 @@ class SseWriter:
         self.token = secrets.token_hex(8)
         #: True once the last frame is queued: nothing more is accepted.
         self.closed = False
-        #: Whose token opened the stream (auth.Principal); None: nobody's to watch.
+        #: Whose token opened the stream (auth.Principal), watched while the stream runs. Required:
+        #: a writer made without it would outlive a revoked or expired token unnoticed.
         self.principal = principal
 
     def push(self, frame: bytes, last: bool = False) -> None:

@@ -376,7 +376,7 @@ class McpHttpConsumer(AsyncConsumer):
         if event_id is None and not await claim.acquire():
             await _release(subscription, None)
             raise TransportError("This session already has an open GET stream.", http_status=409)
-        writer = SseWriter(self.send, session.id, stream_key)
+        writer = SseWriter(self.send, session.id, stream_key, self.principal)
         position = event_id.position if event_id else await self.prime(writer, session, stream_key)
         tail = StreamTail(writer, session.id, position, subscription, claim, take_over=event_id is not None)
         finished = tail.write(backlog)

@@ -501,6 +501,23 @@ def test_revoking_a_token_ends_its_open_streams_on_every_transport(auth_server, 
     assert_ended_cleanly(*streams, deadline=time.monotonic() + 20)
 
 
+def test_revoking_a_token_ends_a_resumed_get_stream(auth_server, server_env):
+    """A GET stream resumed with Last-Event-ID (its replay queued before the headers, to be
+    charged to the replay budget) watches its token as a new one does: it kept sending
+    keep-alives after the revocation when the resume made its writer without the principal."""
+    token = new_token(server_env, "rosa")
+    legacy = client_of(auth_server, token)
+    first = legacy.stream("GET", headers=GET)
+    assert first.status == 200 and first.next_event().id  # the priming event
+    first.close()
+    resumed = legacy.resume(first.last_event_id)
+    assert resumed.status == 200, resumed.response.read()
+    assert "Revoked." in manage(server_env, "mcp_tokens", "revoke", token)
+    read_until_closed(resumed, time.monotonic() + 20)
+    assert resumed.raw.endswith(b"retry: 1000\n\n"), resumed.raw[-200:]
+    assert legacy.request("GET", headers={**GET, "Last-Event-ID": first.last_event_id}).status == 401
+
+
 def test_a_toolkit_token_expiring_ends_its_open_streams(auth_server, server_env):
     """The streams know their token's expiry and end then, with no request to notice it."""
     lifetime = 8
