@@ -1,31 +1,185 @@
-"""Redis clients: one asyncio client (and connection pool) per event loop.
+"""Redis clients: one asyncio client (and connection pool) per event loop, and one blocking one.
 
-The URL is ``MCP_TRANSPORT["REDIS_URL"]`` or the LOCATION of the django-redis cache named by
-``CACHE_ALIAS``, so a project configures Redis once, in CACHES.
+Where Redis is: ``MCP_TRANSPORT["REDIS"]`` (structured), else ``MCP_TRANSPORT["REDIS_URL"]``,
+else the django-redis cache named by ``CACHE_ALIAS`` (its LOCATION, or its Sentinel OPTIONS), so
+a project configures Redis once, in CACHES. Three topologies (``RedisTarget.kind``):
+
+- ``single``: ``redis://`` / ``rediss://`` / ``unix://``, one server (or a proxy in front of one);
+- ``sentinel``: ``redis+sentinel://HOST:PORT,HOST:PORT/MASTER/DB``: the Sentinels tell which server
+  is the master; after a failover redis-py asks them again (a write that reaches a demoted master
+  gets READONLY, and the connection is dropped and re-resolved);
+- ``cluster``: ``redis+cluster://HOST:PORT,HOST:PORT``: a Redis Cluster (database 0 only). Every key
+  of one session carries the session's hash tag (``Keys``), so a session's scripts and pipelines
+  stay on one node, and doorbells use sharded pub/sub (``state/bell.py``).
+
+Retries, timeouts and reconnects belong to this layer (``connection_options()``): callers make one
+round trip (a command, a pipeline or one EVALSHA) and see an error only once those are spent.
 """
 import asyncio
+import functools
 import hashlib
 import weakref
+from typing import NamedTuple
+from urllib.parse import parse_qsl, unquote
 
 import redis.asyncio as aredis
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 from .conf import get_config, redis_url
 
 _async_clients = weakref.WeakKeyDictionary()
 
+SENTINEL_SCHEME, CLUSTER_SCHEME = "redis+sentinel", "redis+cluster"
 
-def async_redis() -> aredis.Redis:
-    """The asyncio client of the running loop (clients cannot be shared across loops)."""
+
+class RedisTarget(NamedTuple):
+    """Where Redis is: ``kind`` (single, sentinel, cluster), the URL of a single server, the
+    (host, port) of the Sentinels or of the Cluster's seed nodes, the Sentinel master's name,
+    the database, and client keyword arguments (username, password, ssl ...)."""
+
+    kind: str
+    url: str = ""
+    nodes: tuple = ()
+    master: str = ""
+    db: int = 0
+    options: dict = {}
+    sentinel_options: dict = {}
+
+
+def parse_redis_url(url: str) -> RedisTarget:
+    """``redis://``, ``rediss://``, ``unix://`` (one server), ``redis+sentinel://[user:pass@]H:P,H:P/
+    MASTER[/DB][?sentinel_password=...]`` or ``redis+cluster://[user:pass@]H:P,H:P[/0]``."""
+    scheme, sep, rest = url.partition("://")
+    if scheme not in (SENTINEL_SCHEME, CLUSTER_SCHEME):
+        return RedisTarget("single", url=url)
+    if not sep:
+        raise ImproperlyConfigured(f"Redis URL {url!r} has no '://'.")
+    rest, _, query = rest.partition("?")
+    netloc, _, path = rest.partition("/")
+    credentials, _, hosts = netloc.rpartition("@")
+    options = _credentials(credentials)
+    params = dict(parse_qsl(query))
+    sentinel_options = {}
+    if "sentinel_password" in params:
+        sentinel_options["password"] = params.pop("sentinel_password")
+    if params.pop("ssl", "") in ("1", "true", "yes"):
+        options["ssl"] = True
+    if params:
+        raise ImproperlyConfigured(f"Redis URL {url!r}: unknown parameters {', '.join(sorted(params))}.")
+    nodes = tuple(_host_port(node, url) for node in hosts.split(",") if node)
+    if not nodes:
+        raise ImproperlyConfigured(f"Redis URL {url!r} names no host.")
+    parts = [part for part in path.split("/") if part]
+    if scheme == CLUSTER_SCHEME:
+        if parts not in ([], ["0"]):
+            raise ImproperlyConfigured(f"Redis URL {url!r}: a Redis Cluster has database 0 only.")
+        return RedisTarget("cluster", nodes=nodes, options=options)
+    if not parts or len(parts) > 2 or (len(parts) == 2 and not parts[1].isdigit()):
+        raise ImproperlyConfigured(f"Redis URL {url!r}: a Sentinel URL ends with /MASTER_NAME or /MASTER_NAME/DB.")
+    return RedisTarget("sentinel", nodes=nodes, master=unquote(parts[0]), db=int(parts[1]) if len(parts) == 2 else 0,
+                       options=options, sentinel_options=sentinel_options)
+
+
+def _credentials(credentials):
+    if not credentials:
+        return {}
+    username, colon, password = credentials.partition(":")
+    if not colon:  # redis://secret@host: a password alone, as redis-py reads it
+        return {"password": unquote(username)}
+    return {key: unquote(value) for key, value in (("username", username), ("password", password)) if value}
+
+
+def _host_port(node, url):
+    host, _, port = node.strip().rpartition(":")
+    if not host or not port.isdigit():
+        raise ImproperlyConfigured(f"Redis URL {url!r}: {node!r} is not HOST:PORT.")
+    return host.strip("[]"), int(port)
+
+
+def structured_target(spec: dict) -> RedisTarget:
+    """``MCP_TRANSPORT["REDIS"]``: ``{"SENTINELS": [(host, port), ...], "MASTER_NAME": ..., "DB": 0}``
+    or ``{"CLUSTER_NODES": [(host, port), ...]}``, with ``OPTIONS`` (client keyword arguments:
+    username, password, ssl ...) and ``SENTINEL_OPTIONS`` (the Sentinels' own, e.g. password)."""
+    unknown = set(spec) - {"SENTINELS", "MASTER_NAME", "DB", "CLUSTER_NODES", "OPTIONS", "SENTINEL_OPTIONS"}
+    if unknown:
+        raise ImproperlyConfigured(f"Unknown MCP_TRANSPORT['REDIS'] keys: {', '.join(sorted(unknown))}.")
+    options = dict(spec.get("OPTIONS") or {})
+    if bool(spec.get("SENTINELS")) == bool(spec.get("CLUSTER_NODES")):
+        raise ImproperlyConfigured("MCP_TRANSPORT['REDIS'] names either SENTINELS (with MASTER_NAME) or CLUSTER_NODES.")
+    if spec.get("CLUSTER_NODES"):
+        return RedisTarget("cluster", nodes=tuple((h, int(p)) for h, p in spec["CLUSTER_NODES"]), options=options)
+    if not spec.get("MASTER_NAME"):
+        raise ImproperlyConfigured("MCP_TRANSPORT['REDIS'] with SENTINELS needs MASTER_NAME.")
+    return RedisTarget("sentinel", nodes=tuple((h, int(p)) for h, p in spec["SENTINELS"]), master=spec["MASTER_NAME"],
+                       db=int(spec.get("DB", 0)), options=options,
+                       sentinel_options=dict(spec.get("SENTINEL_OPTIONS") or {}))
+
+
+@functools.cache
+def redis_target() -> RedisTarget:
+    """Where this app's Redis is (see the module's docstring for the order of the settings).
+    Read once: ``keys()`` asks on every call whether this is a Cluster."""
+    config = get_config()
+    if config.get("REDIS"):
+        return structured_target(config["REDIS"])
+    if not config["REDIS_URL"]:
+        cache = settings.CACHES.get(config["CACHE_ALIAS"], {})
+        sentinels = (cache.get("OPTIONS") or {}).get("SENTINELS")
+        if sentinels:  # django-redis's Sentinel client: LOCATION is redis://MASTER_NAME/DB
+            master, _, db = redis_url().partition("://")[2].partition("/")
+            return RedisTarget("sentinel", nodes=tuple((h, int(p)) for h, p in sentinels), master=master,
+                               db=int(db or 0), sentinel_options=dict(cache["OPTIONS"].get("SENTINEL_KWARGS") or {}))
+    return parse_redis_url(redis_url())
+
+
+@receiver(setting_changed)
+def _forget_target(*, setting, **kwargs):
+    if setting in ("MCP_TRANSPORT", "CACHES"):
+        redis_target.cache_clear()
+
+
+def connection_options() -> dict:
+    """Keyword arguments of every client this module builds: retries, back-off, socket timeouts.
+
+    TODO(issue 18, h18a): the stall budget (retries with back-off, timeouts chosen on purpose)
+    lands here; until then redis-py's defaults, plus a health check that drops stale pooled
+    connections."""
+    return {"health_check_interval": 30}
+
+
+def is_cluster() -> bool:
+    return redis_target().kind == "cluster"
+
+
+def _async_client(target: RedisTarget, max_connections: int):
+    common = {"decode_responses": True, **connection_options(), **target.options}
+    if target.kind == "cluster":
+        from redis.asyncio.cluster import ClusterNode, RedisCluster
+
+        return RedisCluster(startup_nodes=[ClusterNode(host, port) for host, port in target.nodes],
+                            max_connections=max_connections, **common)
+    if target.kind == "sentinel":
+        from redis.asyncio.sentinel import Sentinel
+
+        sentinel = Sentinel(list(target.nodes), sentinel_kwargs={**connection_options(), **target.sentinel_options})
+        return sentinel.master_for(target.master, db=target.db, max_connections=max_connections, **common)
+    # A blocking pool: with a thousand streams appending at once, a command waits for a free
+    # connection instead of failing with "Too many connections" (redis-py's default pool raises
+    # at 100).
+    pool = aredis.BlockingConnectionPool.from_url(target.url, max_connections=max_connections, timeout=20, **common)
+    return aredis.Redis(connection_pool=pool)
+
+
+def async_redis():
+    """The asyncio client of the running loop (clients cannot be shared across loops): a
+    ``redis.asyncio.Redis``, or a ``RedisCluster`` on a Cluster (same commands)."""
     loop = asyncio.get_running_loop()
     client = _async_clients.get(loop)
     if client is None:
-        # A blocking pool: with a thousand streams appending at once, a command waits for a
-        # free connection instead of failing with "Too many connections" (redis-py's default
-        # pool raises at 100).
-        pool = aredis.BlockingConnectionPool.from_url(
-            redis_url(), decode_responses=True, health_check_interval=30,
-            max_connections=get_config()["REDIS_MAX_CONNECTIONS"], timeout=20)
-        client = _async_clients[loop] = aredis.Redis(connection_pool=pool)
+        client = _async_clients[loop] = _async_client(redis_target(), get_config()["REDIS_MAX_CONNECTIONS"])
     return client
 
 
@@ -36,10 +190,32 @@ def sync_redis():
     """A blocking client for code outside the event loop (admin actions, commands, signals)."""
     global _sync_client
     if _sync_client is None:
-        import redis
-
-        _sync_client = redis.Redis.from_url(redis_url(), decode_responses=True)
+        _sync_client = sync_client(redis_target())
     return _sync_client
+
+
+def sync_client(target: RedisTarget, **extra):
+    """A new blocking client of ``target`` (``extra``: more keyword arguments, e.g. timeouts)."""
+    import redis
+
+    common = {"decode_responses": True, **connection_options(), **target.options, **extra}
+    if target.kind == "cluster":
+        from redis.cluster import ClusterNode, RedisCluster
+
+        return RedisCluster(startup_nodes=[ClusterNode(host, port) for host, port in target.nodes], **common)
+    if target.kind == "sentinel":
+        from redis.sentinel import Sentinel
+
+        sentinel = Sentinel(list(target.nodes), sentinel_kwargs={**connection_options(), **extra,
+                                                                 **target.sentinel_options})
+        return sentinel.master_for(target.master, db=target.db, **common)
+    return redis.Redis.from_url(target.url, **common)
+
+
+def hash_tag(value: str) -> str:
+    """``{value}``: on a Cluster only the part in braces decides a key's slot, so every key that
+    carries the same tag lives on the same node (what one script or MULTI may touch)."""
+    return "{" + value + "}"
 
 
 class Keys:
@@ -153,4 +329,17 @@ class Keys:
 
 
 def keys() -> Keys:
-    return Keys(get_config()["KEY_PREFIX"])
+    """The key names. On a Cluster the prefix is a hash tag (``{mcp}``): every key and channel of
+    the app then lives in one slot, so every script (the event store's append touches the
+    session's streams and the store's shared bookkeeping) and pipeline stays on one node, and a
+    failover moves them all at once. TODO: per-session tags spread sessions over the Cluster's
+    masters once the store keeps its bookkeeping per slot (docs/deployment.md)."""
+    prefix = get_config()["KEY_PREFIX"]
+    return Keys(hash_tag(prefix) if is_cluster() else prefix)
+
+
+def publish(client, channel: str, message) -> None:
+    """PUBLISH on a client or pipeline, SPUBLISH on a Cluster: a sharded channel's message goes
+    to the nodes of its slot only, where a plain one crosses the whole Cluster bus
+    (``state/bell.py`` subscribes with SSUBSCRIBE there). Returns what the call returns."""
+    return (client.spublish if is_cluster() else client.publish)(channel, message)

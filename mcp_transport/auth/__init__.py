@@ -37,7 +37,7 @@ from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
 from ..conf import get_config
-from ..connections import async_redis, keys
+from ..connections import async_redis, keys, publish
 from ..protocol import auth as wire
 from ..protocol.errors import TransportError
 
@@ -360,7 +360,7 @@ def revoked(digests) -> None:
     with sync_redis().pipeline(transaction=False) as pipe:
         for digest in digests:
             pipe.set(keys().auth_token(digest), TOMBSTONE, ex=ttl)
-            pipe.publish(keys().control_channel(), message("auth_forget", digest))
+            publish(pipe, keys().control_channel(), message("auth_forget", digest))
         pipe.execute()
 
 
@@ -376,5 +376,5 @@ def changed(digests) -> None:
     with sync_redis().pipeline(transaction=False) as pipe:
         pipe.delete(*[keys().auth_token(digest) for digest in digests])
         for digest in digests:
-            pipe.publish(keys().control_channel(), message("auth_forget", digest))
+            publish(pipe, keys().control_channel(), message("auth_forget", digest))
         pipe.execute()

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from . import control, metrics
 from ..conf import get_config
-from ..connections import async_redis, keys
+from ..connections import async_redis, keys, publish
 from ..models import McpSession
 from ..protocol.ids import GET_STREAM
 from ..protocol.session import SessionState
@@ -228,7 +228,7 @@ async def close_many(session_ids: list, reason: str) -> None:
             # Before its events go: an event a request still running appends after this is not
             # stored (the store's append script and batch writer look for it).
             pipe.set(names.closed(session_id), reason, ex=get_config()["STREAM_TTL"])
-            pipe.publish(names.control_channel(), control.message("closed", session_id))
+            publish(pipe, names.control_channel(), control.message("closed", session_id))
         await pipe.execute()
     await asyncio.shield(get_event_store().delete_sessions(session_ids))
 

@@ -427,7 +427,7 @@ async def follow_changes(reply, honored, tag):
                                               {"notifications": honored, "_meta": tag}))
         while deadline is None or loop.time() < deadline:
             rang = await subscription.wait(None if deadline is None else deadline - loop.time())
-            if rang is None:
+            if rang is None or rang[0] is None:  # (None, None): subscribed again after a reconnect
                 continue
             message = json.loads(rang[1])
             if modern.wanted(honored, message["method"], message.get("params")):
