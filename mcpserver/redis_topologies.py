@@ -242,6 +242,11 @@ class RedisClusterSet:
               "a Cluster failover")
         return old, self.master_of_slot(slot)
 
+    def restart(self, port):
+        """Start a killed node again: it rejoins (its nodes.conf is kept) as a replica."""
+        self._spawn(port)
+        _wait(lambda: "cluster_state:ok" in command(port, "CLUSTER", "INFO"), 60, "the node to rejoin")
+
     def stop(self):
         self.procs.stop()
 
