@@ -141,13 +141,28 @@ def _forget_target(*, setting, **kwargs):
         redis_target.cache_clear()
 
 
+#: How long a command rides out a failover (a Sentinel promotes a replica in about 3 s, a
+#: Cluster in about as long as its cluster-node-timeout and a vote).
+RIDE_OUT_SECONDS = 30
+
+
 def connection_options() -> dict:
     """Keyword arguments of every client this module builds: retries, back-off, socket timeouts.
 
-    TODO(issue 18, h18a): the stall budget (retries with back-off, timeouts chosen on purpose)
-    lands here; until then redis-py's defaults, plus a health check that drops stale pooled
-    connections."""
-    return {"health_check_interval": 30}
+    TODO(issue 18): h18a's stall budget (a setting, timeouts chosen on purpose) replaces this
+    minimal one: a connection error or timeout is retried with exponential back-off (50 ms
+    doubling to 1 s) for about RIDE_OUT_SECONDS, so a failover is a delay, not a failed call;
+    stale pooled connections are checked before use."""
+    from redis.backoff import ExponentialBackoff
+    from redis.exceptions import ConnectionError, TimeoutError
+    from redis.retry import Retry
+
+    return {"health_check_interval": 30, "retry_on_error": [ConnectionError, TimeoutError],
+            "retry": Retry(ExponentialBackoff(cap=1.0, base=0.05), RIDE_OUT_SECONDS + 5)}
+
+
+#: The Sentinels' own connections: a dead Sentinel is skipped at once, the next one asked.
+SENTINEL_OPTIONS = {"socket_timeout": 1.0, "socket_connect_timeout": 1.0}
 
 
 def is_cluster() -> bool:
@@ -164,7 +179,7 @@ def _async_client(target: RedisTarget, max_connections: int):
     if target.kind == "sentinel":
         from redis.asyncio.sentinel import Sentinel
 
-        sentinel = Sentinel(list(target.nodes), sentinel_kwargs={**connection_options(), **target.sentinel_options})
+        sentinel = Sentinel(list(target.nodes), sentinel_kwargs={**SENTINEL_OPTIONS, **target.sentinel_options})
         return sentinel.master_for(target.master, db=target.db, max_connections=max_connections, **common)
     # A blocking pool: with a thousand streams appending at once, a command waits for a free
     # connection instead of failing with "Too many connections" (redis-py's default pool raises
@@ -206,8 +221,7 @@ def sync_client(target: RedisTarget, **extra):
     if target.kind == "sentinel":
         from redis.sentinel import Sentinel
 
-        sentinel = Sentinel(list(target.nodes), sentinel_kwargs={**connection_options(), **extra,
-                                                                 **target.sentinel_options})
+        sentinel = Sentinel(list(target.nodes), sentinel_kwargs={**SENTINEL_OPTIONS, **target.sentinel_options})
         return sentinel.master_for(target.master, db=target.db, **common)
     return redis.Redis.from_url(target.url, **common)
 
@@ -343,3 +357,23 @@ def publish(client, channel: str, message) -> None:
     to the nodes of its slot only, where a plain one crosses the whole Cluster bus
     (``state/bell.py`` subscribes with SSUBSCRIBE there). Returns what the call returns."""
     return (client.spublish if is_cluster() else client.publish)(channel, message)
+
+
+def describe_failure(exc) -> str:
+    """What a Redis error means, for the log record of the request it failed: "unreachable" only
+    for a connection that failed or timed out, never for a reply that says the configuration is
+    wrong (MOVED from a Cluster named as one server) or that a failover is under way."""
+    from redis import exceptions
+
+    if isinstance(exc, (exceptions.MovedError, exceptions.AskError)):
+        return ("Redis answered MOVED: the Redis URL names one node of a Redis Cluster "
+                "(name the Cluster: redis+cluster://HOST:PORT,...)")
+    if "CROSSSLOT" in str(exc) or isinstance(exc, exceptions.RedisClusterException):
+        return "Redis Cluster refused a command whose keys span several slots"
+    if isinstance(exc, exceptions.ReadOnlyError):
+        return "Redis is a read-only replica (a failover under way, or the Redis URL names a replica)"
+    if isinstance(exc, exceptions.ClusterDownError):
+        return "the Redis Cluster is down (a failover under way?)"
+    if isinstance(exc, (exceptions.ConnectionError, exceptions.TimeoutError)):
+        return "Redis is unreachable"
+    return "Redis refused a command"

@@ -10,6 +10,8 @@ import logging
 import weakref
 
 import redis.asyncio as aredis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from ..connections import async_redis, connection_options, is_cluster, redis_target
 
@@ -267,8 +269,9 @@ def _node_client(name):
     """A plain client of one Cluster node (its pub/sub connection: SSUBSCRIBE goes to the node
     that owns the channel's slot, not through the Cluster client's routing)."""
     host, _, port = name.rpartition(":")
-    target = redis_target()
-    return aredis.Redis(host=host, port=int(port), decode_responses=True, **connection_options(), **target.options)
+    # No retries of its own: once a node is gone the Doorbell asks the Cluster who owns the slot now.
+    options = {**connection_options(), "retry": Retry(NoBackoff(), 0), **redis_target().options}
+    return aredis.Redis(host=host, port=int(port), decode_responses=True, **options)
 
 
 _bells = weakref.WeakKeyDictionary()

@@ -26,7 +26,7 @@ from ..running import jobs, streams
 from ..eras.modern_2026 import http as modern
 from ..state.bell import doorbell
 from ..conf import get_config
-from ..connections import keys
+from ..connections import describe_failure, keys
 from ..methods.dispatch import (Call, counts_as_call, dispatch, initialize_result, may_send, runs_in_background,
     target_spec)
 from ..protocol import http, ids, jsonrpc, versions
@@ -48,13 +48,13 @@ SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-
 
 async def answer_failures(work, send_error, endpoint: str, log=logger) -> None:
     """Await ``work``; what it raises becomes the one error reply of every endpoint: a
-    ProtocolError as itself, Redis unreachable as 503, anything else as 500 (and a log record)."""
+    ProtocolError as itself, a Redis failure as 503 (logged as what it is: connections.describe_failure), anything else as 500 (and a log record)."""
     try:
         await work
     except ProtocolError as exc:
         await send_error(exc)
-    except redis.RedisError:
-        log.exception("Redis is unreachable")
+    except redis.RedisError as exc:
+        log.exception(describe_failure(exc))
         await send_error(ProtocolError("The session store is unavailable.", http_status=503))
     except Exception:
         log.exception("the %s endpoint failed", endpoint)

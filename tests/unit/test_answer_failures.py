@@ -32,6 +32,18 @@ async def test_a_protocol_error_is_answered_as_itself(caplog):
 
 
 @pytest.mark.parametrize("exc, status, logged", [(redis.ConnectionError("down"), 503, "Redis is unreachable"),
+                                                 (redis.TimeoutError("slow"), 503, "Redis is unreachable"),
+                                                 # A Cluster named as one server (issue 18): not "unreachable".
+                                                 (redis.exceptions.MovedError("3999 127.0.0.1:7001"), 503,
+                                                  "Redis answered MOVED: the Redis URL names one node of a Redis "
+                                                  "Cluster (name the Cluster: redis+cluster://HOST:PORT,...)"),
+                                                 (redis.ResponseError("CROSSSLOT Keys in request don't hash to the "
+                                                                      "same slot"), 503,
+                                                  "Redis Cluster refused a command whose keys span several slots"),
+                                                 (redis.exceptions.ReadOnlyError("You can't write against a read "
+                                                                                 "only replica."), 503,
+                                                  "Redis is a read-only replica (a failover under way, or the "
+                                                  "Redis URL names a replica)"),
                                                  (KeyError("bug"), 500, "the test endpoint failed")])
 async def test_anything_else_is_a_logged_5xx_with_a_clear_message(exc, status, logged, caplog):
     error = await mapped(exc, caplog)

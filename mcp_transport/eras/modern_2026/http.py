@@ -23,7 +23,7 @@ from ...state import quotas, sessions
 from ...running import streams
 from ...state.bell import doorbell
 from ...conf import get_config
-from ...connections import keys
+from ...connections import describe_failure, keys
 from ...methods.context import LOG_LEVELS, ClientCapabilityError
 from ...protocol import modern, mrtr, tasks_extension
 from ...protocol.errors import ErrorCode, ProtocolError
@@ -242,7 +242,7 @@ async def guarded(reply, work):
         raise
     except Exception as exc:
         unavailable = isinstance(exc, redis.RedisError)
-        logger.exception("Redis is unreachable" if unavailable else "a 2026-07-28 request failed")
+        logger.exception(describe_failure(exc) if unavailable else "a 2026-07-28 request failed")
         message = "The event store is unavailable." if unavailable else "Internal error."
         await reply.finish(503 if unavailable else 500,
                            error_message(reply.request_id, ErrorCode.INTERNAL_ERROR, message))
