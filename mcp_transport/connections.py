@@ -161,6 +161,31 @@ def connection_options() -> dict:
             "retry": Retry(ExponentialBackoff(cap=1.0, base=0.05), RIDE_OUT_SECONDS + 5)}
 
 
+@functools.cache
+def _cluster_class():
+    """redis-py's asyncio RedisCluster, whose commands ride out a failover. Its own retries
+    follow each other at once (no back-off), so they are spent in milliseconds while a dead
+    master's replica waits for its vote: here a command is tried again, with back-off, for
+    RIDE_OUT_SECONDS. Pipelines are not (a failed one has forgotten its commands); their callers
+    are the housekeeping rounds, which run again anyway."""
+    from redis.asyncio.cluster import RedisCluster
+
+    class RidingCluster(RedisCluster):
+        async def execute_command(self, *args, **kwargs):
+            loop = asyncio.get_running_loop()
+            deadline, delay = loop.time() + RIDE_OUT_SECONDS, 0.05
+            while True:
+                try:
+                    return await super().execute_command(*args, **kwargs)
+                except self.ERRORS_ALLOW_RETRY:
+                    if loop.time() + delay > deadline:
+                        raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    return RidingCluster
+
+
 #: The Sentinels' own connections: a dead Sentinel is skipped at once, the next one asked.
 SENTINEL_OPTIONS = {"socket_timeout": 1.0, "socket_connect_timeout": 1.0}
 
@@ -172,10 +197,14 @@ def is_cluster() -> bool:
 def _async_client(target: RedisTarget, max_connections: int):
     common = {"decode_responses": True, **connection_options(), **target.options}
     if target.kind == "cluster":
-        from redis.asyncio.cluster import ClusterNode, RedisCluster
+        from redis.asyncio.cluster import ClusterNode
 
-        return RedisCluster(startup_nodes=[ClusterNode(host, port) for host, port in target.nodes],
-                            max_connections=max_connections, **common)
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        # A few immediate attempts each (a MOVED slot, a refreshed map); RidingCluster waits between.
+        return _cluster_class()(startup_nodes=[ClusterNode(host, port) for host, port in target.nodes],
+                                max_connections=max_connections, **{**common, "retry": Retry(NoBackoff(), 2)})
     if target.kind == "sentinel":
         from redis.asyncio.sentinel import Sentinel
 

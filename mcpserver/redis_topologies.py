@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-from .embedded_redis import free_port, ping
+from .embedded_redis import free_port, ping, set_parent_death_signal
 
 __all__ = ["SentinelSet", "RedisClusterSet"]
 
@@ -79,7 +79,9 @@ class _Processes:
         argv += ["--bind", "127.0.0.1", "--port", str(port), "--dir", workdir, "--save", "",
                  "--appendonly", "no", "--daemonize", "no", "--logfile", os.path.join(workdir, "log"), *args]
         self.processes[port] = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                                stderr=subprocess.DEVNULL, process_group=0)
+                                                stderr=subprocess.DEVNULL, process_group=0,
+                                                # They go with the process that started them, even a killed one.
+                                                preexec_fn=set_parent_death_signal)
         _wait(lambda: ping("127.0.0.1", port), 15, f"redis-server on port {port}")
 
     def kill(self, port):

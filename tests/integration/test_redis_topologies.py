@@ -3,11 +3,13 @@ tests/conftest.py): two daphnes and a Celery worker per topology, the official S
 with progress, background calls, a cancel across processes, and a master killed mid-stream that
 loses nothing. The broker is kombu's Sentinel transport on the Sentinel set, RabbitMQ on the
 Cluster (Celery has no Cluster transport)."""
+import http.client
 import json
 import os
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 from mcp import Client
@@ -116,24 +118,40 @@ def test_a_master_killed_mid_stream_loses_nothing(servers, topology):
     finally:
         redis.restart(old)
     progress = [m["params"]["progress"] for m in seen if m.get("method") == "notifications/progress"]
-    assert progress == list(range(1, steps + 1))
+    logs = "\n".join(server.log()[-4000:] for server in servers)
+    assert progress == list(range(1, steps + 1)), f"{progress}\n{logs}"
     results = [m for m in seen if m.get("id") == call["id"]]
-    assert len(results) == 1 and results[0]["result"]["content"][0]["text"] == f"done {steps}", results
+    assert len(results) == 1 and results[0]["result"]["content"][0]["text"] == f"done {steps}", f"{results}\n{logs}"
 
 
-def _drain(client, stream, other_url, request_id, resumes=5):
-    """Every message until the response, resuming on ``other_url`` whenever the stream ends."""
+def _drain(client, stream, other_url, request_id, resumes=8, quiet=12.0):
+    """Every message until the response, resuming on ``other_url`` whenever the stream ends,
+    breaks or stays silent for ``quiet`` seconds (shorter than the keep-alive interval: a stream
+    that only keeps alive is given up, as a client would)."""
     messages = []
     for _ in range(resumes + 1):
         try:
-            for message in stream.messages(timeout=60):
-                messages.append(message)
-                if message.get("id") == request_id:
-                    return messages
-        except Exception:  # the connection broke: resume
-            pass
+            while (event := stream.next_event(timeout=quiet)) is not None:
+                if event.data:
+                    messages.append(json.loads(event.data))
+                    if messages[-1].get("id") == request_id:
+                        return messages
+        except (OSError, http.client.HTTPException):
+            pass  # broke or silent: resume
         last = stream.decoder.last_event_id
-        stream = client.on(other_url).stream("GET", headers={"Accept": "text/event-stream", "Last-Event-ID": last},
-                                             timeout=120)
-        assert stream.status == 200, stream
+        stream.close()
+        stream = _resume(client.on(other_url), last)
     raise AssertionError(f"no response after {resumes} resumes: {json.dumps(messages)[-500:]}")
+
+
+def _resume(client, last_event_id, attempts=30):
+    """A GET with Last-Event-ID, tried again while the server answers 503 (Redis failing over)."""
+    for _ in range(attempts):
+        stream = client.stream("GET", headers={"Accept": "text/event-stream", "Last-Event-ID": last_event_id},
+                               timeout=60)
+        if stream.status == 200:
+            return stream
+        assert stream.status == 503, stream.status
+        stream.close()
+        time.sleep(1)
+    raise AssertionError("the resume was refused for 30 s")
