@@ -37,10 +37,9 @@ from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from .conf import get_config, redis_url
-from .connections import CLUSTER_SCHEME, redis_target, sync_client
+from .connections import CLUSTER_SCHEME, redis_target, retry_policy, sync_client
 from .protocol import http
 
 #: Keys that must be numbers > 0 (None allowed where the value means "never" or "off").
@@ -106,7 +105,7 @@ def redis_check(app_configs, **kwargs):
             "MCP_TRANSPORT['REDIS'] or the LOCATION of CACHES[CACHE_ALIAS].")
     try:
         target = redis_target()
-        client = sync_client(target, socket_connect_timeout=2, socket_timeout=2, retry=Retry(NoBackoff(), 0))
+        client = sync_client(target, socket_connect_timeout=2, socket_timeout=2, retry=retry_policy(NoBackoff(), 0, asynchronous=False))
         try:
             client.ping()
             cluster_node = target.kind == "single" and client.info("cluster").get("cluster_enabled") == 1

@@ -146,8 +146,10 @@ def _forget_target(*, setting, **kwargs):
 RIDE_OUT_SECONDS = 30
 
 
-def connection_options() -> dict:
-    """Keyword arguments of every client this module builds: retries, back-off, socket timeouts.
+def connection_options(asynchronous: bool = True) -> dict:
+    """Keyword arguments of every client this module builds: retries, back-off, socket timeouts
+    (``asynchronous``: for a ``redis.asyncio`` client, whose Retry must be redis.asyncio's own: a
+    blocking Retry around a coroutine retries nothing).
 
     TODO(issue 18): h18a's stall budget (a setting, timeouts chosen on purpose) replaces this
     minimal one: a connection error or timeout is retried with exponential back-off (50 ms
@@ -155,10 +157,18 @@ def connection_options() -> dict:
     stale pooled connections are checked before use."""
     from redis.backoff import ExponentialBackoff
     from redis.exceptions import ConnectionError, TimeoutError
-    from redis.retry import Retry
 
     return {"health_check_interval": 30, "retry_on_error": [ConnectionError, TimeoutError],
-            "retry": Retry(ExponentialBackoff(cap=1.0, base=0.05), RIDE_OUT_SECONDS + 5)}
+            "retry": retry_policy(ExponentialBackoff(cap=1.0, base=0.05), RIDE_OUT_SECONDS + 5, asynchronous)}
+
+
+def retry_policy(backoff, retries: int, asynchronous: bool = True):
+    """A redis-py Retry for an asyncio client, or for a blocking one."""
+    if asynchronous:
+        from redis.asyncio.retry import Retry
+    else:
+        from redis.retry import Retry
+    return Retry(backoff, retries)
 
 
 @functools.cache
@@ -186,6 +196,27 @@ def _cluster_class():
     return RidingCluster
 
 
+@functools.cache
+def _failover_connection(ssl: bool):
+    """redis-py's asyncio Sentinel connection, which asks the Sentinels again on every reconnect.
+    redis-py's own reconnects, inside a command's retries, go back to the address the connection
+    had (send_packed_command connects by host and port): a command in flight when the master died
+    retried the dead address until its retries ran out, though a replica had taken over in 3 s."""
+    from redis.asyncio.sentinel import SentinelManagedConnection, SentinelManagedSSLConnection
+
+    class FailoverConnection(SentinelManagedSSLConnection if ssl else SentinelManagedConnection):
+        async def send_packed_command(self, command, check_health=True):
+            if not self.is_connected:
+                await self.connect()  # the Sentinels name the master
+            return await super().send_packed_command(command, check_health)
+
+    return FailoverConnection
+
+
+def _sentinel_connection_class(target):
+    return _failover_connection(bool(target.options.get("ssl")))
+
+
 #: The Sentinels' own connections: a dead Sentinel is skipped at once, the next one asked.
 SENTINEL_OPTIONS = {"socket_timeout": 1.0, "socket_connect_timeout": 1.0}
 
@@ -200,16 +231,16 @@ def _async_client(target: RedisTarget, max_connections: int):
         from redis.asyncio.cluster import ClusterNode
 
         from redis.backoff import NoBackoff
-        from redis.retry import Retry
 
         # A few immediate attempts each (a MOVED slot, a refreshed map); RidingCluster waits between.
         return _cluster_class()(startup_nodes=[ClusterNode(host, port) for host, port in target.nodes],
-                                max_connections=max_connections, **{**common, "retry": Retry(NoBackoff(), 2)})
+                                max_connections=max_connections, **{**common, "retry": retry_policy(NoBackoff(), 2)})
     if target.kind == "sentinel":
         from redis.asyncio.sentinel import Sentinel
 
         sentinel = Sentinel(list(target.nodes), sentinel_kwargs={**SENTINEL_OPTIONS, **target.sentinel_options})
-        return sentinel.master_for(target.master, db=target.db, max_connections=max_connections, **common)
+        return sentinel.master_for(target.master, db=target.db, max_connections=max_connections,
+                                   connection_class=_sentinel_connection_class(target), **common)
     # A blocking pool: with a thousand streams appending at once, a command waits for a free
     # connection instead of failing with "Too many connections" (redis-py's default pool raises
     # at 100).
@@ -242,7 +273,7 @@ def sync_client(target: RedisTarget, **extra):
     """A new blocking client of ``target`` (``extra``: more keyword arguments, e.g. timeouts)."""
     import redis
 
-    common = {"decode_responses": True, **connection_options(), **target.options, **extra}
+    common = {"decode_responses": True, **connection_options(asynchronous=False), **target.options, **extra}
     if target.kind == "cluster":
         from redis.cluster import ClusterNode, RedisCluster
 

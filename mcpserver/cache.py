@@ -19,7 +19,7 @@ class ClusterCacheClient(RedisCacheClient):
         if self._cluster is None:
             target = parse_redis_url(self._servers[0])
             self._cluster = RedisCluster(startup_nodes=[ClusterNode(host, port) for host, port in target.nodes],
-                                         **connection_options(), **target.options)
+                                         **connection_options(asynchronous=False), **target.options)
         return self._cluster
 
     def get_many(self, keys):

@@ -11,9 +11,8 @@ import weakref
 
 import redis.asyncio as aredis
 from redis.backoff import NoBackoff
-from redis.retry import Retry
 
-from ..connections import async_redis, connection_options, is_cluster, redis_target
+from ..connections import async_redis, connection_options, is_cluster, redis_target, retry_policy
 
 logger = logging.getLogger(__name__)
 
@@ -270,7 +269,7 @@ def _node_client(name):
     that owns the channel's slot, not through the Cluster client's routing)."""
     host, _, port = name.rpartition(":")
     # No retries of its own: once a node is gone the Doorbell asks the Cluster who owns the slot now.
-    options = {**connection_options(), "retry": Retry(NoBackoff(), 0), **redis_target().options}
+    options = {**connection_options(), "retry": retry_policy(NoBackoff(), 0), **redis_target().options}
     return aredis.Redis(host=host, port=int(port), decode_responses=True, **options)
 
 
