@@ -105,7 +105,8 @@ def redis_check(app_configs, **kwargs):
             "MCP_TRANSPORT['REDIS'] or the LOCATION of CACHES[CACHE_ALIAS].")
     try:
         target = redis_target()
-        client = sync_client(target, socket_connect_timeout=2, socket_timeout=2, retry=retry_policy(NoBackoff(), 0, asynchronous=False))
+        client = sync_client(target, socket_connect_timeout=2, socket_timeout=2,
+                             retry=retry_policy(NoBackoff(), 0, asynchronous=False))
         try:
             client.ping()
             cluster_node = target.kind == "single" and client.info("cluster").get("cluster_enabled") == 1
