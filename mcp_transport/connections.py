@@ -213,6 +213,18 @@ def _failover_connection(ssl: bool):
     return FailoverConnection
 
 
+@functools.cache
+def _blocking_sentinel_pool():
+    """redis-py's Sentinel pool, blocking as the single server's is (a command waits for a free
+    connection instead of failing with "Too many connections")."""
+    from redis.asyncio.sentinel import SentinelConnectionPool
+
+    class BlockingSentinelPool(SentinelConnectionPool, aredis.BlockingConnectionPool):
+        pass
+
+    return BlockingSentinelPool
+
+
 def _sentinel_connection_class(target):
     return _failover_connection(bool(target.options.get("ssl")))
 
@@ -239,7 +251,8 @@ def _async_client(target: RedisTarget, max_connections: int):
         from redis.asyncio.sentinel import Sentinel
 
         sentinel = Sentinel(list(target.nodes), sentinel_kwargs={**SENTINEL_OPTIONS, **target.sentinel_options})
-        return sentinel.master_for(target.master, db=target.db, max_connections=max_connections,
+        return sentinel.master_for(target.master, db=target.db, max_connections=max_connections, timeout=20,
+                                   connection_pool_class=_blocking_sentinel_pool(),
                                    connection_class=_sentinel_connection_class(target), **common)
     # A blocking pool: with a thousand streams appending at once, a command waits for a free
     # connection instead of failing with "Too many connections" (redis-py's default pool raises
