@@ -242,8 +242,10 @@ async def _subscriptions_and_addresses(session_ids) -> tuple:
     async with async_redis().pipeline(transaction=False) as pipe:
         for session_id in session_ids:
             pipe.smembers(names.subscriptions(session_id))
-        pipe.mget([names.session(session_id) for session_id in session_ids])
-        *subscribed, records = await pipe.execute()
+        for session_id in session_ids:  # GETs, not one MGET: a Redis Cluster's pipelines refuse MGET
+            pipe.get(names.session(session_id))
+        replies = await pipe.execute()
+    subscribed, records = replies[:len(session_ids)], replies[len(session_ids):]
     return subscribed, [json.loads(raw).get("address", "") if raw else "" for raw in records]
 
 

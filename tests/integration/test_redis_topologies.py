@@ -97,6 +97,13 @@ def test_a_cancel_sent_to_the_other_process_stops_the_tool(servers):
     assert len(rest) < 60
 
 
+def test_a_delete_on_one_process_ends_the_session_on_the_other(servers):
+    first = HttpClient(servers[0].url)
+    first.initialize()
+    assert first.on(servers[1].url).delete().status == 200  # was 500 on the Cluster: a pipelined MGET
+    assert first.request("POST", first.message("ping")).status == 404
+
+
 def test_a_master_killed_mid_stream_loses_nothing(servers, topology):
     """Progress events before, during and after the failover arrive once each, in order, and the
     result once; the client resumes on the other process when its stream ends."""
