@@ -373,7 +373,12 @@ def sync_client(target: RedisTarget, **extra):
     if target.kind == "cluster":
         from redis.cluster import ClusterNode, RedisCluster
 
-        return RedisCluster(startup_nodes=[ClusterNode(host, port) for host, port in target.nodes], **common)
+        from redis.backoff import NoBackoff
+
+        # As the asyncio Cluster client: a few immediate attempts (a moved slot, a refreshed map);
+        # a Retry bound in time rather than attempts breaks the blocking client's COMMAND lookup.
+        return RedisCluster(startup_nodes=[ClusterNode(host, port) for host, port in target.nodes],
+                            **{**common, "retry": retry_policy(NoBackoff(), 2, asynchronous=False)})
     if target.kind == "sentinel":
         from redis.sentinel import Sentinel
 
