@@ -7,7 +7,9 @@ example tools' counters), which need no more.
 from django.core.cache.backends.redis import RedisCache, RedisCacheClient
 from redis.cluster import ClusterNode, RedisCluster
 
-from mcp_transport.connections import connection_options, parse_redis_url
+from redis.backoff import NoBackoff
+
+from mcp_transport.connections import connection_options, parse_redis_url, retry_policy
 
 
 class ClusterCacheClient(RedisCacheClient):
@@ -18,8 +20,10 @@ class ClusterCacheClient(RedisCacheClient):
     def get_client(self, key=None, *, write=False):
         if self._cluster is None:
             target = parse_redis_url(self._servers[0])
+            # A count of attempts, as every Cluster client here: RedisCluster loops get_retries() times.
+            options = {**connection_options(asynchronous=False), "retry": retry_policy(NoBackoff(), 2, asynchronous=False)}
             self._cluster = RedisCluster(startup_nodes=[ClusterNode(host, port) for host, port in target.nodes],
-                                         **connection_options(asynchronous=False), **target.options)
+                                         **options, **target.options)
         return self._cluster
 
     def get_many(self, keys):

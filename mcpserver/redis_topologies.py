@@ -216,7 +216,7 @@ class RedisClusterSet:
         return [port for port in self.ports if port in self.procs.processes
                 and _info(port).get("role", "").strip() == "master"]
 
-    def wait_in_sync(self, timeout=60):
+    def wait_in_sync(self, timeout=180):
         def synced():
             replicas = [p for p in self.ports if p in self.procs.processes and _info(p).get("role", "").strip() == "slave"]
             return len(replicas) >= 1 and all(_info(p).get("master_link_status", "").strip() == "up" for p in replicas)
