@@ -151,7 +151,7 @@ class SentinelSet:
         reply = command(self.sentinel_ports[0], "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.master_name)
         return int(reply.split("\r\n")[-2])
 
-    def wait_in_sync(self, timeout=30):
+    def wait_in_sync(self, timeout=180):
         """Until every live replica's link to the master is up."""
         def synced():
             master = self.master_port() if self.sentinel_ports and self.procs.processes.get(self.sentinel_ports[0]) \
