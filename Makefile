@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # scripts/run.py reads PORT from the environment, so `make run PORT=9000` works too.
 export PORT
 
-.PHONY: install run test conformance bench clean browser screenshots docs
+.PHONY: install run test conformance bench clean browser haproxy screenshots docs
 
 install: $(VENV)/.installed
 
@@ -33,7 +33,7 @@ run: install
 	$(PY) scripts/run.py
 
 # node_modules: the TypeScript SDK client tests run the pinned client under the pinned Node 22.
-test: install browser node_modules/.stamp
+test: install browser haproxy node_modules/.stamp
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Debian's headless chromium and chromium-driver for the admin's browser test (Selenium drives
@@ -44,6 +44,14 @@ browser:
 	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
 	    apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium chromium-driver; \
 	  else echo "note: chromium-driver is not installed and cannot be here; the admin browser test will be skipped"; fi; }
+
+# Debian's haproxy for the load-balancer test (tests/integration/test_haproxy.py runs the
+# configuration of docs/deployment.md in front of four daphnes); installed the same way.
+haproxy:
+	@command -v haproxy >/dev/null 2>&1 || { \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && apt-get install -y -qq --no-install-recommends haproxy; \
+	  else echo "note: haproxy is not installed and cannot be here; the haproxy test will be skipped"; fi; }
 
 # Refresh the admin screenshots in docs/ (the browser test takes them).
 screenshots: install browser

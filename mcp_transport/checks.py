@@ -24,6 +24,11 @@
 - mcp_transport.W007: AUTH off with DEBUG off: anyone who reaches the endpoint may call every tool.
 - mcp_transport.W008: "offline_access" among AUTH_SCOPES or AUTH_REQUIRED_SCOPES ("MCP Servers
   SHOULD NOT include offline_access in WWW-Authenticate scope or ... scopes_supported").
+- mcp_transport.E010: the Redis URL names one node of a Redis Cluster as a single server (every
+  command on another node's key would fail with MOVED): name the Cluster (redis+cluster://).
+- mcp_transport.E011: Redis is a Cluster and Celery's broker is on it, or there is no other broker
+  (kombu has no Cluster transport).
+- mcp_transport.E012: a django-redis cache on a Redis Cluster (django-redis has no Cluster client).
 - mcp_transport.E009: AUTH_VALIDATORS cannot be built (BACKEND not importable, OPTIONS refused).
 - mcp_transport.W009: the app's authorization server takes client ID metadata documents through
   a fetcher that skips the registration policy (not ``PolicyMetadataFetcher``).
@@ -33,8 +38,10 @@ from numbers import Real
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.core.exceptions import ImproperlyConfigured
+from redis.backoff import NoBackoff
 
 from .conf import get_config, redis_url
+from .connections import CLUSTER_SCHEME, redis_target, retry_policy, sync_client
 from .protocol import http
 
 #: Keys that must be numbers > 0 (None allowed where the value means "never" or "off").
@@ -98,28 +105,74 @@ def event_store_check(app_configs, **kwargs):
 
 @register(Tags.caches)
 def redis_check(app_configs, **kwargs):
-    import redis
-
     if _config() is None:
         return []
+    hint = (f"Sessions, events and cross-process control need Redis: start it, or correct {_redis_setting()}. "
+            "A URL is redis://, redis+sentinel://HOST:PORT,.../MASTER/DB or redis+cluster://HOST:PORT,...")
     try:
-        url = redis_url()
-        client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+        target = redis_target()
+        client = sync_client(target, socket_connect_timeout=2, socket_timeout=2,
+                             retry=retry_policy(NoBackoff(), 0, asynchronous=False))
         try:
             client.ping()
+            cluster_node = target.kind == "single" and client.info("cluster").get("cluster_enabled") == 1
         finally:
             client.close()
+    except ImproperlyConfigured as exc:
+        return [Error(f"The Redis settings cannot work: {exc}", hint=hint, id="mcp_transport.E003")]
     except Exception as exc:
-        return [Error(f"Redis does not answer: {exc}",
-                      hint=f"Sessions, events and cross-process control need Redis: start it, or correct "
-                           f"{_redis_setting()}.", id="mcp_transport.E003")]
-    return []
+        return [Error(f"Redis does not answer: {exc}", hint=hint, id="mcp_transport.E003")]
+    if cluster_node:
+        return [Error(f"{redis_url()} is a node of a Redis Cluster, named as a single server: every command on "
+                      "a key of another node would fail with MOVED.",
+                      hint="Name the Cluster: redis+cluster://HOST:PORT,HOST:PORT,... (docs/deployment.md, "
+                           "'Redis at scale').", id="mcp_transport.E010")]
+    return _cluster_neighbours_check(target)
+
+
+def _cluster_neighbours_check(target):
+    """What cannot share a Redis Cluster with the app: Celery's broker, django-redis's cache."""
+    if target.kind != "cluster":
+        return []
+    messages = []
+    broker = str(_celery_broker() or "")
+    if _background_tools() and (not broker or broker.startswith(("redis", "rediss", "sentinel"))
+                                and _names_cluster_node(broker, target)):
+        messages.append(Error(
+            "Celery cannot use a Redis Cluster as its broker (kombu has no Cluster transport), and background "
+            "tools need one." if broker else
+            "Redis is a Redis Cluster, and no other Celery broker is configured: background tools need one "
+            "(Celery cannot use a Cluster).",
+            hint="Set CELERY_BROKER_URL to RabbitMQ (amqp://...), a plain Redis or a Sentinel set.",
+            id="mcp_transport.E011"))
+    for alias, cache in settings.CACHES.items():
+        if cache.get("BACKEND", "").startswith("django_redis.") and "cluster" in str(cache.get("LOCATION", "")):
+            messages.append(Error(
+                f"CACHES[{alias!r}] is a django-redis cache on a Redis Cluster: django-redis has no Cluster client.",
+                hint="Use Django's RedisCache on a RedisCluster (the example project's mcpserver.cache."
+                     "RedisClusterCache), or another cache.", id="mcp_transport.E012"))
+    return messages
+
+
+def _redis_kind():
+    try:
+        return redis_target().kind
+    except ImproperlyConfigured:  # E003 says why
+        return None
+
+
+def _names_cluster_node(url, target):
+    if url.startswith(CLUSTER_SCHEME):
+        return True
+    return any(f"{host}:{port}" in url for host, port in target.nodes)
 
 
 def _redis_setting() -> str:
     """The setting the Redis URL comes from: MCP_TRANSPORT['REDIS_URL'], or when that is unset the
     LOCATION of the cache it names."""
     config = get_config()
+    if config.get("REDIS"):
+        return "MCP_TRANSPORT['REDIS']"
     if config["REDIS_URL"]:
         return "MCP_TRANSPORT['REDIS_URL']"
     return f"CACHES[{config['CACHE_ALIAS']!r}]['LOCATION'] (or set MCP_TRANSPORT['REDIS_URL'])"
@@ -228,7 +281,7 @@ def _background_errors(store):
             f"Background tools ({names}) run in Celery workers, but EVENT_STORE {store} keeps events in one "
             "process: their progress and results would never reach the clients.",
             hint="Use mcp_transport.storage.redis.RedisEventStore (the default).", id="mcp_transport.E006"))
-    if not _celery_broker():
+    if not _celery_broker() and _redis_kind() != "cluster":  # a Cluster's own error: E011
         messages.append(Error(
             f"Background tools ({names}) need a Celery broker, and none is configured.",
             hint="Set CELERY_BROKER_URL (with the Celery app of Celery's Django recipe).", id="mcp_transport.E007"))

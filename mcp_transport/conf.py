@@ -25,6 +25,9 @@ from .protocol import bounds
 DEFAULTS = {
     #: Redis URL for sessions, events and doorbells; None: the LOCATION of CACHE_ALIAS.
     "REDIS_URL": None,
+    #: Redis Sentinel or Cluster in structured form (connections.structured_target), instead of a
+    #: redis+sentinel:// or redis+cluster:// REDIS_URL; None: the URL.
+    "REDIS": None,
     #: Redis connections per process (event loop); commands wait for a free one beyond that.
     "REDIS_MAX_CONNECTIONS": 50,
     #: Seconds of a Redis outage (a stall, a restart, a failover) that a Redis command rides out,

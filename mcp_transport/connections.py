@@ -1,18 +1,37 @@
-"""Redis clients: one asyncio client (and connection pool) per event loop.
+"""Redis clients: one asyncio client (and connection pool) per event loop, and one blocking one.
 
-The URL is ``MCP_TRANSPORT["REDIS_URL"]`` or the LOCATION of the django-redis cache named by
-``CACHE_ALIAS``, so a project configures Redis once, in CACHES.
+Where Redis is: ``MCP_TRANSPORT["REDIS"]`` (structured), else ``MCP_TRANSPORT["REDIS_URL"]``,
+else the django-redis cache named by ``CACHE_ALIAS`` (its LOCATION, or its Sentinel OPTIONS), so
+a project configures Redis once, in CACHES. Three topologies (``RedisTarget.kind``):
+
+- ``single``: ``redis://`` / ``rediss://`` / ``unix://``, one server (or a proxy in front of one);
+- ``sentinel``: ``redis+sentinel://HOST:PORT,HOST:PORT/MASTER/DB``: the Sentinels tell which server
+  is the master; after a failover redis-py asks them again (a write that reaches a demoted master
+  gets READONLY, and the connection is dropped and re-resolved);
+- ``cluster``: ``redis+cluster://HOST:PORT,HOST:PORT``: a Redis Cluster (database 0 only). Every key
+  of one session carries the session's hash tag (``Keys``), so a session's scripts and pipelines
+  stay on one node, and doorbells use sharded pub/sub (``state/bell.py``).
+
+Retries, timeouts and reconnects belong to this layer (``connection_options()``): callers make one
+round trip (a command, a pipeline or one EVALSHA) and see an error only once those are spent.
 """
 import asyncio
+import functools
 import hashlib
 import time
 import weakref
+from typing import NamedTuple
+from urllib.parse import parse_qsl, unquote
 
 import redis
 import redis.asyncio as aredis
 import redis.asyncio.retry
 import redis.retry
 from redis.backoff import ExponentialBackoff
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 from .conf import get_config, redis_url
 
@@ -64,6 +83,17 @@ def redis_failure(error: Exception) -> str:
     outlasted REDIS_OUTAGE_TOLERANCE; a reply (MOVED from a Cluster, a script error, OOM ...) is
     Redis refusing a command, which no waiting fixes."""
     tolerance = get_config()["REDIS_OUTAGE_TOLERANCE"]
+    exceptions = redis.exceptions
+    # A Cluster's replies say the configuration is wrong or a failover is under way: no outage.
+    if isinstance(error, (exceptions.MovedError, exceptions.AskError)):
+        return ("Redis answered MOVED: the Redis URL names one node of a Redis Cluster "
+                "(name the Cluster: redis+cluster://HOST:PORT,...)")
+    if "CROSSSLOT" in str(error) or isinstance(error, exceptions.RedisClusterException):
+        return "Redis Cluster refused a command whose keys span several slots"
+    if isinstance(error, exceptions.ReadOnlyError):
+        return "Redis is a read-only replica (a failover under way, or the Redis URL names a replica)"
+    if isinstance(error, exceptions.ClusterDownError):
+        return "the Redis Cluster is down (a failover under way?)"
     if isinstance(error, redis.TimeoutError):
         return f"Redis did not answer within REDIS_OUTAGE_TOLERANCE ({tolerance:g} s)"
     if isinstance(error, redis.ConnectionError):
@@ -93,21 +123,234 @@ def connection_options(asynchronous: bool = True) -> dict:
             "socket_keepalive": True}
 
 
-def async_redis() -> aredis.Redis:
-    """The asyncio client of the running loop (clients cannot be shared across loops)."""
+SENTINEL_SCHEME, CLUSTER_SCHEME = "redis+sentinel", "redis+cluster"
+
+
+class RedisTarget(NamedTuple):
+    """Where Redis is: ``kind`` (single, sentinel, cluster), the URL of a single server, the
+    (host, port) of the Sentinels or of the Cluster's seed nodes, the Sentinel master's name,
+    the database, and client keyword arguments (username, password, ssl ...)."""
+
+    kind: str
+    url: str = ""
+    nodes: tuple = ()
+    master: str = ""
+    db: int = 0
+    options: dict = {}
+    sentinel_options: dict = {}
+
+
+def parse_redis_url(url: str) -> RedisTarget:
+    """``redis://``, ``rediss://``, ``unix://`` (one server), ``redis+sentinel://[user:pass@]H:P,H:P/
+    MASTER[/DB][?sentinel_password=...]`` or ``redis+cluster://[user:pass@]H:P,H:P[/0]``."""
+    scheme, sep, rest = url.partition("://")
+    if scheme not in (SENTINEL_SCHEME, CLUSTER_SCHEME):
+        return RedisTarget("single", url=url)
+    if not sep:
+        raise ImproperlyConfigured(f"Redis URL {url!r} has no '://'.")
+    rest, _, query = rest.partition("?")
+    netloc, _, path = rest.partition("/")
+    credentials, _, hosts = netloc.rpartition("@")
+    options = _credentials(credentials)
+    params = dict(parse_qsl(query))
+    sentinel_options = {}
+    if "sentinel_password" in params:
+        sentinel_options["password"] = params.pop("sentinel_password")
+    if params.pop("ssl", "") in ("1", "true", "yes"):
+        options["ssl"] = True
+    if params:
+        raise ImproperlyConfigured(f"Redis URL {url!r}: unknown parameters {', '.join(sorted(params))}.")
+    nodes = tuple(_host_port(node, url) for node in hosts.split(",") if node)
+    if not nodes:
+        raise ImproperlyConfigured(f"Redis URL {url!r} names no host.")
+    parts = [part for part in path.split("/") if part]
+    if scheme == CLUSTER_SCHEME:
+        if parts not in ([], ["0"]):
+            raise ImproperlyConfigured(f"Redis URL {url!r}: a Redis Cluster has database 0 only.")
+        return RedisTarget("cluster", nodes=nodes, options=options)
+    if not parts or len(parts) > 2 or (len(parts) == 2 and not parts[1].isdigit()):
+        raise ImproperlyConfigured(f"Redis URL {url!r}: a Sentinel URL ends with /MASTER_NAME or /MASTER_NAME/DB.")
+    return RedisTarget("sentinel", nodes=nodes, master=unquote(parts[0]), db=int(parts[1]) if len(parts) == 2 else 0,
+                       options=options, sentinel_options=sentinel_options)
+
+
+def _credentials(credentials):
+    if not credentials:
+        return {}
+    username, colon, password = credentials.partition(":")
+    if not colon:  # redis://secret@host: a password alone, as redis-py reads it
+        return {"password": unquote(username)}
+    return {key: unquote(value) for key, value in (("username", username), ("password", password)) if value}
+
+
+def _host_port(node, url):
+    host, _, port = node.strip().rpartition(":")
+    if not host or not port.isdigit():
+        raise ImproperlyConfigured(f"Redis URL {url!r}: {node!r} is not HOST:PORT.")
+    return host.strip("[]"), int(port)
+
+
+def structured_target(spec: dict) -> RedisTarget:
+    """``MCP_TRANSPORT["REDIS"]``: ``{"SENTINELS": [(host, port), ...], "MASTER_NAME": ..., "DB": 0}``
+    or ``{"CLUSTER_NODES": [(host, port), ...]}``, with ``OPTIONS`` (client keyword arguments:
+    username, password, ssl ...) and ``SENTINEL_OPTIONS`` (the Sentinels' own, e.g. password)."""
+    unknown = set(spec) - {"SENTINELS", "MASTER_NAME", "DB", "CLUSTER_NODES", "OPTIONS", "SENTINEL_OPTIONS"}
+    if unknown:
+        raise ImproperlyConfigured(f"Unknown MCP_TRANSPORT['REDIS'] keys: {', '.join(sorted(unknown))}.")
+    options = dict(spec.get("OPTIONS") or {})
+    if bool(spec.get("SENTINELS")) == bool(spec.get("CLUSTER_NODES")):
+        raise ImproperlyConfigured("MCP_TRANSPORT['REDIS'] names either SENTINELS (with MASTER_NAME) or CLUSTER_NODES.")
+    if spec.get("CLUSTER_NODES"):
+        return RedisTarget("cluster", nodes=tuple((h, int(p)) for h, p in spec["CLUSTER_NODES"]), options=options)
+    if not spec.get("MASTER_NAME"):
+        raise ImproperlyConfigured("MCP_TRANSPORT['REDIS'] with SENTINELS needs MASTER_NAME.")
+    return RedisTarget("sentinel", nodes=tuple((h, int(p)) for h, p in spec["SENTINELS"]), master=spec["MASTER_NAME"],
+                       db=int(spec.get("DB", 0)), options=options,
+                       sentinel_options=dict(spec.get("SENTINEL_OPTIONS") or {}))
+
+
+@functools.cache
+def redis_target() -> RedisTarget:
+    """Where this app's Redis is (see the module's docstring for the order of the settings).
+    Read once: ``keys()`` asks on every call whether this is a Cluster."""
+    config = get_config()
+    if config.get("REDIS"):
+        return structured_target(config["REDIS"])
+    if not config["REDIS_URL"]:
+        cache = settings.CACHES.get(config["CACHE_ALIAS"], {})
+        sentinels = (cache.get("OPTIONS") or {}).get("SENTINELS")
+        if sentinels:  # django-redis's Sentinel client: LOCATION is redis://MASTER_NAME/DB
+            master, _, db = redis_url().partition("://")[2].partition("/")
+            return RedisTarget("sentinel", nodes=tuple((h, int(p)) for h, p in sentinels), master=master,
+                               db=int(db or 0), sentinel_options=dict(cache["OPTIONS"].get("SENTINEL_KWARGS") or {}))
+    return parse_redis_url(redis_url())
+
+
+@receiver(setting_changed)
+def _forget_target(*, setting, **kwargs):
+    if setting in ("MCP_TRANSPORT", "CACHES"):
+        redis_target.cache_clear()
+
+
+def _tolerance() -> float:
+    """REDIS_OUTAGE_TOLERANCE: how long a command rides out a stall or failover (a Sentinel
+    promotes a replica in about 3 s, a Cluster in about its cluster-node-timeout and a vote)."""
+    return float(get_config()["REDIS_OUTAGE_TOLERANCE"])
+
+
+def retry_policy(backoff, retries: int, asynchronous: bool = True):
+    """A redis-py Retry for an asyncio client, or for a blocking one."""
+    if asynchronous:
+        from redis.asyncio.retry import Retry
+    else:
+        from redis.retry import Retry
+    return Retry(backoff, retries)
+
+
+@functools.cache
+def _cluster_class():
+    """redis-py's asyncio RedisCluster, whose commands ride out a failover. Its own retries
+    follow each other at once (no back-off), so they are spent in milliseconds while a dead
+    master's replica waits for its vote: here a command is tried again, with back-off, for
+    _tolerance(). Pipelines are not (a failed one has forgotten its commands); their callers
+    are the housekeeping rounds, which run again anyway."""
+    from redis.asyncio.cluster import RedisCluster
+
+    class RidingCluster(RedisCluster):
+        async def execute_command(self, *args, **kwargs):
+            loop = asyncio.get_running_loop()
+            deadline, delay = loop.time() + _tolerance(), 0.05
+            while True:
+                try:
+                    return await super().execute_command(*args, **kwargs)
+                except self.ERRORS_ALLOW_RETRY:
+                    if loop.time() + delay > deadline:
+                        raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    return RidingCluster
+
+
+@functools.cache
+def _failover_connection(ssl: bool):
+    """redis-py's asyncio Sentinel connection, which asks the Sentinels again on every reconnect.
+    redis-py's own reconnects, inside a command's retries, go back to the address the connection
+    had (send_packed_command connects by host and port): a command in flight when the master died
+    retried the dead address until its retries ran out, though a replica had taken over in 3 s."""
+    from redis.asyncio.sentinel import SentinelManagedConnection, SentinelManagedSSLConnection
+
+    class FailoverConnection(SentinelManagedSSLConnection if ssl else SentinelManagedConnection):
+        async def send_packed_command(self, command, check_health=True):
+            if not self.is_connected:
+                await self.connect()  # the Sentinels name the master
+            return await super().send_packed_command(command, check_health)
+
+    return FailoverConnection
+
+
+@functools.cache
+def _blocking_sentinel_pool():
+    """redis-py's Sentinel pool, blocking as the single server's is (a command waits for a free
+    connection instead of failing with "Too many connections")."""
+    from redis.asyncio.sentinel import SentinelConnectionPool
+
+    class BlockingSentinelPool(SentinelConnectionPool, aredis.BlockingConnectionPool):
+        pass
+
+    return BlockingSentinelPool
+
+
+def _sentinel_connection_class(target):
+    return _failover_connection(bool(target.options.get("ssl")))
+
+
+#: The Sentinels' own connections: a dead Sentinel is skipped at once, the next one asked.
+SENTINEL_OPTIONS = {"socket_timeout": 1.0, "socket_connect_timeout": 1.0}
+
+
+def _pool_wait() -> float:
+    return max(20.0, _tolerance() * 2)
+
+
+def is_cluster() -> bool:
+    return redis_target().kind == "cluster"
+
+
+def _async_client(target: RedisTarget, max_connections: int):
+    common = {"decode_responses": True, **connection_options(), **target.options}
+    if target.kind == "cluster":
+        from redis.asyncio.cluster import ClusterNode
+
+        from redis.backoff import NoBackoff
+
+        # A few immediate attempts each (a MOVED slot, a refreshed map); RidingCluster waits between.
+        return _cluster_class()(startup_nodes=[ClusterNode(host, port) for host, port in target.nodes],
+                                max_connections=max_connections, **{**common, "retry": retry_policy(NoBackoff(), 2)})
+    if target.kind == "sentinel":
+        from redis.asyncio.sentinel import Sentinel
+
+        sentinel = Sentinel(list(target.nodes), sentinel_kwargs={**SENTINEL_OPTIONS, **target.sentinel_options})
+        return sentinel.master_for(target.master, db=target.db, max_connections=max_connections, timeout=_pool_wait(),
+                                   connection_pool_class=_blocking_sentinel_pool(),
+                                   connection_class=_sentinel_connection_class(target), **common)
+    # A blocking pool: with a thousand streams appending at once, a command waits for a free
+    # connection instead of failing with "Too many connections" (redis-py's default pool raises
+    # at 100).
+    # It waits for a free connection as long as a command rides out an outage: during a stall
+    # every connection is busy waiting for its reply.
+    pool = aredis.BlockingConnectionPool.from_url(target.url, max_connections=max_connections,
+                                                  timeout=_pool_wait(), **common)
+    return aredis.Redis(connection_pool=pool)
+
+
+def async_redis():
+    """The asyncio client of the running loop (clients cannot be shared across loops): a
+    ``redis.asyncio.Redis``, or a ``RedisCluster`` on a Cluster (same commands)."""
     loop = asyncio.get_running_loop()
     client = _async_clients.get(loop)
     if client is None:
-        # A blocking pool: with a thousand streams appending at once, a command waits for a
-        # free connection instead of failing with "Too many connections" (redis-py's default
-        # pool raises at 100).
-        # It waits for a free connection as long as a command rides out an outage: during a
-        # stall every connection is busy waiting for its reply.
-        config = get_config()
-        pool = aredis.BlockingConnectionPool.from_url(
-            redis_url(), decode_responses=True, max_connections=config["REDIS_MAX_CONNECTIONS"],
-            timeout=max(20, config["REDIS_OUTAGE_TOLERANCE"] * 2), **connection_options())
-        client = _async_clients[loop] = aredis.Redis(connection_pool=pool)
+        client = _async_clients[loop] = _async_client(redis_target(), get_config()["REDIS_MAX_CONNECTIONS"])
     return client
 
 
@@ -118,9 +361,36 @@ def sync_redis():
     """A blocking client for code outside the event loop (admin actions, commands, signals)."""
     global _sync_client
     if _sync_client is None:
-        _sync_client = redis.Redis.from_url(redis_url(), decode_responses=True,
-                                            **connection_options(asynchronous=False))
+        _sync_client = sync_client(redis_target())
     return _sync_client
+
+
+def sync_client(target: RedisTarget, **extra):
+    """A new blocking client of ``target`` (``extra``: more keyword arguments, e.g. timeouts)."""
+    import redis
+
+    common = {"decode_responses": True, **connection_options(asynchronous=False), **target.options, **extra}
+    if target.kind == "cluster":
+        from redis.cluster import ClusterNode, RedisCluster
+
+        from redis.backoff import NoBackoff
+
+        # As the asyncio Cluster client: a few immediate attempts (a moved slot, a refreshed map);
+        # a Retry bound in time rather than attempts breaks the blocking client's COMMAND lookup.
+        return RedisCluster(startup_nodes=[ClusterNode(host, port) for host, port in target.nodes],
+                            **{**common, "retry": retry_policy(NoBackoff(), 2, asynchronous=False)})
+    if target.kind == "sentinel":
+        from redis.sentinel import Sentinel
+
+        sentinel = Sentinel(list(target.nodes), sentinel_kwargs={**SENTINEL_OPTIONS, **target.sentinel_options})
+        return sentinel.master_for(target.master, db=target.db, **common)
+    return redis.Redis.from_url(target.url, **common)
+
+
+def hash_tag(value: str) -> str:
+    """``{value}``: on a Cluster only the part in braces decides a key's slot, so every key that
+    carries the same tag lives on the same node (what one script or MULTI may touch)."""
+    return "{" + value + "}"
 
 
 class Keys:
@@ -238,4 +508,19 @@ class Keys:
 
 
 def keys() -> Keys:
-    return Keys(get_config()["KEY_PREFIX"])
+    """The key names. On a Cluster the prefix is a hash tag (``{mcp}``): every key and channel of
+    the app then lives in one slot, so every script (the event store's append touches the
+    session's streams and the store's shared bookkeeping) and pipeline stays on one node, and a
+    failover moves them all at once. TODO: per-session tags spread sessions over the Cluster's
+    masters once the store keeps its bookkeeping per slot (docs/deployment.md)."""
+    prefix = get_config()["KEY_PREFIX"]
+    return Keys(hash_tag(prefix) if is_cluster() else prefix)
+
+
+def publish(client, channel: str, message) -> None:
+    """PUBLISH on a client or pipeline, SPUBLISH on a Cluster: a sharded channel's message goes
+    to the nodes of its slot only, where a plain one crosses the whole Cluster bus
+    (``state/bell.py`` subscribes with SSUBSCRIBE there). Returns what the call returns."""
+    return (client.spublish if is_cluster() else client.publish)(channel, message)
+
+

@@ -4,8 +4,10 @@ Everything comes from the environment so that the same code runs under `make run
 and CI:
 
 - ``REDIS_URL``: Redis for sessions, events, the cache and the Celery broker
-  (``make run``/``make test`` start an embedded one when it is unset); ``CELERY_BROKER_URL``
-  gives the broker another URL.
+  (``make run``/``make test`` start an embedded one when it is unset): ``redis://``, a Sentinel set
+  (``redis+sentinel://HOST:PORT,HOST:PORT/MASTER/DB``) or a Redis Cluster
+  (``redis+cluster://HOST:PORT,HOST:PORT``, with ``CELERY_BROKER_URL`` set: Celery cannot use a
+  Cluster); ``CELERY_BROKER_URL`` gives the broker another URL.
 - ``DATABASE_URL``: any URL dj-database-url understands; SQLite in the project folder otherwise;
   ``DJANGO_CONN_MAX_AGE`` (seconds a connection is reused, 60).
 - ``DJANGO_DEBUG``, ``DJANGO_SECRET_KEY`` (or ``DJANGO_SECRET_KEY_FILE``, a file holding it; one of
@@ -33,6 +35,7 @@ import dj_database_url
 from corsheaders.defaults import default_headers
 from django.core.exceptions import ImproperlyConfigured
 
+from mcp_transport.connections import parse_redis_url
 from mcp_transport.cors import MCP_EXPOSED_HEADERS, MCP_REQUEST_HEADERS
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -190,17 +193,44 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+# redis+sentinel://H:P,H:P,H:P/MASTER/DB or redis+cluster://H:P,H:P,... (docs/deployment.md,
+# "Redis at scale"): the app, the cache and the broker each take it in their own form.
+REDIS_TARGET = parse_redis_url(REDIS_URL)
 
-CACHES = {
-    "default": {
-        "BACKEND": "django_redis.cache.RedisCache",
-        "LOCATION": REDIS_URL,
-        "OPTIONS": {"CLIENT_CLASS": "django_redis.client.DefaultClient"},
-        "KEY_PREFIX": "mcpserver",
-    }
-}
+if REDIS_TARGET.kind == "sentinel":
+    # django-redis's Sentinel client: LOCATION names the master, the Sentinels are OPTIONS.
+    DJANGO_REDIS_CONNECTION_FACTORY = "django_redis.pool.SentinelConnectionFactory"
+    _CACHE = {"BACKEND": "django_redis.cache.RedisCache",
+              "LOCATION": f"redis://{REDIS_TARGET.master}/{REDIS_TARGET.db}",
+              "OPTIONS": {"CLIENT_CLASS": "django_redis.client.SentinelClient",
+                          "SENTINELS": list(REDIS_TARGET.nodes), "SENTINEL_KWARGS": REDIS_TARGET.sentinel_options,
+                          "CONNECTION_POOL_KWARGS": REDIS_TARGET.options}}
+elif REDIS_TARGET.kind == "cluster":
+    # django-redis has no Cluster client: Django's RedisCache on a RedisCluster (mcpserver/cache.py).
+    _CACHE = {"BACKEND": "mcpserver.cache.RedisClusterCache", "LOCATION": REDIS_URL}
+else:
+    _CACHE = {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": REDIS_URL,
+              "OPTIONS": {"CLIENT_CLASS": "django_redis.client.DefaultClient"}}
+CACHES = {"default": {**_CACHE, "KEY_PREFIX": "mcpserver"}}
 
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or REDIS_URL
+
+def _broker_url(target):
+    """The Celery broker: CELERY_BROKER_URL, else the Redis of REDIS_URL (kombu's Sentinel
+    transport for a Sentinel set). Celery has no Redis Cluster transport (celery #2852): with a
+    Cluster, CELERY_BROKER_URL must name another broker (RabbitMQ: amqp://...), and `manage.py
+    check` says so (mcp_transport.E010)."""
+    if os.environ.get("CELERY_BROKER_URL"):
+        return os.environ["CELERY_BROKER_URL"]
+    if target.kind == "sentinel":
+        auth = f":{target.options['password']}@" if target.options.get("password") else ""
+        return ";".join(f"sentinel://{auth}{host}:{port}/{target.db}" for host, port in target.nodes)
+    return None if target.kind == "cluster" else REDIS_URL
+
+
+CELERY_BROKER_URL = _broker_url(REDIS_TARGET)
+if REDIS_TARGET.kind == "sentinel" and not os.environ.get("CELERY_BROKER_URL"):
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"master_name": REDIS_TARGET.master,
+                                       "sentinel_kwargs": REDIS_TARGET.sentinel_options}
 CELERY_TASK_ACKS_LATE = False
 # Background tools go to this queue (a test run uses its own, so no other worker takes its jobs).
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE", "celery")
@@ -226,6 +256,8 @@ MCP_TRANSPORT = {
     # Bearer tokens on every request (static tokens, then django-oauth-toolkit's).
     "AUTH": os.environ.get("MCP_AUTH", "off") == "on",
 }
+if REDIS_TARGET.kind != "single":  # the cache's LOCATION is not the app's URL then
+    MCP_TRANSPORT["REDIS_URL"] = REDIS_URL
 if os.environ.get("MCP_MAX_SESSIONS_PER_ADDRESS"):
     MCP_TRANSPORT["MAX_SESSIONS_PER_ADDRESS"] = int(os.environ["MCP_MAX_SESSIONS_PER_ADDRESS"])
 # Any other key, as JSON (deployments and tests): MCP_TRANSPORT_JSON='{"SSE_RETRY_MS": null}'

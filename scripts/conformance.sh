@@ -13,6 +13,8 @@
 #
 #   CONFORMANCE_PORT  port to serve on (default: a free one)
 #   REDIS_URL         Redis to use (default: run.py starts an embedded one)
+#   REDIS_TOPOLOGY    sentinel or cluster: run.py starts a private Sentinel set or Redis Cluster
+#                     instead (the Cluster's broker: CELERY_BROKER_URL, default local RabbitMQ)
 #   PYTHON            interpreter with the project installed (default: .venv/bin/python)
 set -euo pipefail
 cd "$(dirname "$0")/.."

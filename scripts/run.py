@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Start the whole stack on embedded defaults: `make run` (PORT=9000 make run for another port).
 
-1. Redis: REDIS_URL if set, else an embedded redis-server (mcpserver/embedded_redis.py).
+1. Redis: REDIS_URL if set, else a private Sentinel set or Redis Cluster with REDIS_TOPOLOGY=sentinel|cluster
+   (mcpserver/redis_topologies.py), else an embedded redis-server (mcpserver/embedded_redis.py).
 2. A secret key: DJANGO_SECRET_KEY or DJANGO_SECRET_KEY_FILE if set, else a random one made on
    the first run into `.secret_key` (git-ignored) and reused after, so admin logins survive a
    restart (the example project refuses to start without one unless DJANGO_DEBUG=1).
@@ -100,7 +101,16 @@ def main():
     redis = None
     procs = []
     try:
-        if not env.get("REDIS_URL"):
+        if env.get("REDIS_TOPOLOGY") and not env.get("REDIS_URL"):
+            # A private Sentinel set or Redis Cluster (docs/deployment.md, "Redis at scale").
+            from mcpserver.redis_topologies import RedisClusterSet, SentinelSet
+
+            redis = (SentinelSet() if env["REDIS_TOPOLOGY"] == "sentinel" else RedisClusterSet()).start()
+            env["REDIS_URL"] = redis.url
+            if env["REDIS_TOPOLOGY"] == "cluster":  # Celery cannot use a Cluster
+                env.setdefault("CELERY_BROKER_URL", "amqp://guest:guest@127.0.0.1:5672//")
+            print(f"[run] Redis {env['REDIS_TOPOLOGY']} at {redis.url}", flush=True)
+        elif not env.get("REDIS_URL"):
             redis = EmbeddedRedis(die_with_parent=True).start()
             env["REDIS_URL"] = redis.url
             print(f"[run] embedded Redis at {redis.url} (set REDIS_URL to use your own)", flush=True)
@@ -144,7 +154,7 @@ def main():
                     print(f"[run] {p.name} exited with code {p.returncode}; stopping the rest",
                           file=sys.stderr, flush=True)
                     return p.returncode if p.returncode > 0 else 1  # killed by a signal: <0
-            if redis and redis.process.poll() is not None:
+            if isinstance(redis, EmbeddedRedis) and redis.process.poll() is not None:
                 print("[run] embedded Redis exited; stopping the rest", file=sys.stderr, flush=True)
                 return 1
             if not announced and port_open(port):

@@ -134,3 +134,31 @@ def admin_login(server_env):
     subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, env={**os.environ, **server_env},
                    check=True, capture_output=True)
     return ADMIN_USER, ADMIN_PASSWORD
+
+
+# -- Redis Sentinel and Cluster (private redis-server processes on free ports) -----------------
+
+def _topology(kind):
+    import shutil
+
+    from mcpserver.redis_topologies import RedisClusterSet, SentinelSet
+
+    if not shutil.which("redis-server") or not shutil.which("redis-cli"):
+        pytest.skip("redis-server and redis-cli (7.0 or later) are not on PATH")
+    return (SentinelSet() if kind == "sentinel" else RedisClusterSet()).start()
+
+
+@pytest.fixture(scope="session")
+def sentinel_set():
+    """A master, a replica and three Sentinels (mcpserver/redis_topologies.py), for the run."""
+    topology = _topology("sentinel")
+    yield topology
+    topology.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster():
+    """A six-node Redis Cluster (three masters, one replica each), for the run."""
+    topology = _topology("cluster")
+    yield topology
+    topology.stop()

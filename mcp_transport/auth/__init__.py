@@ -45,7 +45,7 @@ from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
 from ..conf import get_config
-from ..connections import async_redis, keys
+from ..connections import async_redis, keys, publish
 from ..protocol import auth as wire
 from ..protocol.errors import TransportError
 
@@ -378,7 +378,7 @@ def revoked(digests) -> None:
     with sync_redis().pipeline(transaction=False) as pipe:
         for digest in digests:
             pipe.set(keys().auth_token(digest), TOMBSTONE, ex=ttl)
-            pipe.publish(keys().control_channel(), message("auth_forget", digest))
+            publish(pipe, keys().control_channel(), message("auth_forget", digest))
         pipe.execute()
 
 
@@ -396,7 +396,7 @@ def changed(digests) -> None:
     with sync_redis().pipeline(transaction=False) as pipe:
         pipe.delete(*[keys().auth_token(digest) for digest in digests])
         for digest in digests:
-            pipe.publish(keys().control_channel(), message("auth_forget", digest))
+            publish(pipe, keys().control_channel(), message("auth_forget", digest))
         pipe.execute()
 
 

@@ -20,7 +20,7 @@ from django.contrib.auth.models import AnonymousUser
 from .. import auth
 from ..state import quotas
 from ..conf import get_config
-from ..connections import async_redis, keys
+from ..connections import async_redis, keys, publish
 from ..models import McpSession
 from ..protocol.ids import GET_STREAM
 from ..protocol.jsonrpc import dumps, notification_message
@@ -110,7 +110,7 @@ async def list_changed(kind: str) -> int:
 async def _ring_listeners(message: dict) -> None:
     """The 2026-07-28 era has no sessions: its subscriptions/listen streams, on any process,
     hear every change on one channel and keep what their filter asks for (eras/modern_2026/http.py)."""
-    await async_redis().publish(keys().listen_bell(), dumps(message))
+    await publish(async_redis(), keys().listen_bell(), dumps(message))
 
 
 resource_updated_sync = async_to_sync(resource_updated)

@@ -43,7 +43,7 @@ from .. import tracing
 from ..state import control, metrics, quotas
 from ..methods import threads
 from ..conf import get_config, redis_url
-from ..connections import async_redis, keys
+from ..connections import async_redis, keys, publish
 from ..methods.content import error_result
 from ..logs import short_id
 from ..models import McpJob
@@ -934,7 +934,7 @@ async def deliver_inputs(job, responses: dict) -> list:
         reply_key = keys().reply(job.session_id, reply_id)
         async with client.pipeline(transaction=False) as pipe:
             pipe.set(reply_key, dumps(reply), ex=get_config()["CLIENT_REQUEST_TIMEOUT"] + 60)
-            pipe.publish(reply_key, "1")
+            publish(pipe, reply_key, "1")
             pipe.getdel(keys().parked(job.session_id, reply_id))  # a parked job's question
             _, _, parked = await pipe.execute()
         if parked is not None:

@@ -20,7 +20,7 @@ from ..state import control, metrics, quotas, sessions
 from . import calls
 from ..state.bell import doorbell
 from ..conf import get_config
-from ..connections import async_redis, keys
+from ..connections import async_redis, keys, publish
 from ..methods.context import ClientCapabilityError, ClientRequestError, ToolCancelled
 from ..methods.dispatch import dispatch
 from ..protocol import sse
@@ -331,7 +331,7 @@ async def deliver_reply(session_id: str, reply: dict) -> None:
     reply_key = names.reply(session_id, reply["id"])
     async with async_redis().pipeline(transaction=False) as pipe:
         pipe.set(reply_key, json.dumps(reply), ex=get_config()["CLIENT_REQUEST_TIMEOUT"] + 60)
-        pipe.publish(reply_key, "1")
+        publish(pipe, reply_key, "1")
         # A background job that gave its worker back to wait for this answer (jobs.py: parked
         # jobs): taken once, so that one process stores the answer and queues the job.
         pipe.getdel(names.parked(session_id, reply["id"]))

@@ -29,7 +29,7 @@ import weakref
 from . import metrics, samples
 from .bell import doorbell
 from ..conf import get_config
-from ..connections import async_redis, keys
+from ..connections import async_redis, keys, publish as publish_on
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ def on_message(kind: str, listener) -> None:
 
 
 async def publish(kind: str, session_id: str, **fields) -> None:
-    await async_redis().publish(keys().control_channel(), message(kind, session_id, **fields))
+    await publish_on(async_redis(), keys().control_channel(), message(kind, session_id, **fields))
 
 
 async def ensure_listening() -> None:
@@ -97,7 +97,7 @@ async def ensure_listening() -> None:
 async def _listen(subscription):
     while True:
         received = await subscription.wait(None)
-        if received is not None:
+        if received is not None and received[0] is not None:  # (None, None): subscribed again
             try:
                 handle(json.loads(received[1]))
             except Exception:
@@ -263,7 +263,7 @@ class ReaderClaim:
         payload = json.dumps({"kind": "takeover", "s": self.session_id, "k": self.stream_key, "t": self.token})
         async with async_redis().pipeline(transaction=False) as pipe:
             pipe.set(self.key, self.token, px=self.ttl_ms)
-            pipe.publish(keys().control_channel(), payload)
+            publish_on(pipe, keys().control_channel(), payload)
             await pipe.execute()
 
     async def extend(self) -> bool:

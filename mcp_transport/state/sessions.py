@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from . import control, metrics, quotas
 from ..conf import get_config
-from ..connections import async_redis, keys
+from ..connections import async_redis, keys, publish
 from ..models import McpSession
 from ..protocol.ids import GET_STREAM
 from ..protocol.session import SessionState
@@ -254,7 +254,7 @@ async def close_many(session_ids: list, reason: str) -> None:
             # Before its events go: an event a request still running appends after this is not
             # stored (the store's append script and batch writer look for it).
             pipe.set(names.closed(session_id), reason, ex=get_config()["STREAM_TTL"])
-            pipe.publish(names.control_channel(), control.message("closed", session_id))
+            publish(pipe, names.control_channel(), control.message("closed", session_id))
         await pipe.execute()
     await asyncio.shield(get_event_store().delete_sessions(session_ids))
 
@@ -268,8 +268,10 @@ async def _subscriptions_and_addresses(session_ids) -> tuple:
     async with async_redis().pipeline(transaction=False) as pipe:
         for session_id in session_ids:
             pipe.smembers(names.subscriptions(session_id))
-        pipe.mget([names.session(session_id) for session_id in session_ids])
-        *subscribed, records = await pipe.execute()
+        for session_id in session_ids:  # GETs, not one MGET: a Redis Cluster's pipelines refuse MGET
+            pipe.get(names.session(session_id))
+        replies = await pipe.execute()
+    subscribed, records = replies[:len(session_ids)], replies[len(session_ids):]
     return subscribed, [json.loads(raw).get("address", "") if raw else "" for raw in records]
 
 

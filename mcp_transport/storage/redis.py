@@ -43,7 +43,8 @@ falls back to the database and merges what Redis has after it, without duplicate
 counted in ``{prefix}:metrics`` as ``replay_hits:redis|database`` and
 ``replay_failures:unknown|evicted``.
 
-Needs a single Redis server (not Cluster): the scripts touch keys they did not declare.
+On a Redis Cluster every key of the app shares one hash tag (``connections.keys()``), so the
+scripts, which touch the session's streams besides the keys they declare, run on one node.
 """
 import asyncio
 import json
@@ -53,7 +54,7 @@ from typing import NamedTuple
 
 from django.core.exceptions import ImproperlyConfigured
 
-from ..connections import async_redis, keys
+from ..connections import async_redis, is_cluster, keys
 from ..protocol.ids import EventId
 from ..protocol.jsonrpc import dumps
 from . import persist
@@ -343,7 +344,9 @@ class _LoopState:
 
     def __init__(self, store):
         client = async_redis()
-        self.append_script = client.register_script(APPEND_LUA)
+        # On a Cluster the doorbells are sharded channels (connections.publish).
+        self.append_script = client.register_script(
+            APPEND_LUA.replace("redis.call('PUBLISH'", "redis.call('SPUBLISH'") if is_cluster() else APPEND_LUA)
         self.delete_script = client.register_script(DELETE_LUA)
         self.batcher = Coalescer(store._send)
         backlog = Backlog(store.maxlen, store.session_max_events, store.session_max_bytes, store.unwritten_wait)
@@ -537,10 +540,14 @@ class RedisEventStore(EventStore):
     async def delete_sessions(self, session_ids):
         """One round trip of script calls, one DELETE of rows, however many sessions."""
         names, state = StoreKeys(), self._state()
-        async with async_redis().pipeline(transaction=False) as pipe:
-            for session_id in session_ids:
-                await state.delete_script(keys=[*names.shared, names.session_streams(session_id)], client=pipe)
-            await pipe.execute()
+        if is_cluster():  # redis-py's Cluster pipelines refuse scripts: side by side instead
+            await asyncio.gather(*(state.delete_script(keys=[*names.shared, names.session_streams(session_id)])
+                                   for session_id in session_ids))
+        else:
+            async with async_redis().pipeline(transaction=False) as pipe:
+                for session_id in session_ids:
+                    await state.delete_script(keys=[*names.shared, names.session_streams(session_id)], client=pipe)
+                await pipe.execute()
         if self.table is not None:
             for session_id in session_ids:
                 state.flusher.drop_session(session_id)

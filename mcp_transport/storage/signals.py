@@ -6,7 +6,7 @@ import asyncio
 import weakref
 from collections import Counter
 
-from ..connections import async_redis, keys
+from ..connections import async_redis, keys, publish
 
 _ringers = weakref.WeakKeyDictionary()
 
@@ -38,7 +38,7 @@ async def _ring_all(items) -> list:
     total = Counter()
     async with async_redis().pipeline(transaction=False) as pipe:
         for channel in dict.fromkeys(channel for channel, _ in items):
-            pipe.publish(channel, "1")
+            publish(pipe, channel, "1")
         for _, counts in items:
             total.update(counts)
         _queue_counts(pipe, total)

@@ -48,7 +48,7 @@ SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-
 
 async def answer_failures(work, send_error, endpoint: str, log=logger) -> None:
     """Await ``work``; what it raises becomes the one error reply of every endpoint: a
-    ProtocolError as itself, Redis unreachable as 503, anything else as 500 (and a log record)."""
+    ProtocolError as itself, a Redis failure as 503 (logged as what it is: connections.redis_failure), anything else as 500 (and a log record)."""
     try:
         await work
     except ProtocolError as exc:

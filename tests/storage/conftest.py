@@ -15,7 +15,11 @@ BACKENDS = {
     "memory": "mcp_transport.storage.memory.InMemoryEventStore",
     "database": "mcp_transport.storage.database.DatabaseEventStore",
     "redis": "mcp_transport.storage.redis.RedisEventStore",
+    # The same store on a Sentinel-managed master and on a Redis Cluster (tests/conftest.py).
+    "redis-sentinel": "mcp_transport.storage.redis.RedisEventStore",
+    "redis-cluster": "mcp_transport.storage.redis.RedisEventStore",
 }
+TOPOLOGIES = {"redis-sentinel": "sentinel_set", "redis-cluster": "redis_cluster"}
 
 
 @pytest.fixture(autouse=True)
@@ -43,7 +47,13 @@ def stores():
 
 @pytest.fixture(params=list(BACKENDS))
 def backend(request):
-    return request.param
+    """The backend's name; for a Redis topology the app's REDIS_URL points at it meanwhile."""
+    if request.param not in TOPOLOGIES:
+        yield request.param
+        return
+    topology = request.getfixturevalue(TOPOLOGIES[request.param])
+    with override_settings(MCP_TRANSPORT={**settings.MCP_TRANSPORT, "REDIS_URL": topology.url}):
+        yield request.param
 
 
 @pytest.fixture

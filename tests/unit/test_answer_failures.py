@@ -34,9 +34,14 @@ async def test_a_protocol_error_is_answered_as_itself(caplog):
 @pytest.mark.parametrize("exc, status, logged", [
     (redis.ConnectionError("down"), 503, "Redis is unreachable (for longer than REDIS_OUTAGE_TOLERANCE, 30 s)"),
     (redis.TimeoutError("slow"), 503, "Redis did not answer within REDIS_OUTAGE_TOLERANCE (30 s)"),
-    # A Cluster's MOVED reply is a configuration problem, not an outage: it says so.
-    (redis.exceptions.MovedError("3999 127.0.0.1:6381"), 503,
-     "Redis refused a command (MovedError: 3999 127.0.0.1:6381)"),
+    # A Cluster named as one server (issue 18): a configuration problem, not an outage.
+    (redis.exceptions.MovedError("3999 127.0.0.1:7001"), 503,
+     "Redis answered MOVED: the Redis URL names one node of a Redis Cluster (name the Cluster: redis+cluster://HOST:PORT,...)"),
+    (redis.ResponseError("CROSSSLOT Keys in request don't hash to the same slot"), 503,
+     "Redis Cluster refused a command whose keys span several slots"),
+    (redis.exceptions.ReadOnlyError("You can't write against a read only replica."), 503,
+     "Redis is a read-only replica (a failover under way, or the Redis URL names a replica)"),
+    (redis.ResponseError("OOM command not allowed"), 503, "Redis refused a command (ResponseError: OOM command not allowed)"),
     (KeyError("bug"), 500, "the test endpoint failed")])
 async def test_anything_else_is_a_logged_5xx_with_a_clear_message(exc, status, logged, caplog):
     error = await mapped(exc, caplog)

@@ -25,7 +25,7 @@ from ...state import control, quotas, sessions
 from ...running import jobs, streams
 from ...state.bell import doorbell
 from ...conf import get_config
-from ...connections import async_redis, keys
+from ...connections import async_redis, keys, publish
 from ...methods.dispatch import Call, counts_as_call, initialize_result, runs_in_background, target_spec
 from ...models import McpSession
 from ...protocol import ids, jsonrpc, versions
@@ -82,7 +82,7 @@ async def add_stream(session_id: str, stream_key: str) -> None:
     async with async_redis().pipeline(transaction=False) as pipe:
         pipe.rpush(names.opened_streams(session_id), stream_key)
         pipe.expire(names.opened_streams(session_id), _list_ttl())
-        pipe.publish(names.stream_bell(session_id, GET_STREAM), "opened")
+        publish(pipe, names.stream_bell(session_id, GET_STREAM), "opened")
         await pipe.execute()
 
 
@@ -248,7 +248,7 @@ class Follower:
         """End ``run()`` once every listed request has ended (its answer handed over): the
         client will send no more (stdio's stdin closed)."""
         self._draining = True
-        await async_redis().publish(keys().stream_bell(self.session_id, GET_STREAM), "drain")
+        await publish(async_redis(), keys().stream_bell(self.session_id, GET_STREAM), "drain")
 
     async def _idle(self) -> bool:
         return len(self.positions) == 1 and await async_redis().llen(keys().opened_streams(self.session_id)) <= self.known
@@ -328,6 +328,8 @@ class Follower:
         """The entries whose bells rang: this one and any already queued."""
         entries, rung = set(), first
         while rung is not None:
+            if rung[0] is None:  # subscribed again after a reconnect: any stream may have grown
+                entries.update(self.positions)
             entry = self._entries_by_bell.get(rung[0])
             if entry is not None:
                 entries.add(entry)

@@ -501,7 +501,7 @@ async def follow_changes(reply, honored, tag, principal=None):
                                                   {"notifications": honored, "_meta": tag}))
             while not token_ended.is_set() and (deadline is None or loop.time() < deadline):
                 rang = await subscription.wait(None if deadline is None else deadline - loop.time())
-                if rang is None or rang[0] is None:  # the deadline, or woken by the token's end
+                if rang is None or rang[0] is None:  # the deadline, the token's end, or subscribed again after a reconnect
                     continue
                 message = json.loads(rang[1])
                 if modern.wanted(honored, message["method"], message.get("params")) \

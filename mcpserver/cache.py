@@ -1,0 +1,48 @@
+"""A Django cache on a Redis Cluster, for the example project when ``REDIS_URL`` is
+``redis+cluster://``: django-redis has no Cluster client (django-redis #208), and Django's own
+RedisCache takes one server URL. This is Django's RedisCache with a redis-py ``RedisCluster``
+behind it; the project uses its cache for small counters (OAuth registrations per address, the
+example tools' counters), which need no more.
+"""
+from django.core.cache.backends.redis import RedisCache, RedisCacheClient
+from redis.cluster import ClusterNode, RedisCluster
+
+from redis.backoff import NoBackoff
+
+from mcp_transport.connections import connection_options, parse_redis_url, retry_policy
+
+
+class ClusterCacheClient(RedisCacheClient):
+    def __init__(self, servers, **options):
+        super().__init__(servers, **options)
+        self._cluster = None
+
+    def get_client(self, key=None, *, write=False):
+        if self._cluster is None:
+            target = parse_redis_url(self._servers[0])
+            # A count of attempts, as every Cluster client here: RedisCluster loops get_retries() times.
+            options = {**connection_options(asynchronous=False), "retry": retry_policy(NoBackoff(), 2, asynchronous=False)}
+            self._cluster = RedisCluster(startup_nodes=[ClusterNode(host, port) for host, port in target.nodes],
+                                         **options, **target.options)
+        return self._cluster
+
+    def get_many(self, keys):
+        # MGET across slots is refused on a Cluster; redis-py splits this one by slot.
+        values = self.get_client().mget_nonatomic(keys)
+        return {key: self._serializer.loads(value) for key, value in zip(keys, values) if value is not None}
+
+    def set_many(self, data, timeout):
+        # A Cluster pipeline refuses MSET: one SET per key, still one round trip per node.
+        pipeline = self.get_client(None, write=True).pipeline()
+        for key, value in data.items():
+            pipeline.set(key, self._serializer.dumps(value), ex=timeout)
+        pipeline.execute()
+
+
+class RedisClusterCache(RedisCache):
+    """``CACHES = {"default": {"BACKEND": "mcpserver.cache.RedisClusterCache",
+    "LOCATION": "redis+cluster://HOST:PORT,HOST:PORT"}}``."""
+
+    def __init__(self, server, params):
+        super().__init__(server, params)
+        self._class = ClusterCacheClient
