@@ -385,7 +385,7 @@ async def watch(session_id: str, stream_key: str, call: dict) -> bool:
         return False
     if "parked" in call:  # no worker runs it: it waits for its client, for a while
         return await expire_parked(session_id, call)
-    if control.beat_age_ms(call) < control.orphan_after_ms():
+    if not control.looks_dead(call):
         return False
     job = await load(call.get("job"))
     if job is None:

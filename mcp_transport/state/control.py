@@ -22,9 +22,12 @@ counters (metrics.py) in the same round trip, and offers to take the dashboard's
 import asyncio
 import json
 import logging
+import math
 import secrets
 import time
 import weakref
+
+import redis
 
 from . import metrics, samples
 from .bell import doorbell
@@ -167,7 +170,7 @@ async def _housekeeping():
     while True:
         await asyncio.sleep(heartbeat_seconds())
         try:
-            await _beat_and_flush()
+            await _timed_round()
             await samples.maybe_take()
         except Exception:
             logger.warning("housekeeping round failed; retrying", exc_info=True)
@@ -195,6 +198,60 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+# A beat read back from Redis tells whether its process is alive only if Redis could take beats
+# all along. During a stall (or a restart, a failover) nobody's beat gets through, and just
+# after it every live process's last beat is as old as the stall until its next round lands:
+# a process that read one then would take a live worker for lost. So each process times its
+# own housekeeping rounds (they go to Redis every heartbeat anyway: no extra round trip), and
+# reads others' beats only once its rounds have gone through on time for an orphan limit.
+
+#: The event loop -> monotonic start of its housekeeping round in flight.
+_rounds_in_flight = {}
+#: Monotonic time from which beats read back say something again (after a slow or failed round).
+_beats_readable_from = 0.0
+
+
+def _slow_round_seconds() -> float:
+    """A round blocked this long means beats were late by as much. Any stall long enough to age a
+    live beat past the orphan limit (that limit less a heartbeat) blocks a round at least this
+    long: a round starts within a heartbeat of the stall's start."""
+    heartbeat = heartbeat_seconds()
+    return max(heartbeat, orphan_after_ms() / 1000 - 2 * heartbeat)
+
+
+async def _timed_round() -> None:
+    global _beats_readable_from
+    loop = asyncio.get_running_loop()
+    started = _rounds_in_flight[loop] = time.monotonic()
+    try:
+        await _beat_and_flush()
+    except redis.RedisError:
+        _beats_readable_from = math.inf  # Redis is away (or refuses writes): until a round goes through
+        raise
+    finally:
+        _rounds_in_flight.pop(loop, None)
+    ended = time.monotonic()
+    if ended - started > _slow_round_seconds() or _beats_readable_from == math.inf:
+        # Live processes beat again within a heartbeat of Redis coming back: give them an
+        # orphan limit to do it in before reading their beats.
+        _beats_readable_from = ended + orphan_after_ms() / 1000
+
+
+def beats_readable() -> bool:
+    """Whether this process may take a beat older than the orphan limit for a death: False while
+    its own housekeeping cannot reach Redis (or only slowly), and for an orphan limit after."""
+    now = time.monotonic()
+    if now < _beats_readable_from:
+        return False
+    return all(now - started <= _slow_round_seconds() for started in list(_rounds_in_flight.values()))
+
+
+def looks_dead(call: dict) -> bool:
+    """Whether the request behind a call record has missed its beats (``beat`` is the time of
+    its process's last one)."""
+    return beat_age_ms(call) >= orphan_after_ms() and beats_readable()
+
+
 async def beat(session_id: str, stream_key: str) -> None:
     """One heartbeat now, for a request that starts running in this process (a job's worker)."""
     await async_redis().hset(keys().call(session_id, stream_key), "beat", _now_ms())
@@ -218,7 +275,7 @@ async def claim_orphan(session_id: str, stream_key: str, call=None):
     client = async_redis()
     record = keys().call(session_id, stream_key)
     call = await client.hgetall(record) if call is None else call
-    if not call or "done" in call or "job" in call or beat_age_ms(call) < orphan_after_ms():
+    if not call or "done" in call or "job" in call or not looks_dead(call):
         return None
     if not await client.hsetnx(record, "done", "orphan"):
         return None
