@@ -76,6 +76,9 @@ class Principal:
     user: object = field(default=None, compare=False, repr=False)
     #: The SHA-256 of the token this request presented (``watch_token``); not cached either.
     digest: str = field(default="", compare=False, repr=False)
+    #: When this request's token check began (Unix time): a revocation heard after it, before
+    #: the stream watched the token, still ends the stream (``watch_token``).
+    checked_at: float = field(default=0.0, compare=False, repr=False)
 
     @classmethod
     def for_user(cls, user, **fields) -> "Principal":
@@ -103,6 +106,7 @@ class Principal:
         data = asdict(self)
         data.pop("user")
         data.pop("digest")
+        data.pop("checked_at")
         data["scopes"] = sorted(self.scopes)
         return json.dumps(data, separators=(",", ":"))
 
@@ -227,6 +231,7 @@ async def authenticate(scope, headers, path: Optional[str] = None) -> Principal:
     if not config["AUTH"]:
         return Principal.from_scope(scope)
     resource = resource_url(scope, headers.get("host"), path)
+    checked_at = time.time()
     token = wire.bearer_token(headers.get("authorization"))
     if token is None:
         raise Unauthorized("Authorization required: send an OAuth bearer token.",
@@ -244,7 +249,7 @@ async def authenticate(scope, headers, path: Optional[str] = None) -> Principal:
                 "WWW-Authenticate", wire.challenge(resource, challenge_scopes(), "invalid_token",
                                                    "The token's user is inactive."))])
     require_scopes(principal, config["AUTH_REQUIRED_SCOPES"], resource)
-    return replace(principal, user=user, digest=token_digest(token))
+    return replace(principal, user=user, digest=token_digest(token), checked_at=checked_at)
 
 
 def may_use(spec, principal) -> bool:
@@ -404,6 +409,12 @@ def changed(digests) -> None:
 
 #: token digest -> what ends each stream of this process that was opened with that token.
 _stream_enders = {}
+#: token digest -> when this process last heard it was revoked or changed, newest last: a stream
+#: whose request was checked before that, but that began watching only after, ends too (the
+#: round trips between a request's token check and its stream's first byte take a few ms).
+_forgotten = OrderedDict()
+#: How long a heard revocation is remembered for that purpose, and how many at most.
+FORGOTTEN_SECONDS, FORGOTTEN_MAX = 60.0, 10_000
 
 
 def watch_token(principal: Principal, end):
@@ -419,6 +430,8 @@ def watch_token(principal: Principal, end):
     if principal.expires_at is not None:
         timer = asyncio.get_running_loop().call_later(max(0.0, principal.expires_at - time.time()), end)
     _stream_enders.setdefault(digest, set()).add(end)
+    if _forgotten.get(digest, -1.0) >= principal.checked_at:  # revoked while the stream was opening
+        asyncio.get_running_loop().call_soon(end)
 
     def stop():
         if timer is not None:
@@ -440,5 +453,10 @@ def end_streams(digest: str) -> None:
     """A token was revoked or changed (the control channel's ``auth_forget``): end this
     process's streams that rely on it. A changed token's streams end too: the client opens them
     again under what the token allows now."""
+    now = time.time()
+    _forgotten.pop(digest, None)
+    _forgotten[digest] = now
+    while _forgotten and (len(_forgotten) > FORGOTTEN_MAX or next(iter(_forgotten.values())) < now - FORGOTTEN_SECONDS):
+        _forgotten.popitem(last=False)
     for end in list(_stream_enders.pop(digest, ())):
         end()
