@@ -27,6 +27,7 @@ from urllib.parse import parse_qs
 
 from channels.consumer import AsyncConsumer
 from channels.exceptions import StopConsumer
+from django.utils.crypto import constant_time_compare, salted_hmac
 
 from .. import auth, logs
 from ..state import control, metrics, quotas, sessions
@@ -36,7 +37,7 @@ from .sse_writer import SseWriter
 from .streamable_http import JSON_HEADERS, SSE_HEADERS, RequestBody, answer_failures, check_host
 from ..protocol import http, ids, jsonrpc, sse
 from ..protocol.cursor import Cursor
-from ..protocol.errors import ProtocolError, TransportError
+from ..protocol.errors import InvalidRequest, ProtocolError, TransportError
 from ..protocol.ids import GET_STREAM
 from ..eras.legacy_2025 import session as message_session
 
@@ -122,11 +123,32 @@ class HeldWriter(SseWriter):
 def endpoint_frame(url: str, cursor: Cursor) -> bytes:
     """"When a client connects, the server MUST send an endpoint event"; its id resumes the
     session even before any message, and its retry paces EventSource's reconnection."""
-    return sse.encode(sse.SseEvent(event="endpoint", data=url, id=str(cursor), retry=get_config()["SSE_RETRY_MS"]))
+    return sse.encode(sse.SseEvent(event="endpoint", data=url, id=sealed(str(cursor)),
+                                   retry=get_config()["SSE_RETRY_MS"]))
 
 
 def message_frame(message: dict, event_id: str) -> bytes:
-    return sse.encode(sse.SseEvent(event="message", data=jsonrpc.dumps(message).decode(), id=event_id))
+    return sse.encode(sse.SseEvent(event="message", data=jsonrpc.dumps(message).decode(), id=sealed(event_id)))
+
+
+#: The MAC's salt: an event id of this transport names a session and how far it was read.
+CURSOR_SALT = "mcp_transport.http_sse.cursor"
+
+
+def sealed(cursor: str) -> str:
+    """An event id only this server makes: the cursor and a keyed MAC of it. With authorization
+    off a session id is its session's only credential, and this transport puts it in every
+    POST's URL, so in access logs: a resume must present an id the server sent on the stream,
+    not one anybody can build from the session id."""
+    return f"{cursor}~{salted_hmac(CURSOR_SALT, cursor).hexdigest()[:32]}"
+
+
+def opened(event_id: str) -> Cursor:
+    """The cursor of an id ``sealed`` made, or InvalidRequest (400) for any other."""
+    cursor, _, mac = event_id.strip().rpartition("~")
+    if not cursor or not constant_time_compare(mac, salted_hmac(CURSOR_SALT, cursor).hexdigest()[:32]):
+        raise InvalidRequest("Last-Event-ID is not an event id this server issued.")
+    return Cursor.parse(cursor)
 
 
 class SseConsumer(_Endpoint):
@@ -158,7 +180,7 @@ class SseConsumer(_Endpoint):
         await control.ensure_listening()
         last_event_id = headers.get("last-event-id")
         if last_event_id:
-            cursor = Cursor.parse(last_event_id)
+            cursor = opened(last_event_id)
             session = await self.load_session(cursor.session_id)
         else:
             session, cursor = await message_session.open_session(self.principal, self.client_address(headers))

@@ -219,12 +219,27 @@ def test_bad_requests_get_clear_errors(mcp_server):
     connection = http.client.HTTPConnection("127.0.0.1", mcp_server.port, timeout=30)
     connection.request("GET", "/sse", headers={"Accept": "application/json"})
     assert connection.getresponse().status == 406
-    for last_event_id, status in (("nonsense", 400), ("A" * 32 + ":1:0.1-0", 404)):
+    for last_event_id in ("nonsense", "A" * 32 + ":1:0.1-0", "A" * 32 + ":1:0.1-0~" + "0" * 32):
         refused = SseConnection(mcp_server, {"Last-Event-ID": last_event_id})
-        assert refused.response.status == status
+        assert refused.response.status == 400
     connection = http.client.HTTPConnection("127.0.0.1", mcp_server.port, timeout=30)
     connection.request("DELETE", "/messages")
     assert connection.getresponse().status == 405
+
+
+def test_a_session_id_alone_does_not_resume_its_session(mcp_server):
+    """With authorization off the session id is in every POST's URL, so in access logs: a resume
+    needs an event id the server sent, not one built from the session id (it replayed the whole
+    session and took its stream over)."""
+    stream, messages = open_session(mcp_server)
+    session_id = messages.split("session_id=")[1]
+    for built in (f"{session_id}:1:0.0-0", f"{session_id}:1:0.0-0~" + "f" * 32):
+        refused = SseConnection(mcp_server, {"Last-Event-ID": built})
+        assert refused.response.status == 400, built
+    ping = {"jsonrpc": "2.0", "id": 7, "method": "ping"}
+    assert post(mcp_server, messages, ping)[0] == 202  # the owner's stream still gets its answers
+    assert stream.message()[0] == {"jsonrpc": "2.0", "id": 7, "result": {}}
+    stream.close()
 
 
 def test_the_mcp_endpoint_is_untouched(client):
