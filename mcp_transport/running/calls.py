@@ -134,16 +134,25 @@ def _row(captured) -> dict:
     if message is not None and isinstance(message.get("error"), dict):
         code = message["error"].get("code") if isinstance(message["error"].get("code"), int) else None
     client_name = (session.client_info or {}).get("name")
-    return {"started_at": datetime.fromtimestamp(started, tz=dt_timezone.utc),
-            "era": McpCall.Era.SESSIONS if session.id else McpCall.Era.STATELESS,
-            "method": request.method[:64], "target": _target(request)[:500],
-            "principal": (principal.key if principal is not None else "")[:255],
-            "client_name": client_name[:200] if isinstance(client_name, str) else "",
-            "status": status or outcome_of(message), "error_code": code, "duration_ms": seconds * 1000,
-            "request_bytes": request_bytes,
-            "response_bytes": None if message is None else len(jsonrpc.dumps(message)),
-            "session_id": session.id or "", "job_id": (job_id or _task_id(message) or _asked_task(request))[:64],
-            "request_id": (request.id if isinstance(request.id, str) else json.dumps(request.id))[:200]}
+    fields = {"started_at": datetime.fromtimestamp(started, tz=dt_timezone.utc),
+              "era": McpCall.Era.SESSIONS if session.id else McpCall.Era.STATELESS,
+              "method": request.method[:64], "target": _target(request)[:500],
+              "principal": (principal.key if principal is not None else "")[:255],
+              "client_name": client_name[:200] if isinstance(client_name, str) else "",
+              "status": status or outcome_of(message), "error_code": code, "duration_ms": seconds * 1000,
+              "request_bytes": request_bytes,
+              "response_bytes": None if message is None else len(jsonrpc.dumps(message)),
+              "session_id": session.id or "", "job_id": (job_id or _task_id(message) or _asked_task(request))[:64],
+              "request_id": (request.id if isinstance(request.id, str) else json.dumps(request.id))[:200]}
+    return {name: _storable(value) for name, value in fields.items()}
+
+
+def _storable(value):
+    """Client text as every database takes it: PostgreSQL refuses a NUL in text (one such call
+    lost its whole batch of rows), and no database takes a lone surrogate (JSON may carry both)."""
+    if not isinstance(value, str):
+        return value
+    return value.replace("\x00", "\N{REPLACEMENT CHARACTER}").encode("utf-8", "replace").decode("utf-8")
 
 
 def outcome_of(message) -> str:

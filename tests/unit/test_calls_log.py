@@ -79,3 +79,14 @@ def test_a_full_backlog_drops_rows_instead_of_growing(monkeypatch):
     calls.add(())
     assert len(calls._waiting) == calls.MAX_WAITING
     assert metrics._pending["calls_log_dropped"] == before + 1
+
+
+def test_client_text_is_stored_as_every_database_takes_it():
+    """PostgreSQL refuses NUL in text and no database takes a lone surrogate: one such call lost
+    its whole batch of rows (the fuzz suite's health check saw the traceback on PostgreSQL)."""
+    request = Request(id="r\x00", method="tools/call", params={"name": "a\x00b\ud800"})
+    row = calls.row(request, call(client="c\x00"), None)
+    assert row["target"] == "a\ufffdb?" and row["client_name"] == "c\ufffd" and row["request_id"] == "r\ufffd"
+    for value in row.values():
+        if isinstance(value, str):
+            value.encode("utf-8")  # no lone surrogate left
