@@ -27,10 +27,16 @@ def session_link(session_id: str):
     return format_html('<a href="{}"><code>{}…</code></a>', url, session_id[:8])
 
 
+def clipped(text: str, length: int):
+    if len(text) <= length:
+        return text
+    return format_html('<span title="{}">{}…</span>', text, text[:length - 1])
+
+
 @admin.register(McpCall)
 class McpCallAdmin(admin.ModelAdmin):
-    list_display = ("started", "era_text", "method", "target", "status_badge", "duration", "bytes_text",
-                    "principal", "client_name", "job", "session")
+    list_display = ("started", "era_text", "method_text", "target_text", "status_badge", "duration", "bytes_text",
+                    "principal_text", "client_text", "job", "session")
     list_display_links = ("started",)
     list_filter = ("era", "status", "method")
     search_fields = ("target", "client_name", "principal", "=request_id")
@@ -56,6 +62,24 @@ class McpCallAdmin(admin.ModelAdmin):
     @admin.display(description="era", ordering="era")
     def era_text(self, obj):
         return obj.era
+
+    # What a client sent is clipped in the list (whole in the title and on the call's page): a
+    # tool name or URI of 500 characters with no space made the table wider than the window.
+    @admin.display(description="method", ordering="method")
+    def method_text(self, obj):
+        return clipped(obj.method, 24)
+
+    @admin.display(description="target", ordering="target")
+    def target_text(self, obj):
+        return clipped(obj.target, 40)
+
+    @admin.display(description="principal", ordering="principal")
+    def principal_text(self, obj):
+        return clipped(obj.principal, 24)
+
+    @admin.display(description="client", ordering="client_name")
+    def client_text(self, obj):
+        return clipped(obj.client_name, 24)
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, obj):

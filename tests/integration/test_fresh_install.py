@@ -142,7 +142,7 @@ def test_the_tutorial_client_prints_what_the_tutorial_says(running, tmp_path):
     # calls are in the calls log, and the background one's job links to its call.
     browser = _Browser(base)
     browser.login("/admin/mcp_transport/mcpcall/")
-    eventually(lambda: _assert("<td class=\"field-target\">count_slowly</td>" in
+    eventually(lambda: _assert("<td class=\"field-target_text\">count_slowly</td>" in
                                browser.get("/admin/mcp_transport/mcpcall/?era=2026-07-28&q=count_slowly")))
     jobs = browser.get("/admin/mcp_transport/mcpjob/?q=count_slowly")
     assert "/admin/mcp_transport/mcpcall/" in jobs and "stateles" not in jobs

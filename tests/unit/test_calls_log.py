@@ -90,3 +90,11 @@ def test_client_text_is_stored_as_every_database_takes_it():
     for value in row.values():
         if isinstance(value, str):
             value.encode("utf-8")  # no lone surrogate left
+
+
+def test_the_calls_list_clips_what_a_client_sent():
+    from mcp_transport.admin.calls import clipped
+
+    assert clipped("echo", 40) == "echo"
+    long = clipped("x" * 500 + "<b>", 40)
+    assert long.startswith('<span title="' + "x" * 500 + '&lt;b&gt;">') and long.endswith("x" * 39 + "…</span>")
