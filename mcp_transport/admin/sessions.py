@@ -249,7 +249,7 @@ class McpSessionAdmin(refs.ByReference, FastListMixin, admin.ModelAdmin):
             "stream_filter": stream,
             "events_page": page,
             "events": [{"id": f"{key}.{position}", "stream": key, "summary": _describe(message), "final": final,
-                        "created_at": created, "json": json.dumps(message, indent=2, ensure_ascii=False)
+                        "created_at": created, "json": json.dumps(_task_ids_cut(message), indent=2, ensure_ascii=False)
                         if message is not None else ""}
                        for key, position, message, final, created in page.object_list],
             "can_act": self.has_change_permission(request, session),
@@ -340,3 +340,15 @@ def _job_period(history) -> tuple:
     end = timezone.now()
     start = datetime.fromtimestamp(history[0]["t"], tz=dt_timezone.utc) if history else end
     return min(start, end - JOB_PERIOD_MIN), end
+
+
+def _task_ids_cut(value):
+    """A stored message as the session page shows it: every ``taskId`` cut to its first 8
+    characters, as the jobs are named on this page (refs.py). A job id is a task's handle, and
+    with authorization off its only credential: only the job's own page shows it whole."""
+    if isinstance(value, dict):
+        return {key: (f"{item[:8]}…" if key == "taskId" and isinstance(item, str) else _task_ids_cut(item))
+                for key, item in value.items()}
+    if isinstance(value, list):
+        return [_task_ids_cut(item) for item in value]
+    return value

@@ -26,7 +26,10 @@ def test_the_page_shows_the_example_projects_code():
 def test_the_pages_test_file_passes(tmp_path):
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_books.py").write_text(doc_blocks()["tests/test_books.py"])
+    # The page's own database (SQLite, the example project's default): with DATABASE_URL the child
+    # pytest-django would create the same test database this run already holds (CI's PostgreSQL).
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DJANGO_SETTINGS_MODULE": "tests.settings"}
+    env.pop("DATABASE_URL", None)
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
                            str(tmp_path / "tests")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]

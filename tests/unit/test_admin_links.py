@@ -40,3 +40,16 @@ def test_a_reference_whose_prefix_is_short_names_nothing_without_a_query():
     forged = [f"{letter}.{'0' * 24}" for letter in "abcdefghij"]
     assert refs.JOBS.select(McpJob.objects.all(), forged) == {}
     assert refs.JOBS.find(McpJob.objects.all(), "a.tag") is None
+
+
+def test_a_session_pages_events_show_task_ids_cut():
+    """A stored answer that created a task (sent on an SSE stream) carries its taskId: the
+    session page showed it whole, and a job id is a task's only credential with auth off."""
+    from mcp_transport.admin.sessions import _task_ids_cut
+
+    message = {"jsonrpc": "2.0", "id": 2, "result": {"task": {"taskId": "a8OYfoWdZ3TkUZ-1EhgftsxKUjYiXI_A"}},
+               "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "b" * 32}}, "list": [{"taskId": 7}]}
+    shown = _task_ids_cut(message)
+    assert shown["result"]["task"]["taskId"] == "a8OYfoWd…"
+    assert shown["_meta"]["io.modelcontextprotocol/related-task"]["taskId"] == "bbbbbbbb…"
+    assert shown["list"] == [{"taskId": 7}] and shown["id"] == 2
