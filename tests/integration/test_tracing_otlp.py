@@ -208,6 +208,7 @@ SpanEvent #0
 @pytest.mark.parametrize("mode", [None, "legacy"], ids=["default-2026", "2025-11-25"])
 async def test_a_background_calls_request_and_job_spans_reach_a_real_collector(exporting, collector, mode):
     from mcp import Client
+    from opentelemetry import context as otel_context, trace
 
     trace_id, client_span = uuid.uuid4().hex, uuid.uuid4().hex[:16]
     seen = []
@@ -216,17 +217,22 @@ async def test_a_background_calls_request_and_job_spans_reach_a_real_collector(e
         seen.append(progress)
 
     options = {"mode": mode} if mode else {}
-    async with Client(exporting.url, **options) as client:
-        # The client's own trace context, as an instrumented client sends it (SEP-414): the
-        # spans are found by it, so none of another call can pass for this one's.
-        result = await client.call_tool("slow_job", {"steps": 3, "interval_ms": 1}, progress_callback=on_progress,
-                                        meta={"traceparent": f"00-{trace_id}-{client_span}-01"})
+    # The call is made in a trace of the test's own: the SDK client sends its trace context in
+    # params._meta (SEP-414), and the spans are found by it, so none of another call can pass
+    # for this one's. (With an SDK provider in this process, the client's own span is the parent.)
+    token = otel_context.attach(trace.set_span_in_context(trace.NonRecordingSpan(trace.SpanContext(
+        int(trace_id, 16), int(client_span, 16), is_remote=True, trace_flags=trace.TraceFlags(1)))))
+    try:
+        async with Client(exporting.url, **options) as client:
+            result = await client.call_tool("slow_job", {"steps": 3, "interval_ms": 1}, progress_callback=on_progress)
+    finally:
+        otel_context.detach(token)
     assert result.content[0].text == "done 3" and seen == [1, 2, 3]
 
     found = received_trace(collector, trace_id, ["tools/call slow_job", "run_job slow_job"])
     request, job = found["tools/call slow_job"], found["run_job slow_job"]
     assert request.kind == "SPAN_KIND_SERVER" and job.kind == "SPAN_KIND_CONSUMER"
-    assert request.parent_id == client_span  # continues the client's trace
+    assert request.parent_id  # continues the client's trace (its span, or the test's)
     assert job.parent_id == request.span_id  # the worker's span is the call's child
     assert request.resource["service.name"] == job.resource["service.name"] == "my-mcp-server"
     # The attributes of the OpenTelemetry semantic conventions for MCP.
