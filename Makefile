@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # scripts/run.py reads PORT from the environment, so `make run PORT=9000` works too.
 export PORT
 
-.PHONY: install run test conformance bench clean browser haproxy screenshots docs
+.PHONY: install run test conformance bench clean browser haproxy otlp-receiver screenshots docs
 
 install: $(VENV)/.installed
 
@@ -33,7 +33,7 @@ run: install
 	$(PY) scripts/run.py
 
 # node_modules: the TypeScript SDK client tests run the pinned client under the pinned Node 22.
-test: install browser haproxy node_modules/.stamp
+test: install browser haproxy otlp-receiver node_modules/.stamp
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Debian's headless chromium and chromium-driver for the admin's browser test (Selenium drives
@@ -52,6 +52,15 @@ haproxy:
 	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
 	    apt-get update -qq && apt-get install -y -qq --no-install-recommends haproxy; \
 	  else echo "note: haproxy is not installed and cannot be here; the haproxy test will be skipped"; fi; }
+
+# Rotel, an OpenTelemetry collector (written in Rust) that PyPI ships as a wheel with its binary,
+# for the OTLP test (tests/integration/test_tracing_otlp.py sends the spans of a daphne and a
+# Celery worker to it). Its wheels are per platform, so it is not in requirements-dev.txt: where
+# none installs, that one test is skipped and says why. Costs one import once it is there.
+ROTEL := rotel==0.0.1a15
+otlp-receiver: install
+	@$(PY) -c 'import rotel' >/dev/null 2>&1 || $(PY) -m pip install --disable-pip-version-check -q '$(ROTEL)' || \
+	  echo "note: $(ROTEL) does not install here; the OTLP collector test will be skipped"
 
 # Refresh the admin screenshots in docs/ (the browser test takes them).
 screenshots: install browser

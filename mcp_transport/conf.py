@@ -33,6 +33,10 @@ DEFAULTS = {
     #: Seconds of a Redis outage (a stall, a restart, a failover) that a Redis command rides out,
     #: retrying with back-off on a new connection, before it fails (connections.py).
     "REDIS_OUTAGE_TOLERANCE": 30,
+    #: Seconds of a database outage (a restart, a failover, a lock) that a worker's writes of its
+    #: job's start and end ride out, retrying with back-off, before the call gets an error result
+    #: (running.jobs.riding_out_database).
+    "DATABASE_OUTAGE_TOLERANCE": 60,
     #: The django-redis cache whose server holds sessions and events.
     "CACHE_ALIAS": "default",
     #: Prefix of every Redis key and pub/sub channel this app uses.

@@ -217,8 +217,11 @@ def job_span(job):
         yield None
         return
     parent = propagate.extract(carrier) if isinstance(carrier, dict) else None
+    # The job id's first 8 characters, as the logs and the admin show it: the whole id is a
+    # 2026-07-28 task's taskId, which alone reads or cancels the task where AUTH is off, and a
+    # trace backend is read more widely than the job's row.
     attributes = {"gen_ai.tool.name": job.tool, "gen_ai.operation.name": "execute_tool",
-                  "mcp_transport.job.id": job.id, "mcp_transport.job.attempt": job.attempts + 1}
+                  "mcp_transport.job.id": job.id[:8], "mcp_transport.job.attempt": job.attempts + 1}
     span = _tracer.start_span(f"run_job {job.tool}", context=parent, kind=SpanKind.CONSUMER, attributes=attributes)
     job.trace_span = span
     token = otel_context.attach(trace.set_span_in_context(span, parent))

@@ -123,18 +123,16 @@ def celery_options(spec) -> dict:
 
 # -- rows ------------------------------------------------------------------------------------
 
-#: Seconds a worker's writes of its job's state (its start, its end) ride out a database that is
-#: unreachable (restarting, failing over, locked), retrying with back-off, before they fail.
-DATABASE_OUTAGE_SECONDS = 60
 #: What a database that is not there gives (not a refused statement: that is never retried).
 DATABASE_OUTAGE_ERRORS = (OperationalError, InterfaceError)
 
 
 async def riding_out_database(call, *args, **kwargs):
     """``await call(*args, **kwargs)``, again after a database outage error, for up to
-    DATABASE_OUTAGE_SECONDS. For calls whose failing statement changed nothing: a conditional
-    UPDATE (``transition``, ``finish``) or a read."""
-    deadline, delay = time.monotonic() + DATABASE_OUTAGE_SECONDS, 0.1
+    DATABASE_OUTAGE_TOLERANCE seconds (a worker's writes of its job's state: its start, its end).
+    For calls whose failing statement changed nothing: a conditional UPDATE (``transition``,
+    ``finish``) or a read."""
+    deadline, delay = time.monotonic() + get_config()["DATABASE_OUTAGE_TOLERANCE"], 0.1
     while True:
         try:
             return await call(*args, **kwargs)
@@ -839,7 +837,7 @@ async def worker_lost(job, hard_limit=False, database=False) -> None:
         text = hard_limit_text(limit)
     elif database:
         text = (f"Tool {job.tool} ran, but its worker could not record how it ended: the database was "
-                f"unreachable for over {DATABASE_OUTAGE_SECONDS} s.")
+                f"unreachable for over {get_config()['DATABASE_OUTAGE_TOLERANCE']:g} s.")
     else:
         text = (f"The worker running tool {job.tool} was lost before it finished"
                 + (f" ({job.attempts} attempts)." if spec is not None and spec.idempotent

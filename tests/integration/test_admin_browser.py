@@ -200,3 +200,12 @@ def test_the_calls_list_of_both_eras_fits_the_window(server, admin_login, browse
             By.CSS_SELECTOR, "#result_list td.field-era_text")} or driver.refresh())
     _assert_fits(browser)
     _shoot(browser, shots / "admin-calls.png")
+
+    # A call's own page: the background call of the 2025-11-25 session, with its job.
+    row = next(row for row in browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")
+               if "2025-11-25" in row.text and "slow_job" in row.text)
+    row.find_element(By.CSS_SELECTOR, "th a").click()
+    WebDriverWait(browser, 120, poll_frequency=0.2).until(lambda driver: "/change/" in driver.current_url)
+    page = browser.find_element(By.ID, "content").text
+    assert "slow_job" in page and "tools/call" in page and "2025-11-25" in page
+    _shoot(browser, shots / "admin-call.png", 1250)

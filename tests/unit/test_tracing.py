@@ -152,7 +152,7 @@ def test_a_cancelled_call_and_one_handed_to_its_job_say_so(spans):
 
 
 def test_the_job_span_is_a_child_of_the_call_and_records_progress_and_its_final_message(spans):
-    job = SimpleNamespace(id="job-1", tool="slow_job", attempts=0, context=None, status="completed",
+    job = SimpleNamespace(id="j0b1d" * 6, tool="slow_job", attempts=0, context=None, status="completed",
                           result={"content": []}, error="")
 
     def submit():
@@ -169,6 +169,8 @@ def test_the_job_span_is_a_child_of_the_call_and_records_progress_and_its_final_
         tracing.job_ended(job)
     call_span, job_span = spans.get_finished_spans()
     assert job_span.name == "run_job slow_job" and job_span.kind == SpanKind.CONSUMER
+    # Never the whole id: it is a 2026-07-28 task's taskId, a credential where AUTH is off.
+    assert job_span.attributes["mcp_transport.job.id"] == "j0b1dj0b"
     assert job_span.parent.span_id == call_span.context.span_id and job_span.context.trace_id == call_span.context.trace_id
     assert in_job == (TRACE_ID, format(job_span.context.span_id, "016x"))
     progress, final = job_span.events
