@@ -34,12 +34,11 @@ from . import __version__
 
 SCOPE = "mcp_transport"
 
-#: What a method's target is called (model/mcp/common.yaml): the low-cardinality ones also name
-#: the span, "{mcp.method.name} {target}"; a resource URI does not ("SHOULD NOT include it by
-#: default to avoid high cardinality span names").
-_TARGETS = {"tools/call": ("name", "gen_ai.tool.name"), "prompts/get": ("name", "gen_ai.prompt.name"),
-            "resources/read": ("uri", "mcp.resource.uri"), "resources/subscribe": ("uri", "mcp.resource.uri"),
-            "resources/unsubscribe": ("uri", "mcp.resource.uri")}
+#: What a method's target is called (model/mcp/common.yaml), by its kind (methods/specs.py:
+#: ``MethodSpec.target_kind``): the low-cardinality ones also name the span, "{mcp.method.name}
+#: {target}"; a resource URI does not ("SHOULD NOT include it by default to avoid high
+#: cardinality span names").
+_ATTRIBUTES = {"tool": "gen_ai.tool.name", "prompt": "gen_ai.prompt.name", "resource": "mcp.resource.uri"}
 _NAMING = {"gen_ai.tool.name", "gen_ai.prompt.name"}
 
 #: "The following error codes indicate that the caller sent a request the receiver could not
@@ -56,6 +55,9 @@ _KEYS = ("traceparent", "tracestate")
 #: Whether the target names the span: the registry says whether a tool or prompt of that name
 #: exists (apps.connect_layers), so a client sending random names makes no new span names.
 known_target = None
+#: ``target_of(request)``: (kind, value) of what the request acts on, as its method declares it
+#: (apps.connect_layers: the methods' table), or None.
+target_of = None
 
 if trace is not None:
     _tracer = trace.get_tracer(SCOPE, __version__)  # a proxy: it follows a provider set later
@@ -141,9 +143,9 @@ def _attributes(request, params, session):
         # characters tell sessions apart and find it in the admin, as in the log lines.
         attributes["mcp.session.id"] = session.id[:8]
     name = method
-    key, attribute = _TARGETS.get(method, (None, None))
-    target = params.get(key) if key else None
-    if isinstance(target, str):
+    kind, target = (target_of(request) if target_of is not None else None) or (None, "")
+    if target:
+        attribute = _ATTRIBUTES[kind]
         attributes[attribute] = target[:MAX_VALUE]
         if attribute in _NAMING and (known_target is None or known_target(method, target)):
             name = f"{method} {target}"

@@ -30,6 +30,7 @@ from ...protocol import bounds, modern, mrtr, tasks_extension
 from ...protocol.errors import ErrorCode, ProtocolError
 from ...protocol.jsonrpc import Notification, dumps, error_message, notification_message, result_message
 from ...methods.registry import registry
+from ...methods.specs import UNKNOWN
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ def cache_hint(method):
 
 #: Extensions this era declares, by id (e.g. "io.modelcontextprotocol/tasks"): a function
 #: returning the extension's settings object, or None when it has nothing to offer now (the
-#: module that implements an extension registers it here, with its methods in HANDLERS).
+#: module that implements an extension registers it here, with its methods in METHODS).
 EXTENSIONS = {tasks_extension.EXTENSION: modern_tasks.offer}
 
 
@@ -89,28 +90,29 @@ async def tools_list(params, call):
 
 #: The methods of this era: everything era-independent in dispatch, less what 2026-07-28
 #: removed, plus its own. Other modules (the tasks extension) may add theirs here.
-HANDLERS = {
-    **{method: handler for method, handler in dispatch.HANDLERS.items()
-       if method not in modern.REMOVED_METHODS and not method.startswith("tasks/")},
-    "tools/list": tools_list,
-    "server/discover": discover,
-    **modern_tasks.HANDLERS,
-}
-
-#: The capability each method needs the server to declare (else -32601).
-_FEATURES = {"tools/": "tools", "resources/": "resources", "prompts/": "prompts", "completion/": "completions"}
+METHODS = dispatch.METHODS.derive(without=modern.REMOVED_METHODS | {name for name in dispatch.METHODS
+                                                                     if name.startswith("tasks/")},
+                                  handlers={"tools/list": tools_list})
+METHODS.method("server/discover")(discover)
+METHODS.update(modern_tasks.METHODS)
 
 
-def handler_for(method):
-    handler = HANDLERS.get(method)
-    feature = next((name for prefix, name in _FEATURES.items() if method.startswith(prefix)), None)
-    if handler is None or (feature is not None and feature not in capabilities()):
+def spec_for(method):
+    """The facts of a method this era serves now, or UnknownMethod (404, -32601)."""
+    spec = METHODS.get(method)
+    if spec is None:
         raise modern.UnknownMethod(f"Method not found: {method}.")
-    if method.startswith("tasks/") and "extensions" not in capabilities():
+    if spec.capability == "extensions" and "extensions" not in capabilities():
         raise modern.UnknownMethod(f"Method not found: {method} (no tool of this server runs as a task).")
-    if method in mrtr.CARRIERS:
-        return functools.partial(rounds.serve, handler, method)  # its handler may ask the client (MRTR)
-    return handler
+    if spec.capability is not None and spec.capability not in capabilities():
+        raise modern.UnknownMethod(f"Method not found: {method}.")
+    return spec
+
+
+def handler_for(spec):
+    if spec.round_trip:
+        return functools.partial(rounds.serve, spec.handler, spec.name)  # its handler may ask the client (MRTR)
+    return spec.handler
 
 
 # -- the request ------------------------------------------------------------------------------
@@ -124,11 +126,11 @@ async def post(consumer, message):
     request = message
     logs.bind_request(request.id)
     try:
-        meta = modern.check_envelope(request, consumer.headers)
+        meta = modern.check_envelope(request, consumer.headers, METHODS.get(request.method, UNKNOWN).target)
         check_client_info_size(meta, consumer.body.size)
         if request.method == "subscriptions/listen":
             return await listen(consumer, request, meta)
-        handler = handler_for(request.method)
+        handler = handler_for(spec_for(request.method))
         check_tool_headers(request, consumer.headers)
     except ProtocolError as exc:
         return await consumer.send_json(exc.http_status, error_reply(request.id, exc))
