@@ -40,6 +40,8 @@ SCOPE = "mcp_transport"
 #: cardinality span names").
 _ATTRIBUTES = {"tool": "gen_ai.tool.name", "prompt": "gen_ai.prompt.name", "resource": "mcp.resource.uri"}
 _NAMING = {"gen_ai.tool.name", "gen_ai.prompt.name"}
+_NETWORK = {"http": {"network.transport": "tcp", "network.protocol.name": "http"},
+            "pipe": {"network.transport": "pipe"}}
 
 #: "The following error codes indicate that the caller sent a request the receiver could not
 #: serve and SHOULD NOT be considered errors" (mcp.server.status.attributes): parse error,
@@ -105,17 +107,18 @@ def available() -> bool:
     return trace is not None
 
 
-def start(request, session, headers=None):
+def start(request, session, headers=None, transport="http"):
     """The span of the call ``request`` starts now, made current in the calling task (the
     request's own: the tasks it starts inherit it). Returns the span, or None when nothing
-    records spans (then not even the client's trace context is read: parsing it costs 20 us)."""
+    records spans (then not even the client's trace context is read: parsing it costs 20 us).
+    ``transport``: "http", or "pipe" for stdio."""
     if trace is None or not tracing_on():
         return None
     params = request.params if isinstance(request.params, dict) else {}
     carrier = _carrier(params.get("_meta"), headers)
     # No trace context sent: a child of what is current (an ASGI instrumentation's HTTP span).
     parent = propagate.extract(carrier) if carrier else None
-    attributes, name = _attributes(request, params, session)
+    attributes, name = _attributes(request, params, session, transport)
     span = _tracer.start_span(name, context=parent, kind=SpanKind.SERVER, attributes=attributes)
     otel_context.attach(trace.set_span_in_context(span, parent))
     return span
@@ -131,11 +134,11 @@ def _carrier(meta, headers) -> dict:
     return {}
 
 
-def _attributes(request, params, session):
+def _attributes(request, params, session, transport="http"):
     method = request.method
-    attributes = {"mcp.method.name": method,
-                  "jsonrpc.request.id": str(request.id)[:MAX_VALUE],
-                  "network.transport": "tcp", "network.protocol.name": "http"}
+    attributes = {"mcp.method.name": method, "jsonrpc.request.id": str(request.id)[:MAX_VALUE]}
+    # "network.transport: tcp ... pipe (stdio)"; "network.protocol.name: http" when it is HTTP.
+    attributes.update(_NETWORK[transport])
     if getattr(session, "protocol_version", None):
         attributes["mcp.protocol.version"] = session.protocol_version
     if getattr(session, "id", None):

@@ -23,8 +23,8 @@ from ..auth import may_use
 from ..conf import get_config
 from .content import error_result
 from .context import LOG_LEVELS, ClientCapabilityError, ClientRequestError, Context, SyncContext, ToolCancelled
-from ..protocol.errors import InvalidParams, MethodNotFound, ProtocolError, ResourceNotFound
-from ..protocol.jsonrpc import Request
+from ..protocol.errors import ErrorCode, InvalidParams, MethodNotFound, ProtocolError, ResourceNotFound
+from ..protocol.jsonrpc import Request, error_message, result_message
 from .registry import ArgumentError, ToolError, registry
 from .specs import UNKNOWN, MethodTable
 
@@ -533,3 +533,17 @@ async def dispatch(request: Request, call: Call) -> dict:
     if spec is None or (spec.capability is not None and spec.capability not in capabilities()):
         raise MethodNotFound(f"Method not found: {request.method}.")
     return await spec.handler(request.params, call)
+
+
+async def answer(request: Request, call: Call) -> dict:
+    """The JSON-RPC answer of one request: its result, or the error it raised (-32603, and a log
+    record, for one nobody meant). A cancel (ToolCancelled, asyncio's) goes through."""
+    try:
+        return result_message(request.id, await dispatch(request, call))
+    except ProtocolError as exc:
+        return error_message(request.id, exc.code, exc.message, exc.data)
+    except ToolCancelled:
+        raise
+    except Exception:
+        logger.exception("%s failed", request.method)  # the record carries the (short) session id
+        return error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error.")

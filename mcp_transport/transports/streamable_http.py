@@ -1,6 +1,6 @@
 """The Channels shell: HTTP in, protocol core and dispatch, HTTP out. Nothing else.
 
-It subclasses ``AsyncConsumer`` rather than ``AsyncHttpConsumer``: a streaming ``handle()``
+It subclasses ``AsyncConsumer`` (through endpoint.HttpEndpoint) rather than ``AsyncHttpConsumer``: a streaming ``handle()``
 there blocks ``http.disconnect`` until it returns. Streams are written from their own tasks,
 so the consumer's dispatch loop stays free to see the client go away.
 
@@ -11,108 +11,77 @@ goes to eras/modern_2026/http.py, which runs the rest of its ladder) -> session 
 another principal's) -> version header (400) -> dispatch.
 """
 import asyncio
+import functools
 import logging
 
 import redis
-from channels.consumer import AsyncConsumer
 from channels.exceptions import StopConsumer
-from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
-from django.http.request import split_domain_port, validate_host
 
-from .. import auth, logs, tracing
+from .. import logs
 from ..state import control, metrics, quotas, sessions
-from ..running import calls, jobs, streams
+from ..running import calls, pipeline, streams
 from ..eras.modern_2026 import http as modern
 from ..state.bell import doorbell
 from ..conf import get_config, message_bounds
-from ..connections import keys, redis_failure
-from ..methods.dispatch import (Call, counts_as_call, dispatch, initialize_result, may_send, runs_in_background,
-    target_spec)
+from ..connections import keys
+from ..methods.dispatch import counts_as_call, initialize_result
 from ..protocol import http, ids, jsonrpc, versions
 from ..protocol.modern import check_stream_method, is_modern
-from ..protocol.errors import ErrorCode, InvalidRequest, ProtocolError, TransportError
+from ..protocol.errors import InvalidParams, InvalidRequest, TransportError
 from ..protocol.jsonrpc import Notification, Request, Response
-from ..protocol.session import SessionState, next_state
-from ..methods.registry import registry
 from ..storage import UnknownEvent, get_event_store
-from ..eras.legacy_2025.session import receive_notification
+from ..eras.legacy_2025.session import enter_state, receive_notification
+from .endpoint import SSE_HEADERS, HttpEndpoint, answer_failures
 from .sse_writer import SseWriter, priming_frame
 
 logger = logging.getLogger(__name__)
 
-JSON_HEADERS = [(b"content-type", b"application/json")]
-SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
-               (b"x-accel-buffering", b"no")]
+class PostResponder:
+    """The request pipeline's side of a 2025-11-25 POST (running/pipeline.py): a JSON reply, or an
+    SSE stream of the call's events, which a client that drops it resumes on any process."""
+
+    __slots__ = ("consumer", "session")
+
+    def __init__(self, consumer, session):
+        self.consumer, self.session = consumer, session
+
+    def wants_stream(self, may_send: bool) -> bool:
+        return self.consumer.wants_sse(may_send)
+
+    async def answer(self, request, message, error=None) -> None:
+        await self.consumer.send_json(error.http_status if error else 200, message, error.asgi_headers() if error else ())
+
+    async def open_stream(self, stream) -> None:
+        consumer, session = self.consumer, self.session
+        sessions.remember_for_resume(session)
+        writer = await consumer.start_sse(session.id, stream.stream_key)
+        stream.primed(await consumer.prime(writer, session, stream.stream_key))
+        stream.attach(writer)
+
+    async def open_job_stream(self, stream_key):
+        """The job's stream, followed as a resumed GET would follow it, once the job is queued."""
+        consumer, session = self.consumer, self.session
+        claim = control.ReaderClaim(session.id, stream_key)
+        sessions.remember_for_resume(session)
+        subscription = doorbell().listen(keys().stream_bell(session.id, stream_key))
+        confirmed, _ = await asyncio.gather(subscription.open(), claim.acquire())
+        writer = await consumer.start_sse(session.id, stream_key, claim.token)
+        position = await consumer.prime(writer, session, stream_key)
+
+        async def follow():
+            consumer.tail = StreamTail(writer, session.id, position, subscription, claim)
+            consumer.run_task(consumer.tail.run(confirmed))
+        return follow
 
 
-async def answer_failures(work, send_error, endpoint: str, log=logger) -> None:
-    """Await ``work``; what it raises becomes the one error reply of every endpoint: a
-    ProtocolError as itself, a Redis failure as 503 (logged as what it is: connections.redis_failure), anything else as 500 (and a log record)."""
-    try:
-        await work
-    except ProtocolError as exc:
-        await send_error(exc)
-    except redis.RedisError as exc:
-        log.exception(redis_failure(exc))
-        await send_error(ProtocolError("The session store is unavailable.", http_status=503))
-    except Exception:
-        log.exception("the %s endpoint failed", endpoint)
-        await send_error(ProtocolError("Internal error.", http_status=500))
-
-
-def _allowed_hosts():
-    hosts = settings.ALLOWED_HOSTS
-    if settings.DEBUG and not hosts:
-        return [".localhost", "127.0.0.1", "[::1]"]  # as Django's HttpRequest.get_host()
-    return hosts
-
-
-def check_host(host):
-    domain, _port = split_domain_port(host or "")
-    if not domain or not validate_host(domain, _allowed_hosts()):
-        raise TransportError(f"Host {host!r} is not allowed.")
-
-
-class RequestBody:
-    """A request's body as its ``http.request`` messages bring it. Past MAX_REQUEST_BYTES no
-    more is kept: the request is refused with what came (``http.check_body_size``)."""
-
-    def __init__(self):
-        self.parts, self.size = [], 0
-
-    def add(self, message) -> bool:
-        """Keep this message's part; True once the body is complete, or too big to wait for."""
-        part = message.get("body", b"")
-        self.size += len(part)
-        self.parts.append(part)
-        return not message.get("more_body") or self.size > get_config()["MAX_REQUEST_BYTES"]
-
-    def take(self) -> bytes:
-        body, self.parts = b"".join(self.parts), []  # a held stream keeps no copy of its request
-        return body
-
-
-class McpHttpConsumer(AsyncConsumer):
+class McpHttpConsumer(HttpEndpoint):
     """Serves one HTTP request on the MCP endpoint (POST, GET or DELETE)."""
 
-    #: Tasks writing this request's SSE response; the consumer lives until they are done.
-    tasks = ()
-    response_started = False
     #: The StreamTail of a GET response, whose claim and subscription must be released.
     tail = None
     #: The session's running background calls, as its read counted them (``open_session``).
     running_calls = None
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.body = RequestBody()
-
-    async def dispatch(self, message):
-        # AsyncConsumer.dispatch calls close_old_connections() through sync_to_async before
-        # every message: a hop to Django's one sync thread per request. This consumer never uses
-        # the ORM on the event loop, and database_sync_to_async closes connections itself.
-        await getattr(self, message["type"].replace(".", "_"))(message)
 
     async def http_request(self, message):
         if not self.body.add(message):
@@ -120,10 +89,6 @@ class McpHttpConsumer(AsyncConsumer):
         await answer_failures(self.handle(self.body.take()), self.send_error, "MCP")
         if not self.tasks:
             raise StopConsumer()
-
-    async def send(self, message):
-        self.response_started = True
-        await super().send(message)
 
     async def http_disconnect(self, message):
         # Stop writing; the request itself goes on (a disconnect is not a cancel in 2025-11-25).
@@ -133,19 +98,11 @@ class McpHttpConsumer(AsyncConsumer):
             asyncio.create_task(self.tail.release())
         raise StopConsumer()
 
-    def run_task(self, coroutine):
-        self.tasks = (*self.tasks, asyncio.create_task(coroutine))
-
     # -- routing ---------------------------------------------------------------------------
 
     async def handle(self, body: bytes):
-        self.headers = http.read_headers(self.scope["headers"])
-        config = get_config()
-        http.check_origin(self.headers.get("origin"), config["ALLOWED_ORIGINS"], config["ALLOW_LOOPBACK_ORIGINS"])
-        check_host(self.headers.get("host"))
+        await self.check_request()
         method = self.scope["method"]
-        http.check_method(method)
-        await self.authenticate()
         check_stream_method(method, self.headers)
         # Once per process: the control channel, and the housekeeping that flushes the counters
         # (a process serving only JSON replies would otherwise never report its sessions).
@@ -156,13 +113,6 @@ class McpHttpConsumer(AsyncConsumer):
             await self.get()
         else:
             await self.delete()
-
-    async def authenticate(self):
-        """Every request, the resumed GET included: "MCP Servers MUST NOT use sessions for
-        authentication" -- spec 2025-11-25 basic/security_best_practices. The principal is at
-        ``self.principal`` and ``scope["principal"]``, its Django user at ``scope["user"]``."""
-        self.principal = self.scope["principal"] = await auth.authenticate(self.scope, self.headers)
-        self.scope["user"] = self.principal.user
 
     async def open_session(self, resume=False, for_call=False) -> sessions.SessionRecord:
         """The request's session, or 400 / 404. ``for_call``: the request counts as a call, so
@@ -185,11 +135,6 @@ class McpHttpConsumer(AsyncConsumer):
         self.version = http.request_version(self.headers.get("mcp-protocol-version"), session.protocol_version)
         logs.bind_session(session.id)
         return session
-
-    def client_address(self) -> str:
-        """The peer's address, or the client's as a trusted proxy forwarded it (TRUSTED_PROXIES)."""
-        peer = self.scope.get("client") or (None,)
-        return http.client_address(peer[0], self.headers.get("x-forwarded-for"), get_config()["TRUSTED_PROXIES"])
 
     @property
     def user(self):
@@ -232,22 +177,27 @@ class McpHttpConsumer(AsyncConsumer):
             client_capabilities=capabilities if isinstance(capabilities, dict) else {},
             log_level=get_config()["DEFAULT_LOG_LEVEL"])
         logs.bind_request(request.id)
+        call = pipeline.begin(request, session, self.headers, principal=self.principal, user=self.user,
+                              request_bytes=self.body.size)
         too_large = _client_info_error(session)
         if too_large:
             metrics.incr("limit_refusals:client_info_bytes")
-            return await self.send_json(200, jsonrpc.error_message(request.id, ErrorCode.INVALID_PARAMS, too_large))
+            return await pipeline.refused(request, call, PostResponder(self, session), InvalidParams(too_large))
         session.address = self.client_address()
-        await quotas.admit_session(session.address, session.id)
+        with pipeline.recording_failure(request, call):  # 429: MAX_SESSIONS_PER_ADDRESS
+            await quotas.admit_session(session.address, session.id)
         logs.bind_session(session.id)
         await sessions.create(session)
         reply = jsonrpc.result_message(request.id, initialize_result(version))
         if not self.wants_sse():
-            return await self.send_json(200, reply, [(b"mcp-session-id", session.id.encode())])
-        stream = streams.RequestStream(session.id, request.id, ids.new_stream_key())
-        writer = await self.start_sse(session.id, stream.stream_key)
-        await self.prime(writer, session, stream.stream_key)
-        stream.attach(writer)
-        await stream.emit(reply, final=True)
+            await self.send_json(200, reply, [(b"mcp-session-id", session.id.encode())])
+        else:
+            stream = streams.RequestStream(session.id, request.id, ids.new_stream_key())
+            writer = await self.start_sse(session.id, stream.stream_key)
+            await self.prime(writer, session, stream.stream_key)
+            stream.attach(writer)
+            await stream.emit(reply, final=True)
+        calls.finished(request, call, reply)
 
     def wants_sse(self, may_send=False) -> bool:
         """SSE when the client accepts it and the handler may send before its result, or the
@@ -257,96 +207,11 @@ class McpHttpConsumer(AsyncConsumer):
 
     async def post_request(self, session, request):
         logs.bind_request(request.id)
-        try:
-            state = next_state(SessionState(session.state), request.method)
-            jsonrpc.progress_token(request.params)  # -32602 before anything is stored under it
-        except ProtocolError as exc:
-            return await self.send_request_error(request, exc)
-        if state.value != session.state:
-            await sessions.update(session, state=state.value)
-        auth.require_spec_scopes(target_spec(request), self.principal, self.scope, self.headers)  # 403
-        call = Call(session=session, user=self.user, principal=self.principal, request_bytes=self.body.size)
-        sse = self.wants_sse(may_send(request))
-        if counts_as_call(request):  # a background tool's job counts too, until it ends
-            try:
-                call.quota = await quotas.admit_call(session.id, self.running_calls,
-                                                     background=sse and runs_in_background(request, self.principal))
-            except ProtocolError as exc:  # 429: the session runs MAX_CALLS_PER_SESSION already
-                return await self.send_request_error(request, exc)
-        call.span = tracing.start(request, session, self.headers)  # ended in calls.finished
-        try:
-            if sse:
-                # The request's task releases its place, or the job it starts takes it over.
-                return await self.respond_sse(session, request, call)
-            # A JSON reply has nowhere to put messages sent before the result: they are dropped.
-            call.channel = streams.JsonReplyChannel(request.id)
-            reply = await self.run_inline(request, call)
-        except BaseException:
-            if not call.started:
-                await quotas.release_call(call.quota)
-            raise
-        await quotas.release_call(call.quota)
-        await self.send_json(200, reply)
-        calls.finished(request, call, reply)
-
-    async def send_request_error(self, request, exc: ProtocolError):
-        """An error answering ``request`` (its id), with the error's status and headers."""
-        headers = [(name.encode(), value.encode()) for name, value in exc.headers]
-        await self.send_json(exc.http_status, jsonrpc.error_message(request.id, exc.code, exc.message), headers)
-
-    async def run_inline(self, request, call):
-        try:
-            return jsonrpc.result_message(request.id, await dispatch(request, call))
-        except ProtocolError as exc:
-            return jsonrpc.error_message(request.id, exc.code, exc.message, exc.data)
-        except Exception:
-            logger.exception("%s failed", request.method)
-            return jsonrpc.error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error.")
-
-    async def respond_sse(self, session, request, call):
-        if runs_in_background(request, self.principal):
-            try:
-                return await self.respond_job(session, request, call.quota, call)
-            finally:
-                await quotas.release_call(call.quota)  # nothing left to free once its job holds it
-        stream = streams.RequestStream(session.id, request.id, ids.new_stream_key())
-        call.channel = stream
-        sessions.remember_for_resume(session)
-        writer = await self.start_sse(session.id, stream.stream_key)
-        position, _ = await asyncio.gather(self.prime(writer, session, stream.stream_key),
-                                           control.register_call(stream))
-        stream.primed(position)
-        stream.attach(writer)
-        await streams.start(stream, request, call)
-
-    async def respond_job(self, session, request, slot=None, call=None):
-        """A background tool: a worker runs it (jobs.py) and appends what it sends to the call's
-        stream; this connection follows the stream as a resumed GET would, so a client that
-        drops it resumes on any process."""
-        stream_key = ids.new_stream_key()
-        claim = control.ReaderClaim(session.id, stream_key)
-        sessions.remember_for_resume(session)
-        subscription = doorbell().listen(keys().stream_bell(session.id, stream_key))
-        confirmed, _ = await asyncio.gather(subscription.open(), claim.acquire())
-        writer = await self.start_sse(session.id, stream_key, claim.token)
-        position = await self.prime(writer, session, stream_key)
-        params = request.params
-        try:
-            job = await jobs.submit(registry.tools[params["name"]], params.get("arguments") or {},
-                                    session_id=session.id, request_id=request.id, stream_key=stream_key,
-                                    user_id=self.user_id, principal=self.principal.key,
-                                    progress_token=jsonrpc.progress_token(params), slot=slot)
-            if call is not None:
-                calls.finished(request, call, None, status=calls.McpCall.Outcome.BACKGROUND, job_id=job.id)
-        except Exception:
-            # The stream is primed, so the client may resume it anywhere: it must end with an
-            # answer, or every resume would wait for one forever.
-            logger.exception("submitting a job of %s failed", params["name"])
-            failed = jsonrpc.error_message(request.id, ErrorCode.INTERNAL_ERROR,
-                                           f"Tool {params['name']} could not be started.")
-            await get_event_store().append(session.id, stream_key, failed, final=True)
-        self.tail = StreamTail(writer, session.id, position, subscription, claim)
-        self.run_task(self.tail.run(confirmed))
+        call = pipeline.begin(request, session, self.headers, principal=self.principal, user=self.user,
+                              request_bytes=self.body.size)
+        await pipeline.serve(request, call, PostResponder(self, session), scope=self.scope, headers=self.headers,
+                             check=functools.partial(enter_state, session, request),
+                             admit=functools.partial(quotas.admit_call, session.id, self.running_calls))
 
     async def post_notification(self, session, notification):
         await receive_notification(session, notification)
@@ -505,30 +370,9 @@ class McpHttpConsumer(AsyncConsumer):
             self.run_task(writer.run())
         return writer
 
-    async def send_json(self, status, message, extra_headers=()):
-        body = jsonrpc.dumps(message)
-        headers = [*JSON_HEADERS, (b"content-length", str(len(body)).encode()), *extra_headers]
-        await self.send({"type": "http.response.start", "status": status, "headers": headers})
-        await self.send({"type": "http.response.body", "body": body})
-
     async def send_accepted(self):
         """"the server MUST return HTTP status code 202 Accepted with no body"."""
         await self.send_empty(202)
-
-    async def send_empty(self, status):
-        await self.send({"type": "http.response.start", "status": status, "headers": [(b"content-length", b"0")]})
-        await self.send({"type": "http.response.body", "body": b""})
-
-    async def send_error(self, exc: ProtocolError):
-        if self.response_started:
-            # An SSE response failed after its headers went out: end it; the client resumes.
-            for task in self.tasks:
-                task.cancel()
-            return await super().send({"type": "http.response.body", "body": b"", "more_body": False})
-        status = exc.http_status if exc.http_status != 200 else 400
-        extra = [(name.encode(), value.encode()) for name, value in exc.headers]
-        await self.send_json(status, jsonrpc.error_message(None, exc.code, exc.message, exc.data), extra)
-
 
 def _client_info_error(session) -> str:
     """Why the client's capabilities and info are too large to keep with the session, or ""."""
