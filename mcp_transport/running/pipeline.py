@@ -88,8 +88,7 @@ async def serve(request: Request, call: Call, responder: Responder, *, admit, ch
     except ProtocolError as exc:
         return await refused(request, call, responder, exc)
     if scope is not None:
-        with recording_failure(request, call):  # 403 before anything starts: the transport answers it
-            auth.require_spec_scopes(target_spec(request), call.principal, scope, headers)
+        check_scopes(request, call, scope, headers)
     streamed = responder.wants_stream(may_send(request))
     background = streamed and runs_in_background(request, call.principal)
     if counts_as_call(request):  # a background tool's job counts too, until it ends
@@ -149,6 +148,16 @@ def job_failed(request: Request) -> dict:
     """The answer of a background call whose job could not be queued (the broker is down)."""
     name = request.params.get("name")
     return jsonrpc.error_message(request.id, ErrorCode.INTERNAL_ERROR, f"Tool {name} could not be started.")
+
+
+def check_scopes(request: Request, call: Call, scope, headers) -> None:
+    """403 ``insufficient_scope`` before anything starts (auth.require_spec_scopes): raised for
+    the transport to answer as HTTP, and recorded as the call's answer."""
+    try:
+        auth.require_spec_scopes(target_spec(request), call.principal, scope, headers)
+    except ProtocolError as exc:
+        calls.finished(request, call, jsonrpc.error_message(request.id, exc.code, exc.message))
+        raise
 
 
 @contextlib.contextmanager

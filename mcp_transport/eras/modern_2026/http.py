@@ -139,8 +139,7 @@ async def post(consumer, message):
         check_tool_headers(request, consumer.headers)
     except ProtocolError as exc:
         return await pipeline.refused(request, call, responder, exc, error_reply(request.id, exc))
-    with pipeline.recording_failure(request, call):  # 403
-        auth.require_spec_scopes(dispatch.target_spec(request), consumer.principal, consumer.scope, consumer.headers)
+    pipeline.check_scopes(request, call, consumer.scope, consumer.headers)
     if dispatch.counts_as_call(request):  # and its job (a task's too) counts until it ends
         try:
             call.quota = await quotas.admit_caller_call(consumer.principal.key, consumer.client_address(),
