@@ -8,9 +8,9 @@ https://opentelemetry.io/docs/specs/semconv/gen-ai/mcp/, kept in
 open-telemetry/semantic-conventions-genai, model/mcp/*.yaml); the Python semconv package has
 deprecated its copies of them, so the names are written here.
 
-The span of a call starts where the call begins (``start``, called where each era makes its
-``dispatch.Call``) and ends where it is recorded as finished (``finish``, from
-``running.calls.finished``), so a single request pipeline can own both later. It continues the
+The span of a call starts where the call begins (``start``, from the request pipeline's
+``running.pipeline.begin``, on every transport) and ends where it is recorded as finished
+(``finish``, from ``running.calls.finished``). It continues the
 client's trace: "Instrumentations SHOULD propagate trace context inside MCP request
 params._meta" (SEP-414: ``traceparent``, ``tracestate`` in ``_meta``), and the W3C
 ``traceparent``/``tracestate`` HTTP headers when ``_meta`` has none. A background tool's job

@@ -1,8 +1,8 @@
 """The log of recent calls (``models.McpCall``), both eras, written in batches off the request path.
 
-``finished()`` is the one function each era calls where it finishes a call (its answer is
-written, or its work handed to a background job): the 2025-11-25 era in its consumer
-(transports/streamable_http.py) and its requests' task (streams.py), the 2026-07-28 era in its
+``finished()`` is called once per request where it is finished (its answer is written, or its
+work handed to a background job): by the request pipeline (pipeline.py: one-message answers,
+refusals, jobs) on every transport, by a request's own task (streams.py), and by a 2026-07-28
 reply (eras/modern_2026/http.py). It hands ``add()`` what it knows (a tuple of references) and
 returns at once: no database write, no Redis round trip and no serializing on the hot path. The
 captured calls wait in the process, and a task of the loop makes their rows and bulk-inserts
