@@ -51,3 +51,4 @@ def connect_layers():
     control.on_message("auth_forget", auth.forget_local)  # a revoked token, in each process's cache
     control.on_message("auth_forget", auth.end_streams)  # and the streams opened with it
     tracing.known_target = dispatch.is_known_target  # span names: only registered tools and prompts
+    tracing.target_of = dispatch.target_of  # the target each method declares (methods/specs.py)

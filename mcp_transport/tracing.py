@@ -8,9 +8,9 @@ https://opentelemetry.io/docs/specs/semconv/gen-ai/mcp/, kept in
 open-telemetry/semantic-conventions-genai, model/mcp/*.yaml); the Python semconv package has
 deprecated its copies of them, so the names are written here.
 
-The span of a call starts where the call begins (``start``, called where each era makes its
-``dispatch.Call``) and ends where it is recorded as finished (``finish``, from
-``running.calls.finished``), so a single request pipeline can own both later. It continues the
+The span of a call starts where the call begins (``start``, from the request pipeline's
+``running.pipeline.begin``, on every transport) and ends where it is recorded as finished
+(``finish``, from ``running.calls.finished``). It continues the
 client's trace: "Instrumentations SHOULD propagate trace context inside MCP request
 params._meta" (SEP-414: ``traceparent``, ``tracestate`` in ``_meta``), and the W3C
 ``traceparent``/``tracestate`` HTTP headers when ``_meta`` has none. A background tool's job
@@ -34,13 +34,14 @@ from . import __version__
 
 SCOPE = "mcp_transport"
 
-#: What a method's target is called (model/mcp/common.yaml): the low-cardinality ones also name
-#: the span, "{mcp.method.name} {target}"; a resource URI does not ("SHOULD NOT include it by
-#: default to avoid high cardinality span names").
-_TARGETS = {"tools/call": ("name", "gen_ai.tool.name"), "prompts/get": ("name", "gen_ai.prompt.name"),
-            "resources/read": ("uri", "mcp.resource.uri"), "resources/subscribe": ("uri", "mcp.resource.uri"),
-            "resources/unsubscribe": ("uri", "mcp.resource.uri")}
+#: What a method's target is called (model/mcp/common.yaml), by its kind (methods/specs.py:
+#: ``MethodSpec.target_kind``): the low-cardinality ones also name the span, "{mcp.method.name}
+#: {target}"; a resource URI does not ("SHOULD NOT include it by default to avoid high
+#: cardinality span names").
+_ATTRIBUTES = {"tool": "gen_ai.tool.name", "prompt": "gen_ai.prompt.name", "resource": "mcp.resource.uri"}
 _NAMING = {"gen_ai.tool.name", "gen_ai.prompt.name"}
+_NETWORK = {"http": {"network.transport": "tcp", "network.protocol.name": "http"},
+            "pipe": {"network.transport": "pipe"}}
 
 #: "The following error codes indicate that the caller sent a request the receiver could not
 #: serve and SHOULD NOT be considered errors" (mcp.server.status.attributes): parse error,
@@ -56,6 +57,9 @@ _KEYS = ("traceparent", "tracestate")
 #: Whether the target names the span: the registry says whether a tool or prompt of that name
 #: exists (apps.connect_layers), so a client sending random names makes no new span names.
 known_target = None
+#: ``target_of(request)``: (kind, value) of what the request acts on, as its method declares it
+#: (apps.connect_layers: the methods' table), or None.
+target_of = None
 
 if trace is not None:
     _tracer = trace.get_tracer(SCOPE, __version__)  # a proxy: it follows a provider set later
@@ -103,17 +107,18 @@ def available() -> bool:
     return trace is not None
 
 
-def start(request, session, headers=None):
+def start(request, session, headers=None, transport="http"):
     """The span of the call ``request`` starts now, made current in the calling task (the
     request's own: the tasks it starts inherit it). Returns the span, or None when nothing
-    records spans (then not even the client's trace context is read: parsing it costs 20 us)."""
+    records spans (then not even the client's trace context is read: parsing it costs 20 us).
+    ``transport``: "http", or "pipe" for stdio."""
     if trace is None or not tracing_on():
         return None
     params = request.params if isinstance(request.params, dict) else {}
     carrier = _carrier(params.get("_meta"), headers)
     # No trace context sent: a child of what is current (an ASGI instrumentation's HTTP span).
     parent = propagate.extract(carrier) if carrier else None
-    attributes, name = _attributes(request, params, session)
+    attributes, name = _attributes(request, params, session, transport)
     span = _tracer.start_span(name, context=parent, kind=SpanKind.SERVER, attributes=attributes)
     otel_context.attach(trace.set_span_in_context(span, parent))
     return span
@@ -129,11 +134,11 @@ def _carrier(meta, headers) -> dict:
     return {}
 
 
-def _attributes(request, params, session):
+def _attributes(request, params, session, transport="http"):
     method = request.method
-    attributes = {"mcp.method.name": method,
-                  "jsonrpc.request.id": str(request.id)[:MAX_VALUE],
-                  "network.transport": "tcp", "network.protocol.name": "http"}
+    attributes = {"mcp.method.name": method, "jsonrpc.request.id": str(request.id)[:MAX_VALUE]}
+    # "network.transport: tcp ... pipe (stdio)"; "network.protocol.name: http" when it is HTTP.
+    attributes.update(_NETWORK[transport])
     if getattr(session, "protocol_version", None):
         attributes["mcp.protocol.version"] = session.protocol_version
     if getattr(session, "id", None):
@@ -141,9 +146,9 @@ def _attributes(request, params, session):
         # characters tell sessions apart and find it in the admin, as in the log lines.
         attributes["mcp.session.id"] = session.id[:8]
     name = method
-    key, attribute = _TARGETS.get(method, (None, None))
-    target = params.get(key) if key else None
-    if isinstance(target, str):
+    kind, target = (target_of(request) if target_of is not None else None) or (None, "")
+    if target:
+        attribute = _ATTRIBUTES[kind]
         attributes[attribute] = target[:MAX_VALUE]
         if attribute in _NAMING and (known_target is None or known_target(method, target)):
             name = f"{method} {target}"

@@ -23,9 +23,10 @@ from ..auth import may_use
 from ..conf import get_config
 from .content import error_result
 from .context import LOG_LEVELS, ClientCapabilityError, ClientRequestError, Context, SyncContext, ToolCancelled
-from ..protocol.errors import InvalidParams, MethodNotFound, ProtocolError, ResourceNotFound
-from ..protocol.jsonrpc import Request
+from ..protocol.errors import ErrorCode, InvalidParams, MethodNotFound, ProtocolError, ResourceNotFound
+from ..protocol.jsonrpc import Request, error_message, result_message
 from .registry import ArgumentError, ToolError, registry
+from .specs import UNKNOWN, MethodTable
 
 logger = logging.getLogger(__name__)
 
@@ -85,9 +86,14 @@ def initialize_result(protocol_version: str) -> dict:
     return result
 
 
-#: Methods that run the project's code (tools, resources, prompts, completers) or wait for a
-#: task: MAX_CALLS_PER_SESSION bounds how many of them a session runs at once.
-CALL_METHODS = frozenset({"tools/call", "resources/read", "prompts/get", "completion/complete", "tasks/result"})
+#: The methods of the 2025-11-25 era, each declared with its handler below (specs.py); the
+#: 2026-07-28 era derives its table from this one.
+METHODS = MethodTable()
+
+
+def spec_of(request: Request):
+    """The facts of the request's method (``specs.UNKNOWN`` for a method no table has)."""
+    return METHODS.get(request.method, UNKNOWN)
 
 
 def is_known_target(method: str, name: str) -> bool:
@@ -95,29 +101,39 @@ def is_known_target(method: str, name: str) -> bool:
     return name in (registry.tools if method == "tools/call" else registry.prompts)
 
 
+def target_of(request: Request):
+    """(kind, value) of the tool, prompt or resource the request names, or None."""
+    spec = spec_of(request)
+    value = spec.target_of(request.params) if spec.target_kind else ""
+    return (spec.target_kind, value) if value else None
+
+
 def counts_as_call(request: Request) -> bool:
-    return request.method in CALL_METHODS
+    return spec_of(request).counts_as_call
 
 
 def may_send(request: Request) -> bool:
     """Whether the handler can send messages before its result (then the reply must be SSE)."""
-    if request.method == "tasks/result":
-        return True  # the requests of a task waiting on input go out on its stream
-    if request.method in ("prompts/get", "resources/read"):  # one taking a Context may ask the client
-        return getattr(_carrier_spec(request), "context_param", None) is not None
-    if request.method != "tools/call":
-        return False
-    name = request.params.get("name")
+    return spec_of(request).may_send(request.params)
+
+
+def _tool_may_send(params) -> bool:
+    name = params.get("name")
     spec = registry.tools.get(name) if isinstance(name, str) else None  # a list is unhashable
     return spec is not None and spec.may_send
 
 
-def _carrier_spec(request: Request):
-    if request.method == "prompts/get":
-        name = request.params.get("name")
-        return registry.prompts.get(name) if isinstance(name, str) else None
-    uri = request.params.get("uri")
-    return registry.find_resource(uri)[0] if isinstance(uri, str) else None
+def _prompt_may_send(params) -> bool:
+    """A prompt whose function takes a Context may ask the client."""
+    name = params.get("name")
+    spec = registry.prompts.get(name) if isinstance(name, str) else None
+    return getattr(spec, "context_param", None) is not None
+
+
+def _resource_may_send(params) -> bool:
+    uri = params.get("uri")
+    spec = registry.find_resource(uri)[0] if isinstance(uri, str) else None
+    return getattr(spec, "context_param", None) is not None
 
 
 # -- pagination ------------------------------------------------------------------------------
@@ -154,6 +170,7 @@ def paginate(items: dict, params: dict, key: str) -> dict:
 
 # -- handlers --------------------------------------------------------------------------------
 
+@METHODS.method("ping")
 async def ping(params, call):
     return {}
 
@@ -166,20 +183,23 @@ def usable(items: dict, call) -> dict:
 
 def target_spec(request: Request):
     """The tool, resource or prompt a call names, if it exists (for auth's scope check)."""
-    params, method = request.params, request.method
-    if method == "tools/call" and isinstance(params.get("name"), str):
-        return registry.tools.get(params["name"])
-    if method == "prompts/get" and isinstance(params.get("name"), str):
-        return registry.prompts.get(params["name"])
-    if method in ("resources/read", "resources/subscribe") and isinstance(params.get("uri"), str):
-        return registry.find_resource(params["uri"])[0]
-    return None
+    spec = spec_of(request)
+    target = spec.target_of(request.params) if spec.scoped else ""
+    if not target:
+        return None
+    if spec.target_kind == "tool":
+        return registry.tools.get(target)
+    if spec.target_kind == "prompt":
+        return registry.prompts.get(target)
+    return registry.find_resource(target)[0]
 
 
+@METHODS.method("tools/list", capability="tools")
 async def tools_list(params, call):
     return paginate(usable(registry.tools, call), params, "tools")
 
 
+@METHODS.method("resources/list", capability="resources")
 async def resources_list(params, call):
     """The resources, then the rows of each template that lists its own (``ResourceSpec.lister``:
     the model toolsets' rows), each in pages of its own, one cursor leading from one to the next."""
@@ -225,10 +245,12 @@ async def _rows_page(listers, template, at, call):
     return page
 
 
+@METHODS.method("resources/templates/list", capability="resources")
 async def resource_templates_list(params, call):
     return paginate(usable(registry.templates, call), params, "resourceTemplates")
 
 
+@METHODS.method("prompts/list", capability="prompts")
 async def prompts_list(params, call):
     return paginate(usable(registry.prompts, call), params, "prompts")
 
@@ -284,6 +306,8 @@ def _with_fresh_connections(func):
     return run
 
 
+@METHODS.method("tools/call", capability="tools", counts_as_call=True, may_send=_tool_may_send, target="name",
+                target_kind="tool", scoped=True, round_trip=True)
 async def tools_call(params, call):
     name = _string_param(params, "name")
     spec = registry.tools.get(name)
@@ -383,6 +407,8 @@ def _stopped(spec, kwargs):
     return error_result(f"Tool {spec.name} ran longer than this server's limit of {seconds:g} s and was stopped.")
 
 
+@METHODS.method("resources/read", capability="resources", counts_as_call=True, may_send=_resource_may_send,
+                target="uri", target_kind="resource", scoped=True, round_trip=True)
 async def resources_read(params, call):
     uri = _string_param(params, "uri")
     spec, variables = registry.find_resource(uri)
@@ -418,6 +444,7 @@ def _run_checks(context, checks):
         readable(context, **variables)
 
 
+@METHODS.method("resources/subscribe", capability="resources", target="uri", target_kind="resource", scoped=True)
 async def resources_subscribe(params, call):
     uri = _string_param(params, "uri")
     from .notify import subscribe
@@ -427,6 +454,7 @@ async def resources_subscribe(params, call):
     return {}
 
 
+@METHODS.method("resources/unsubscribe", capability="resources", target="uri", target_kind="resource")
 async def resources_unsubscribe(params, call):
     uri = _string_param(params, "uri")
     from .notify import unsubscribe
@@ -435,6 +463,8 @@ async def resources_unsubscribe(params, call):
     return {}
 
 
+@METHODS.method("prompts/get", capability="prompts", counts_as_call=True, may_send=_prompt_may_send, target="name",
+                target_kind="prompt", scoped=True, round_trip=True)
 async def prompts_get(params, call):
     name = _string_param(params, "name")
     spec = registry.prompts.get(name)
@@ -452,6 +482,7 @@ async def prompts_get(params, call):
     return spec.to_result(value)
 
 
+@METHODS.method("completion/complete", capability="completions", counts_as_call=True)
 async def completion_complete(params, call):
     ref, argument = _object_param(params, "ref"), _object_param(params, "argument")
     key = (ref.get("type"), ref.get("name") if ref.get("type") == "ref/prompt" else ref.get("uri"))
@@ -475,6 +506,7 @@ def _may_complete(key, call) -> bool:
     return spec is None or may_use(spec, call.principal)
 
 
+@METHODS.method("logging/setLevel", capability="logging")
 async def logging_set_level(params, call):
     level = params.get("level")
     if level not in LOG_LEVELS:
@@ -483,48 +515,35 @@ async def logging_set_level(params, call):
     return {}
 
 
-HANDLERS = {
-    "ping": ping,
-    "tools/list": tools_list,
-    "tools/call": tools_call,
-    "resources/list": resources_list,
-    "resources/templates/list": resource_templates_list,
-    "resources/read": resources_read,
-    "resources/subscribe": resources_subscribe,
-    "resources/unsubscribe": resources_unsubscribe,
-    "prompts/list": prompts_list,
-    "prompts/get": prompts_get,
-    "completion/complete": completion_complete,
-    "logging/setLevel": logging_set_level,
-}
-
 #: The 2025-11-25 tasks utility (eras/legacy_2025/tasks.py), once ``serve_tasks`` plugged it in.
 _tasks = None
 
 
 def serve_tasks(utility) -> None:
-    """Serve the tasks utility's methods (``utility.HANDLERS``), its capability
+    """Serve the tasks utility's methods (``utility.METHODS``), its capability
     (``utility.capability()``) and task-augmented calls (``utility.create``). The app plugs in
     eras/legacy_2025/tasks.py when it is ready (apps.py): the methods, below the eras, import none."""
     global _tasks
     _tasks = utility
-    HANDLERS.update(utility.HANDLERS)
-
-#: The capability each method belongs to: "methods of features we did not declare return -32601".
-_METHOD_CAPABILITY = {"tools/": "tools", "resources/": "resources", "prompts/": "prompts",
-                      "completion/": "completions", "logging/": "logging", "tasks/": "tasks"}
-
-
-def _declared(method: str) -> bool:
-    for prefix, capability in _METHOD_CAPABILITY.items():
-        if method.startswith(prefix):
-            return capability in capabilities()
-    return True
+    METHODS.update(utility.METHODS)
 
 
 async def dispatch(request: Request, call: Call) -> dict:
-    handler = HANDLERS.get(request.method)
-    if handler is None or not _declared(request.method):
+    spec = METHODS.get(request.method)
+    if spec is None or (spec.capability is not None and spec.capability not in capabilities()):
         raise MethodNotFound(f"Method not found: {request.method}.")
-    return await handler(request.params, call)
+    return await spec.handler(request.params, call)
 
+
+async def answer(request: Request, call: Call) -> dict:
+    """The JSON-RPC answer of one request: its result, or the error it raised (-32603, and a log
+    record, for one nobody meant). A cancel (ToolCancelled, asyncio's) goes through."""
+    try:
+        return result_message(request.id, await dispatch(request, call))
+    except ProtocolError as exc:
+        return error_message(request.id, exc.code, exc.message, exc.data)
+    except ToolCancelled:
+        raise
+    except Exception:
+        logger.exception("%s failed", request.method)  # the record carries the (short) session id
+        return error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error.")

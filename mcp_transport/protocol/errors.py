@@ -48,6 +48,10 @@ class ProtocolError(Exception):
         #: Extra response headers as (name, value) str pairs, e.g. ``Allow`` for a 405.
         self.headers = tuple(headers)
 
+    def asgi_headers(self) -> list:
+        """The extra headers as an ASGI response carries them: (name, value) bytes pairs."""
+        return [(name.encode(), value.encode()) for name, value in self.headers]
+
 
 class RemoteProtocolError(ProtocolError):
     """The client sent something the protocol does not allow."""

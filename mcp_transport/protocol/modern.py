@@ -34,10 +34,6 @@ LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert"
 REMOVED_METHODS = frozenset({"initialize", "ping", "logging/setLevel", "resources/subscribe",
                              "resources/unsubscribe", "notifications/roots/list_changed"})
 
-#: "Mcp-Name ... the value of params.name or params.uri" (and taskId for the tasks extension).
-NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
-                "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
-
 HEADER_MISMATCH = -32020
 MISSING_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_VERSION = -32022
@@ -129,9 +125,10 @@ def check_stream_method(method: str, headers: Mapping[str, str]) -> None:
 
 # -- the checks, in the ladder's order ----------------------------------------------------------
 
-def check_envelope(request: Request, headers: Mapping[str, str]) -> dict:
+def check_envelope(request: Request, headers: Mapping[str, str], name_key: Optional[str] = None) -> dict:
     """Ladder steps 5.1 to 5.4: version header vs body, supported version, required ``_meta``,
-    ``Mcp-Method`` / ``Mcp-Name``. Returns the request's ``_meta``."""
+    ``Mcp-Method`` / ``Mcp-Name`` (``name_key``: the params key the method's name header
+    mirrors, the method's declared target). Returns the request's ``_meta``."""
     params = request.params
     version = body_version(params)
     header = _header(headers, "mcp-protocol-version")
@@ -153,7 +150,7 @@ def check_envelope(request: Request, headers: Mapping[str, str]) -> dict:
     if META_LOG_LEVEL in meta and meta[META_LOG_LEVEL] not in LOG_LEVELS:
         raise InvalidMeta(f"{META_LOG_LEVEL} must be one of {', '.join(LOG_LEVELS)}.")
     check_progress_token(params)
-    check_routing_headers(request, headers)
+    check_routing_headers(request, headers, name_key)
     return meta
 
 
@@ -168,12 +165,12 @@ def check_progress_token(params: dict) -> None:
         raise InvalidMeta(exc.message) from None
 
 
-def check_routing_headers(request: Request, headers: Mapping[str, str]) -> None:
+def check_routing_headers(request: Request, headers: Mapping[str, str], key: Optional[str] = None) -> None:
     """"Mcp-Method (all requests) and Mcp-Name (for tools/call, resources/read and prompts/get)
-    are REQUIRED"; values compare case-sensitively after the HTTP whitespace is trimmed."""
+    are REQUIRED": "the value of params.name or params.uri" (and taskId for the tasks
+    extension), ``key``; values compare case-sensitively after the HTTP whitespace is trimmed."""
     if _header(headers, "mcp-method") != request.method:
         raise HeaderMismatch(f"The Mcp-Method header must be exactly the request's method {request.method!r}.")
-    key = NAME_BEARING.get(request.method)
     value = request.params.get(key) if key else None
     if value is not None and decode_header_value(_header(headers, "mcp-name")) != value:
         raise HeaderMismatch(f"The Mcp-Name header must be exactly params.{key} ({value!r}).")

@@ -8,9 +8,9 @@ instead ends the round with an ``InputRequiredResult``::
      "requestState": "<opaque>"}
 
 and the client retries the same request with a new id, ``inputResponses`` (the same keys) and
-the ``requestState`` it was given. This module holds what does not need I/O: which methods may
-ask, the round's known answers and new questions (``Round``), the claims a ``requestState``
-carries and their check. Sealing the claims (HMAC keyed from Django's secret) is the caller's:
+the ``requestState`` it was given. This module holds what does not need I/O: the round's known
+answers and new questions (``Round``), the claims a ``requestState`` carries and their check
+(which methods may ask is a fact each method declares: ``MethodSpec.round_trip``). Sealing the claims (HMAC keyed from Django's secret) is the caller's:
 ``request_state.py``.
 
 "servers MUST treat requestState as an attacker-controlled input ... MUST reject state that
@@ -24,8 +24,6 @@ from typing import Optional
 
 from .errors import InvalidParams
 
-#: "InputRequiredResult ... is allowed only on tools/call, prompts/get and resources/read".
-CARRIERS = ("tools/call", "prompts/get", "resources/read")
 #: The requests a server may put in inputRequests, and the client capability each needs.
 INPUT_METHODS = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
 #: Short key prefixes for requests the tool did not name.

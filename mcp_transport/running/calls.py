@@ -1,8 +1,8 @@
 """The log of recent calls (``models.McpCall``), both eras, written in batches off the request path.
 
-``finished()`` is the one function each era calls where it finishes a call (its answer is
-written, or its work handed to a background job): the 2025-11-25 era in its consumer
-(transports/streamable_http.py) and its requests' task (streams.py), the 2026-07-28 era in its
+``finished()`` is called once per request where it is finished (its answer is written, or its
+work handed to a background job): by the request pipeline (pipeline.py: one-message answers,
+refusals, jobs) on every transport, by a request's own task (streams.py), and by a 2026-07-28
 reply (eras/modern_2026/http.py). It hands ``add()`` what it knows (a tuple of references) and
 returns at once: no database write, no Redis round trip and no serializing on the hot path. The
 captured calls wait in the process, and a task of the loop makes their rows and bulk-inserts
@@ -25,6 +25,7 @@ from django.db import close_old_connections
 from .. import tracing
 from ..conf import get_config
 from ..models import McpCall
+from ..methods import dispatch
 from ..protocol import jsonrpc
 from ..state import metrics
 
@@ -100,11 +101,6 @@ def _model_row(captured):
 
 
 # -- the row of a finished call -------------------------------------------------------------
-
-#: Where a method's target is in its params.
-TARGETS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri", "resources/subscribe": "uri",
-           "resources/unsubscribe": "uri"}
-
 
 def finished(request, call, message, *, status=None, job_id="") -> None:
     """Record one finished call, if the sample keeps it: ``message`` is its answer (None: it was
@@ -191,7 +187,6 @@ def _asked_task(request) -> str:
 
 
 def _target(request) -> str:
-    params = request.params if isinstance(request.params, dict) else {}
-    key = TARGETS.get(request.method)
-    value = params.get(key) if key else None
-    return value if isinstance(value, str) else ""
+    """The tool, prompt or resource the call names, as its method declares (methods/specs.py)."""
+    target = dispatch.target_of(request)
+    return target[1] if target else ""

@@ -22,10 +22,10 @@ from ..state.bell import doorbell
 from ..conf import get_config
 from ..connections import async_redis, keys, publish
 from ..methods.context import ClientCapabilityError, ClientRequestError, ToolCancelled
-from ..methods.dispatch import dispatch
+from ..methods.dispatch import answer
 from ..protocol import sse
-from ..protocol.errors import ErrorCode, ProtocolError
-from ..protocol.jsonrpc import dumps, error_message, notification_message, request_message, result_message
+from ..protocol.errors import ErrorCode
+from ..protocol.jsonrpc import dumps, error_message, notification_message, request_message
 from ..storage import get_event_store
 
 logger = logging.getLogger(__name__)
@@ -360,7 +360,7 @@ async def _run(stream, request, call):
     key = (stream.session_id, control.request_key(request.id))
     control.running[key] = (stream, asyncio.current_task())
     try:
-        message = await _respond(stream, request, call)
+        message = await answer(request, call)
     except (asyncio.CancelledError, ToolCancelled):
         if not stream.cancelled:
             raise
@@ -389,18 +389,6 @@ async def _emit_final(stream, message, attempts=5):
                 raise
             logger.warning("storing the response of %r failed; retrying", stream.request_id, exc_info=True)
             await asyncio.sleep(0.2 * 2 ** attempt)
-
-
-async def _respond(stream, request, call):
-    try:
-        return result_message(request.id, await dispatch(request, call))
-    except ProtocolError as exc:
-        return error_message(request.id, exc.code, exc.message, exc.data)
-    except (asyncio.CancelledError, ToolCancelled):
-        raise
-    except Exception:
-        logger.exception("request %s failed", request.method)  # the record carries the (short) session id
-        return error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error.")
 
 
 async def request_cancel(session_id: str, request_id) -> None:

@@ -1,7 +1,11 @@
 """The shells: bytes in and out of the server, and nothing the eras or the methods decide.
 
-- ``streamable_http.py``: Streamable HTTP on /mcp (the Channels consumer); it hands each POST to
-  the era it belongs to (``eras/``).
+- ``endpoint.py``: what every HTTP endpoint shares (the body, Origin/Host/method/token checks,
+  the JSON and error replies).
+- ``streamable_http.py``: Streamable HTTP on /mcp (the Channels consumer: checks and routing);
+  ``streamable_post.py`` hands each POST to its era, a 2025-11-25 request to the request pipeline
+  (``running/pipeline.py``) through ``PostResponder``; ``streamable_get.py`` serves the GET stream
+  and resumes.
 - ``stdio.py`` and ``http_sse.py`` (the 2024-11-05 HTTP+SSE transport) carry messages rather than
   HTTP requests and share ``eras/legacy_2025/session.py``: the same sessions, event store,
   dispatch and Celery jobs as Streamable HTTP.

@@ -25,62 +25,33 @@ import asyncio
 import logging
 from urllib.parse import parse_qs
 
-from channels.consumer import AsyncConsumer
 from channels.exceptions import StopConsumer
 from django.utils.crypto import constant_time_compare, salted_hmac
 
-from .. import auth, logs
+from .. import logs
 from ..state import control, metrics, quotas, sessions
 from ..conf import get_config, message_bounds
 from ..connections import async_redis, keys
 from .sse_writer import SseWriter
-from .streamable_http import JSON_HEADERS, SSE_HEADERS, RequestBody, answer_failures, check_host
+from .endpoint import SSE_HEADERS, HttpEndpoint, answer_failures
 from ..protocol import http, ids, jsonrpc, sse
 from ..protocol.cursor import Cursor
-from ..protocol.errors import InvalidRequest, ProtocolError, TransportError
+from ..protocol.errors import InvalidRequest, TransportError
 from ..protocol.ids import GET_STREAM
 from ..eras.legacy_2025 import session as message_session
 
 logger = logging.getLogger(__name__)
 
 
-class _Endpoint(AsyncConsumer):
-    """What both endpoints share: the checks of every request and the error replies."""
+class _Endpoint(HttpEndpoint):
+    """What both endpoints share: their allowed methods, the session of a request, the error replies."""
 
     methods = ()
-    response_started = False
-    #: The path of the protected resource a token must be issued for (None: the request's own).
-    resource_path = None
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.body = RequestBody()
-
-    async def dispatch(self, message):
-        # As McpHttpConsumer: no close_old_connections() hop per message (no ORM on the loop).
-        await getattr(self, message["type"].replace(".", "_"))(message)
-
-    async def send(self, message):
-        self.response_started = True
-        await super().send(message)
-
-    async def check_request(self) -> dict:
-        """The request's headers, once it passed the checks every MCP request passes, and the
-        principal of its token (401/403 as on /mcp): on every request, a resumed GET too."""
-        headers = http.read_headers(self.scope["headers"])
-        config = get_config()
-        http.check_origin(headers.get("origin"), config["ALLOWED_ORIGINS"], config["ALLOW_LOOPBACK_ORIGINS"])
-        check_host(headers.get("host"))
-        if self.scope["method"] not in self.methods:
-            raise TransportError(f"Method {self.scope['method']} is not allowed here.", http_status=405,
+    def check_method(self, method: str) -> None:
+        if method not in self.methods:
+            raise TransportError(f"Method {method} is not allowed here.", http_status=405,
                                  headers=[("allow", ", ".join(self.methods))])
-        self.principal = self.scope["principal"] = await auth.authenticate(self.scope, headers, self.resource_path)
-        self.scope["user"] = self.principal.user
-        return headers
-
-    def client_address(self, headers) -> str:
-        peer = self.scope.get("client") or (None,)
-        return http.client_address(peer[0], headers.get("x-forwarded-for"), get_config()["TRUSTED_PROXIES"])
 
     async def load_session(self, session_id):
         """The open session of this principal with that id; 404 otherwise ("Session not found")."""
@@ -95,16 +66,6 @@ class _Endpoint(AsyncConsumer):
     async def respond(self, handle):
         """Run ``handle()``; a failure before the response started becomes a JSON error reply."""
         await answer_failures(handle(), self.send_error, "HTTP+SSE", logger)
-
-    async def send_error(self, exc: ProtocolError):
-        if self.response_started:
-            return await super().send({"type": "http.response.body", "body": b"", "more_body": False})
-        status = exc.http_status if exc.http_status != 200 else 400
-        body = jsonrpc.dumps(jsonrpc.error_message(None, exc.code, exc.message, exc.data))
-        extra = [(name.encode(), value.encode()) for name, value in exc.headers]
-        await self.send({"type": "http.response.start", "status": status,
-                         "headers": [*JSON_HEADERS, (b"content-length", str(len(body)).encode()), *extra]})
-        await self.send({"type": "http.response.body", "body": body})
 
 
 class HeldWriter(SseWriter):
@@ -257,5 +218,4 @@ class MessagesConsumer(_Endpoint):
         await control.ensure_listening()
         await message_session.receive(session, message, self.principal, self.scope, headers)
         # "the server MUST return HTTP status code 202 Accepted" (its answer is on the stream).
-        await self.send({"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0")]})
-        await self.send({"type": "http.response.body", "body": b""})
+        await self.send_empty(202)

@@ -102,6 +102,31 @@ def test_an_inline_error_is_recorded_as_the_conventions_say(traced):
     assert "error.type" not in span["attributes"] and span["status"]["status_code"] == "UNSET"
 
 
+def test_initialize_and_requests_refused_before_they_run_have_their_spans(traced):
+    """Every request has its span (running/pipeline.py), initialize and the ones refused before
+    they run too: a bad progress token (-32602), a 2026-07-28 Mcp-Name that is not the body's
+    (400, -32020)."""
+    server, spans = traced
+    trace_id = uuid.uuid4().hex
+    parent = {"traceparent": f"00-{trace_id}-{CLIENT_SPAN}-01"}
+    client = HttpClient(server.url)
+    params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
+    reply = client.request("POST", client.message("initialize", params), headers=parent, session=False)
+    client.session_id = reply.headers["mcp-session-id"]
+    assert client.request("POST", client.message("notifications/initialized", request_id=False)).status == 202
+    refused = client.request("POST", client.message("tools/call", {"name": "echo", "arguments": {"text": "x"},
+                                                                   "_meta": {"progressToken": True}}), headers=parent)
+    assert refused.json["error"]["code"] == -32602
+    mismatched = ModernClient(server.url).post("prompts/get", {"name": "greet"}, headers={**parent, "Mcp-Name": "other"})
+    assert mismatched.status == 400 and mismatched.json["error"]["code"] == -32020
+
+    found = spans_of_trace(spans, trace_id, ["initialize", "tools/call echo", "prompts/get"])
+    assert found["initialize"]["attributes"]["mcp.session.id"] == client.session_id[:8]
+    assert found["initialize"]["parent_id"] == f"0x{CLIENT_SPAN}"
+    assert found["tools/call echo"]["attributes"]["rpc.response.status_code"] == "-32602"
+    assert found["prompts/get"]["attributes"]["rpc.response.status_code"] == "-32020"
+
+
 @pytest.fixture(scope="module")
 def client_spans():
     """The test process records the official SDK client's spans (its CLIENT span of each call,

@@ -82,7 +82,8 @@ BAD_PROGRESS_TOKENS = [1.5, 1.0, True, False, {}, [], [1], 2**64, -2**63 - 1]
 def test_a_bad_progress_token_is_400_invalid_params_as_in_the_legacy_era(token):
     meta = {**META, "progressToken": token}
     with pytest.raises(modern.InvalidMeta) as caught:
-        modern.check_envelope(request("tools/call", meta=meta, name="echo"), headers("tools/call", mcp_name="echo"))
+        modern.check_envelope(request("tools/call", meta=meta, name="echo"), headers("tools/call", mcp_name="echo"),
+                              "name")
     assert (caught.value.http_status, caught.value.code) == (400, -32602)
     with pytest.raises(InvalidParams) as legacy:  # the same rule, answered in-band in the legacy era
         jsonrpc.progress_token({"_meta": {"progressToken": token}})
@@ -112,14 +113,17 @@ def test_mcp_name_must_equal_params_name(name_header, ok):
     call = request("tools/call", name="echo")
     found = headers("tools/call", mcp_name=name_header)
     if ok:
-        modern.check_envelope(call, found)
+        modern.check_envelope(call, found, "name")  # the key tools/call declares (methods/specs.py)
     else:
         with pytest.raises(modern.HeaderMismatch):
-            modern.check_envelope(call, found)
+            modern.check_envelope(call, found, "name")
 
 
 def test_mcp_name_of_resources_read_is_the_uri():
-    modern.check_envelope(request("resources/read", uri="test://x"), headers("resources/read", mcp_name="test://x"))
+    modern.check_envelope(request("resources/read", uri="test://x"), headers("resources/read", mcp_name="test://x"),
+                          "uri")
+    with pytest.raises(modern.HeaderMismatch):
+        modern.check_envelope(request("resources/read", uri="test://x"), headers("resources/read"), "uri")
 
 
 # --- Mcp-Param-* and base64 ------------------------------------------------------------------------

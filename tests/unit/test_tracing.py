@@ -269,6 +269,7 @@ from types import SimpleNamespace
 from mcp_transport import tracing
 from mcp_transport.protocol.jsonrpc import Request
 request = Request(id=1, method="tools/call", params={"name": "echo"})
+tracing.target_of = lambda request: ("tool", "echo")  # what the app's methods declare (apps.py)
 tracing.finish(tracing.start(request, SimpleNamespace(id="", protocol_version="2026-07-28")), request, {"result": {}})
 """
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

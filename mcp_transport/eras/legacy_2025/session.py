@@ -5,7 +5,8 @@ Theory of operation. The client's messages arrive one at a time (a line on stdin
 POST /messages); everything the server sends leaves on one connection (stdout, the GET /sse
 stream). Each request runs on a stream of its own, exactly as a Streamable HTTP POST answered
 with SSE: inline on this process (``streams.start``, with its heartbeat and orphan answer), or in
-a Celery worker (``jobs.submit``). Nothing here runs an MCP method: ``dispatch`` does.
+a Celery worker (``jobs.submit``): the request pipeline (running/pipeline.py) does both, through
+this era's ``MessageResponder``. Nothing here runs an MCP method: ``dispatch`` does.
 
 The session's *stream list* (a Redis list) names its streams in the order they were opened;
 entry 0 is the session's GET stream, where the initialize reply, refusals and the server's own
@@ -15,26 +16,26 @@ id): a client that reconnects with it as Last-Event-ID gets every message it mis
 whichever process, and none twice.
 """
 import asyncio
+import functools
 import logging
 
 from channels.db import database_sync_to_async
 from django.contrib.auth.models import AnonymousUser
 
 from ... import auth, logs
-from ...state import control, quotas, sessions
-from ...running import jobs, streams
+from ...state import quotas, sessions
+from ...running import jobs, pipeline, streams
 from ...state.bell import doorbell
 from ...conf import get_config
 from ...connections import async_redis, keys, publish
-from ...methods.dispatch import Call, counts_as_call, initialize_result, runs_in_background, target_spec
+from ...methods.dispatch import initialize_result
 from ...models import McpSession
 from ...protocol import ids, jsonrpc, versions
 from ...protocol.cursor import MAX_OPEN, START, Cursor
-from ...protocol.errors import ErrorCode, InvalidRequest, ProtocolError
+from ...protocol.errors import InvalidRequest, ProtocolError
 from ...protocol.ids import GET_STREAM, EventId
-from ...protocol.jsonrpc import Notification, Request, error_message, result_message
+from ...protocol.jsonrpc import Notification, Request, result_message
 from ...protocol.session import SessionState, next_state
-from ...methods.registry import registry
 from ...storage import UnknownEvent, get_event_store
 
 logger = logging.getLogger(__name__)
@@ -108,44 +109,54 @@ async def receive(session, message, principal: auth.Principal, scope=None, heade
 
 async def _receive_request(session, request, principal, scope, headers):
     logs.bind_request(request.id)
-    try:
-        state = next_state(SessionState(session.state), request.method)
-        jsonrpc.progress_token(request.params)  # -32602 before anything is stored under it
-    except ProtocolError as exc:
-        return await reply(session.id, error_message(request.id, exc.code, exc.message))
+    call = pipeline.begin(request, session, headers, "http" if scope is not None else "pipe", principal=principal,
+                          user=principal.user or AnonymousUser())
+    responder = MessageResponder(session.id)
     if request.method == "initialize":
-        return await _initialize(session, request)
-    if state.value != session.state:
+        return await _initialize(session, request, call, responder)
+    await pipeline.serve(request, call, responder, check=functools.partial(enter_state, session, request),
+                         admit=functools.partial(_admit, session.id), scope=scope, headers=headers)
+
+
+async def enter_state(session, request) -> None:
+    """The session's next state for ``request`` (InvalidRequest where its lifecycle forbids it,
+    -32602 for a bad progress token, before anything is stored under it), kept."""
+    state = next_state(SessionState(session.state), request.method)
+    jsonrpc.progress_token(request.params)
+    if state.value != session.state and request.method != "initialize":  # _initialize keeps its own
         await sessions.update(session, state=state.value)
-    if scope is not None:
-        auth.require_spec_scopes(target_spec(request), principal, scope, headers)
-    call = Call(session=session, user=principal.user or AnonymousUser(), principal=principal)
-    if counts_as_call(request):  # a background tool's job counts too, until it ends
-        try:
-            call.quota = await quotas.admit_call(session.id, background=runs_in_background(request, principal))
-        except ProtocolError as exc:  # the session runs MAX_CALLS_PER_SESSION already
-            return await reply(session.id, error_message(request.id, exc.code, exc.message))
-    if runs_in_background(request, principal):
-        try:
-            return await _submit_job(session, request, principal, call.quota)
-        finally:
-            await quotas.release_call(call.quota)  # nothing left to free once its job holds it
+
+
+def _admit(session_id, background):
+    return quotas.admit_call(session_id, background=background)
+
+
+class MessageResponder:
+    """The pipeline's side of a transport that carries messages (stdio, HTTP+SSE): every
+    message reaches the client through the session's follower, from the streams it lists."""
+
+    def __init__(self, session_id: str):
+        self.session_id = session_id
+
+    def wants_stream(self, may_send: bool) -> bool:
+        return True  # each request on a stream of its own, so the follower hands over its messages in order
+
+    async def answer(self, request, message, error=None) -> None:
+        await reply(self.session_id, message)
+
+    async def open_stream(self, stream) -> None:
+        await add_stream(self.session_id, stream.stream_key)
+
+    async def open_job_stream(self, stream_key):
+        await add_stream(self.session_id, stream_key)  # listed: followers wait for its answer
+        return None
+
+
+async def _initialize(session, request, call, responder):
     try:
-        await _start(session, request, call)
-    except BaseException:
-        if not call.started:
-            await quotas.release_call(call.quota)
-        raise
-
-
-async def _start(session, request, call):
-    """Run the request on a stream of its own; its task releases the call's quota."""
-    stream = call.channel = streams.RequestStream(session.id, request.id, ids.new_stream_key())
-    await asyncio.gather(control.register_call(stream), add_stream(session.id, stream.stream_key))
-    await streams.start(stream, request, call)
-
-
-async def _initialize(session, request):
+        await enter_state(session, request)
+    except ProtocolError as exc:
+        return await pipeline.refused(request, call, responder, exc)
     params = request.params
     version = negotiate(params.get("protocolVersion"))
     info, capabilities = params.get("clientInfo"), params.get("capabilities")
@@ -153,28 +164,13 @@ async def _initialize(session, request):
     await sessions.update(session, state=SessionState.INITIALIZING.value, protocol_version=version, client_info=info,
                           client_capabilities=capabilities if isinstance(capabilities, dict) else {})
     await _record_client(session.id, info)
-    await reply(session.id, result_message(request.id, initialize_result(version)))
+    await pipeline.answered(request, call, responder, result_message(request.id, initialize_result(version)))
 
 
 @database_sync_to_async
 def _record_client(session_id, info):
     McpSession.objects.filter(pk=session_id).update(client_name=str(info.get("name", ""))[:200],
                                                     client_version=str(info.get("version", ""))[:100])
-
-
-async def _submit_job(session, request, principal, slot=None):
-    """A background tool: a worker runs it and appends what it sends to its stream."""
-    params, stream_key = request.params, ids.new_stream_key()
-    await add_stream(session.id, stream_key)
-    try:
-        await jobs.submit(registry.tools[params["name"]], params.get("arguments") or {}, session_id=session.id,
-                          request_id=request.id, stream_key=stream_key, user_id=principal.user_id,
-                          principal=principal.key, progress_token=jsonrpc.progress_token(params), slot=slot)
-    except Exception:
-        # The stream is listed, so followers wait for its answer: it must get one.
-        logger.exception("submitting a job of %s failed", params["name"])
-        failed = error_message(request.id, ErrorCode.INTERNAL_ERROR, f"Tool {params['name']} could not be started.")
-        await get_event_store().append(session.id, stream_key, failed, final=True)
 
 
 async def receive_notification(session, notification):
@@ -322,6 +318,9 @@ class Follower:
             if take_in or (self._full and len(self.positions) < MAX_OPEN):
                 await self._take_in()
             if self._draining and await self._idle():
+                # The drain may have begun after this round's reads: what was answered on the GET
+                # stream before it (a refusal of stdin's last line) is read once more.
+                await self._read(0)
                 return
 
     async def _rung(self, first):

@@ -19,6 +19,7 @@ from ...running import jobs
 from ...state.bell import doorbell
 from ...conf import get_config
 from ...connections import async_redis, keys
+from ...methods.specs import MethodTable, always
 from ...models import McpJob
 from ...protocol.errors import ErrorCode, InvalidParams, ProtocolError
 from ...protocol.ids import new_stream_key
@@ -147,6 +148,11 @@ async def _follow(job, channel):
     return await jobs.load(job.id)
 
 
-HANDLERS = {"tasks/get": tasks_get, "tasks/result": tasks_result, "tasks/list": tasks_list,
-            "tasks/cancel": tasks_cancel}
+METHODS = MethodTable()
+#: The tasks utility's methods (dispatch.serve_tasks serves them). tasks/result waits for the
+#: task (a call's place) and relays what it asks the client on its stream.
+METHODS.method("tasks/get", capability="tasks")(tasks_get)
+METHODS.method("tasks/list", capability="tasks")(tasks_list)
+METHODS.method("tasks/cancel", capability="tasks")(tasks_cancel)
+METHODS.method("tasks/result", capability="tasks", counts_as_call=True, may_send=always)(tasks_result)
 

@@ -17,19 +17,20 @@ import logging
 
 import redis
 
-from ... import auth, logs, tracing
+from ... import auth, logs
 from ...methods import dispatch, notify
 from . import jobs as modern_jobs, tasks as modern_tasks, rounds
 from ...state import metrics, quotas, sessions
-from ...running import calls, streams
+from ...running import calls, pipeline, streams
 from ...state.bell import doorbell
 from ...conf import get_config
 from ...connections import keys, redis_failure
 from ...methods.context import LOG_LEVELS, ClientCapabilityError
-from ...protocol import bounds, modern, mrtr, tasks_extension
+from ...protocol import bounds, modern, tasks_extension
 from ...protocol.errors import ErrorCode, ProtocolError
 from ...protocol.jsonrpc import Notification, dumps, error_message, notification_message, result_message
 from ...methods.registry import registry
+from ...methods.specs import UNKNOWN
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ def cache_hint(method):
 
 #: Extensions this era declares, by id (e.g. "io.modelcontextprotocol/tasks"): a function
 #: returning the extension's settings object, or None when it has nothing to offer now (the
-#: module that implements an extension registers it here, with its methods in HANDLERS).
+#: module that implements an extension registers it here, with its methods in METHODS).
 EXTENSIONS = {tasks_extension.EXTENSION: modern_tasks.offer}
 
 
@@ -89,28 +90,29 @@ async def tools_list(params, call):
 
 #: The methods of this era: everything era-independent in dispatch, less what 2026-07-28
 #: removed, plus its own. Other modules (the tasks extension) may add theirs here.
-HANDLERS = {
-    **{method: handler for method, handler in dispatch.HANDLERS.items()
-       if method not in modern.REMOVED_METHODS and not method.startswith("tasks/")},
-    "tools/list": tools_list,
-    "server/discover": discover,
-    **modern_tasks.HANDLERS,
-}
-
-#: The capability each method needs the server to declare (else -32601).
-_FEATURES = {"tools/": "tools", "resources/": "resources", "prompts/": "prompts", "completion/": "completions"}
+METHODS = dispatch.METHODS.derive(without=modern.REMOVED_METHODS | {name for name in dispatch.METHODS
+                                                                     if name.startswith("tasks/")},
+                                  handlers={"tools/list": tools_list})
+METHODS.method("server/discover")(discover)
+METHODS.update(modern_tasks.METHODS)
 
 
-def handler_for(method):
-    handler = HANDLERS.get(method)
-    feature = next((name for prefix, name in _FEATURES.items() if method.startswith(prefix)), None)
-    if handler is None or (feature is not None and feature not in capabilities()):
+def spec_for(method):
+    """The facts of a method this era serves now, or UnknownMethod (404, -32601)."""
+    spec = METHODS.get(method)
+    if spec is None:
         raise modern.UnknownMethod(f"Method not found: {method}.")
-    if method.startswith("tasks/") and "extensions" not in capabilities():
+    if spec.capability == "extensions" and "extensions" not in capabilities():
         raise modern.UnknownMethod(f"Method not found: {method} (no tool of this server runs as a task).")
-    if method in mrtr.CARRIERS:
-        return functools.partial(rounds.serve, handler, method)  # its handler may ask the client (MRTR)
-    return handler
+    if spec.capability is not None and spec.capability not in capabilities():
+        raise modern.UnknownMethod(f"Method not found: {method}.")
+    return spec
+
+
+def handler_for(spec):
+    if spec.round_trip:
+        return functools.partial(rounds.serve, spec.handler, spec.name)  # its handler may ask the client (MRTR)
+    return spec.handler
 
 
 # -- the request ------------------------------------------------------------------------------
@@ -123,31 +125,46 @@ async def post(consumer, message):
         return await consumer.send_accepted()
     request = message
     logs.bind_request(request.id)
+    call = pipeline.begin(request, stateless_session(request.params.get("_meta"), consumer.user_id,
+                                                     consumer.principal.key),
+                          consumer.headers, principal=consumer.principal, user=consumer.user,
+                          request_bytes=consumer.body.size)
+    responder = JsonAnswers(consumer)
     try:
-        meta = modern.check_envelope(request, consumer.headers)
+        meta = modern.check_envelope(request, consumer.headers, METHODS.get(request.method, UNKNOWN).target)
         check_client_info_size(meta, consumer.body.size)
         if request.method == "subscriptions/listen":
-            return await listen(consumer, request, meta)
-        handler = handler_for(request.method)
+            return await listen(consumer, request, meta, call)
+        handler = handler_for(spec_for(request.method))
         check_tool_headers(request, consumer.headers)
     except ProtocolError as exc:
-        return await consumer.send_json(exc.http_status, error_reply(request.id, exc))
-    auth.require_spec_scopes(dispatch.target_spec(request), consumer.principal, consumer.scope, consumer.headers)
-    call = dispatch.Call(session=stateless_session(meta, consumer.user_id, consumer.principal.key),
-                         user=consumer.user, principal=consumer.principal, request_bytes=consumer.body.size)
+        return await pipeline.refused(request, call, responder, exc, error_reply(request.id, exc))
+    pipeline.check_scopes(request, call, consumer.scope, consumer.headers)
     if dispatch.counts_as_call(request):  # and its job (a task's too) counts until it ends
         try:
             call.quota = await quotas.admit_caller_call(consumer.principal.key, consumer.client_address(),
                                                         dispatch.runs_in_background(request, consumer.principal))
         except ProtocolError as exc:  # 429: this caller runs MAX_CALLS_PER_CALLER already
-            headers = [(name.encode(), value.encode()) for name, value in exc.headers]
-            return await consumer.send_json(exc.http_status, error_reply(request.id, exc), headers)
-    call.span = tracing.start(request, call.session, consumer.headers)  # ended in calls.finished
+            return await pipeline.refused(request, call, responder, exc, error_reply(request.id, exc))
     try:
         await serve(consumer, request, meta, handler, call)
     finally:
         if not call.started:
             await quotas.release_call(call.quota)  # a no-op once a job holds its place
+
+
+class JsonAnswers:
+    """The pipeline's side of a modern request refused before it runs: one JSON message, with
+    the refusal's status and headers."""
+
+    __slots__ = ("consumer",)
+
+    def __init__(self, consumer):
+        self.consumer = consumer
+
+    async def answer(self, request, message, error=None) -> None:
+        await self.consumer.send_json(error_status(error) if error else 200, message,
+                                      error.asgi_headers() if error else ())
 
 
 async def serve(consumer, request, meta, handler, call):
@@ -162,7 +179,7 @@ async def serve(consumer, request, meta, handler, call):
         try:
             created = await start_task(request, call)
         except ProtocolError as exc:
-            return await consumer.send_json(error_status(exc), error_reply(request.id, exc))
+            return await pipeline.refused(request, call, JsonAnswers(consumer), exc, error_reply(request.id, exc))
         if created is not None:
             return await reply.finish(200, result_message(request.id, modern.stamp(created, dispatch.server_info())))
     if dispatch.runs_in_background(request, call.principal):
@@ -217,13 +234,17 @@ def check_client_info_size(meta, body_size):
 
 def stateless_session(meta, user_id, principal="") -> sessions.SessionRecord:
     """What the era-independent handlers read from a session, taken from this request alone:
-    "Servers MUST NOT rely on prior requests over the same connection to establish context"."""
-    info = meta.get(modern.META_CLIENT_INFO)
+    "Servers MUST NOT rely on prior requests over the same connection to establish context".
+    Made before ``_meta`` is checked (a refused request has its record and span too): what it
+    takes from an unchecked one is only what the checks would let through."""
+    meta = meta if isinstance(meta, dict) else {}
+    info, capabilities = meta.get(modern.META_CLIENT_INFO), meta.get(modern.META_CLIENT_CAPABILITIES)
+    version = meta.get(modern.META_PROTOCOL_VERSION)
     return sessions.SessionRecord(
-        id="", protocol_version=meta[modern.META_PROTOCOL_VERSION], state="ready", user_id=user_id,
-        principal=principal,
+        id="", protocol_version=version if version in modern.MODERN_VERSIONS else "", state="ready",
+        user_id=user_id, principal=principal,
         client_info=info if isinstance(info, dict) else {},
-        client_capabilities=meta[modern.META_CLIENT_CAPABILITIES],
+        client_capabilities=capabilities if isinstance(capabilities, dict) else {},
         log_level=meta.get(modern.META_LOG_LEVEL) or "debug")
 
 
@@ -446,7 +467,7 @@ async def _may_hear(message, principal) -> bool:
     return await notify.may_read(message["params"]["uri"], getattr(principal, "user", None))
 
 
-async def listen(consumer, request, meta):
+async def listen(consumer, request, meta, call):
     """"The first message MUST be notifications/subscriptions/acknowledged"; every notification
     after it carries the subscription id (the listen request's id) in its _meta, and only the
     types the client asked for go out.
@@ -466,13 +487,12 @@ async def listen(consumer, request, meta):
     if _open_listens[caller] >= limit:
         metrics.incr("limit_refusals:listens_per_caller")
         exc = quotas.LimitReached(f"This client already holds {limit} open listens: close one first.", retry_after=1)
-        headers = [(name.encode(), value.encode()) for name, value in exc.headers]
-        return await consumer.send_json(exc.http_status, error_reply(request.id, exc), headers)
+        return await pipeline.refused(request, call, JsonAnswers(consumer), exc, error_reply(request.id, exc))
     # No listening to a resource the caller may not read: answered as resources/read answers it.
     await dispatch.require_readable(honored.get("resourceSubscriptions", ()),
                                     dispatch.Call(session=None, user=consumer.user, principal=consumer.principal))
     _open_listens[caller] += 1
-    reply = ModernReply(consumer, request.id)
+    reply = ModernReply(consumer, request.id, functools.partial(calls.finished, request, call))
     consumer.run_task(guarded(reply, follow_changes(reply, honored, {modern.META_SUBSCRIPTION_ID: request.id},
                                                     consumer.principal)))
     # A done callback runs however the task ends, even cancelled before its first step.

@@ -22,6 +22,7 @@ from ...protocol import mrtr, tasks_extension
 from ...protocol.errors import ProtocolError
 from ...protocol.ids import new_stream_key
 from ...methods.registry import ArgumentError, registry
+from ...methods.specs import MethodTable
 
 Status = jobs.Status
 
@@ -132,4 +133,8 @@ async def tasks_cancel(params, call):
     return tasks_extension.ack()
 
 
-HANDLERS = {"tasks/get": tasks_get, "tasks/update": tasks_update, "tasks/cancel": tasks_cancel}
+METHODS = MethodTable()
+#: The extension's methods: served while it is declared (``offer``); "Mcp-Name ... taskId".
+METHODS.method("tasks/get", capability="extensions", target="taskId")(tasks_get)
+METHODS.method("tasks/update", capability="extensions", target="taskId")(tasks_update)
+METHODS.method("tasks/cancel", capability="extensions", target="taskId")(tasks_cancel)

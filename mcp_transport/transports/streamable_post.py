@@ -1,0 +1,148 @@
+"""A 2025-11-25 POST on /mcp (the consumer's ``post``): a modern request goes to its era, an
+``initialize`` opens a session, a request goes to the request pipeline (running/pipeline.py)
+through ``PostResponder``, a notification or a response to the server's request is taken in."""
+import asyncio
+import functools
+import logging
+
+from .. import logs
+from ..state import control, metrics, quotas, sessions
+from ..running import calls, pipeline, streams
+from ..eras.modern_2026 import http as modern
+from ..state.bell import doorbell
+from ..conf import get_config, message_bounds
+from ..connections import keys
+from ..methods.dispatch import counts_as_call, initialize_result
+from ..protocol import http, ids, jsonrpc, versions
+from ..protocol.modern import is_modern
+from ..protocol.errors import InvalidParams
+from ..protocol.jsonrpc import Notification, Request, Response
+from ..eras.legacy_2025.session import enter_state, receive_notification
+from .streamable_get import StreamTail
+
+logger = logging.getLogger(__name__)
+
+
+class PostResponder:
+    """The request pipeline's side of a 2025-11-25 POST (running/pipeline.py): a JSON reply, or an
+    SSE stream of the call's events, which a client that drops it resumes on any process."""
+
+    __slots__ = ("consumer", "session")
+
+    def __init__(self, consumer, session):
+        self.consumer, self.session = consumer, session
+
+    def wants_stream(self, may_send: bool) -> bool:
+        return self.consumer.wants_sse(may_send)
+
+    async def answer(self, request, message, error=None) -> None:
+        await self.consumer.send_json(error.http_status if error else 200, message, error.asgi_headers() if error else ())
+
+    async def open_stream(self, stream) -> None:
+        consumer, session = self.consumer, self.session
+        sessions.remember_for_resume(session)
+        writer = await consumer.start_sse(session.id, stream.stream_key)
+        stream.primed(await consumer.prime(writer, session, stream.stream_key))
+        stream.attach(writer)
+
+    async def open_job_stream(self, stream_key):
+        """The job's stream, followed as a resumed GET would follow it, once the job is queued."""
+        consumer, session = self.consumer, self.session
+        claim = control.ReaderClaim(session.id, stream_key)
+        sessions.remember_for_resume(session)
+        subscription = doorbell().listen(keys().stream_bell(session.id, stream_key))
+        confirmed, _ = await asyncio.gather(subscription.open(), claim.acquire())
+        writer = await consumer.start_sse(session.id, stream_key, claim.token)
+        position = await consumer.prime(writer, session, stream_key)
+
+        async def follow():
+            consumer.tail = StreamTail(writer, session.id, position, subscription, claim)
+            consumer.run_task(consumer.tail.run(confirmed))
+        return follow
+
+
+class PostHandling:
+    """The POST half of McpHttpConsumer."""
+
+    async def post(self, body):
+        http.check_content_type(self.headers.get("content-type"))
+        self.accept = http.negotiate_post(self.headers.get("accept"))
+        http.check_body_size(self.body.size, get_config()["MAX_REQUEST_BYTES"])
+        message = jsonrpc.parse(body, message_bounds())
+        if is_modern(message, self.headers):  # spec-checklist §3.2, step 4
+            return await modern.post(self, message)
+        if "mcp-session-id" not in self.headers and isinstance(message, Request) and message.method == "initialize":
+            return await self.initialize(message)
+        is_request = isinstance(message, Request)
+        session = await self.open_session(for_call=is_request and counts_as_call(message))
+        if is_request:
+            await self.post_request(session, message)
+        elif isinstance(message, Notification):
+            await self.post_notification(session, message)
+        else:
+            await self.post_response(session, message)
+
+    async def initialize(self, request):
+        params = request.params
+        version = versions.negotiate(params.get("protocolVersion"))
+        capabilities, client_info = params.get("capabilities"), params.get("clientInfo")
+        session = sessions.SessionRecord(
+            id=ids.new_session_id(), protocol_version=version, user_id=self.user_id,
+            principal=self.principal.key,
+            client_info=client_info if isinstance(client_info, dict) else {},
+            client_capabilities=capabilities if isinstance(capabilities, dict) else {},
+            log_level=get_config()["DEFAULT_LOG_LEVEL"])
+        logs.bind_request(request.id)
+        call = pipeline.begin(request, session, self.headers, principal=self.principal, user=self.user,
+                              request_bytes=self.body.size)
+        too_large = _client_info_error(session)
+        if too_large:
+            metrics.incr("limit_refusals:client_info_bytes")
+            return await pipeline.refused(request, call, PostResponder(self, session), InvalidParams(too_large))
+        session.address = self.client_address()
+        with pipeline.recording_failure(request, call):  # 429: MAX_SESSIONS_PER_ADDRESS
+            await quotas.admit_session(session.address, session.id)
+        logs.bind_session(session.id)
+        await sessions.create(session)
+        reply = jsonrpc.result_message(request.id, initialize_result(version))
+        if not self.wants_sse():
+            await self.send_json(200, reply, [(b"mcp-session-id", session.id.encode())])
+        else:
+            stream = streams.RequestStream(session.id, request.id, ids.new_stream_key())
+            writer = await self.start_sse(session.id, stream.stream_key)
+            await self.prime(writer, session, stream.stream_key)
+            stream.attach(writer)
+            await stream.emit(reply, final=True)
+        calls.finished(request, call, reply)
+
+    def wants_sse(self, may_send=False) -> bool:
+        """SSE when the client accepts it and the handler may send before its result, or the
+        client ranks SSE first or accepts nothing else."""
+        accept = self.accept
+        return accept.sse and (may_send or accept.prefers_sse or not accept.json)
+
+    async def post_request(self, session, request):
+        logs.bind_request(request.id)
+        call = pipeline.begin(request, session, self.headers, principal=self.principal, user=self.user,
+                              request_bytes=self.body.size)
+        await pipeline.serve(request, call, PostResponder(self, session), scope=self.scope, headers=self.headers,
+                             check=functools.partial(enter_state, session, request),
+                             admit=functools.partial(quotas.admit_call, session.id, self.running_calls))
+
+    async def post_notification(self, session, notification):
+        await receive_notification(session, notification)
+        await self.send_accepted()
+
+    async def post_response(self, session, response: Response):
+        await streams.deliver_reply(session.id, {"id": response.id, "result": response.result,
+                                                 "error": response.error})
+        await self.send_accepted()
+
+
+def _client_info_error(session) -> str:
+    """Why the client's capabilities and info are too large to keep with the session, or ""."""
+    limit = get_config()["MAX_CLIENT_INFO_BYTES"]
+    size = len(jsonrpc.dumps(session.client_capabilities)) + len(jsonrpc.dumps(session.client_info))
+    if size <= limit:
+        return ""
+    return f"capabilities and clientInfo take {size} bytes; this server keeps at most {limit} per session."

@@ -1,0 +1,104 @@
+"""The request pipeline (running/pipeline.py) gives every request one span and one calls-log
+record, whichever front door it came through: stdio and the message transports (HTTP+SSE's
+session), ``initialize``, and the requests refused before they run (issue 21), with the
+OpenTelemetry SDK's in-memory exporter as tests/unit/test_tracing.py uses it."""
+import asyncio
+import json
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from mcp_transport import auth
+from mcp_transport.eras.legacy_2025 import session as message_session
+from mcp_transport.protocol.jsonrpc import Request
+from mcp_transport.running import calls
+from mcp_transport.state import sessions
+from mcp_transport.transports import stdio
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+_exporter = InMemorySpanExporter()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def sdk():
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
+    provider.add_span_processor(SimpleSpanProcessor(_exporter))
+
+
+@pytest.fixture
+def spans():
+    _exporter.clear()
+    yield _exporter
+    _exporter.clear()
+
+
+@pytest.fixture
+def records(monkeypatch):
+    """The calls the log keeps: (method, request id, status, error code), as its rows say them."""
+    kept = []
+    monkeypatch.setattr(calls, "add", kept.append)
+    return kept
+
+
+def rows(records):
+    return sorted((row[2].method, row[2].id, calls.outcome_of(row[6]) if row[7] is None else row[7],
+                   (row[6] or {}).get("error", {}).get("code")) for row in records)
+
+
+def by_request_id(spans):
+    return {span.attributes["jsonrpc.request.id"]: span for span in spans.get_finished_spans()}
+
+
+def line(request_id, method, params=None):
+    message = {"jsonrpc": "2.0", "method": method, "params": params or {}}
+    if request_id is not None:
+        message["id"] = request_id
+    return json.dumps(message).encode() + b"\n"
+
+
+async def test_stdio_gives_each_request_one_span_and_one_record(spans, records):
+    reader, out = asyncio.StreamReader(), []
+    for data in (line(1, "tools/call", {"name": "echo", "arguments": {"text": "early"}}),  # before initialize
+                 line(2, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                        "clientInfo": {"name": "t", "version": "1"}}),
+                 line(None, "notifications/initialized"),
+                 line(3, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}),
+                 line(4, "tools/list", {"_meta": {"progressToken": True}})):  # -32602 before it runs
+        reader.feed_data(data)
+    reader.feed_eof()
+    await asyncio.wait_for(stdio.serve(reader, out.append), 30)
+
+    answers = {message["id"]: message for message in map(json.loads, b"".join(out).splitlines())}
+    assert answers[1]["error"]["code"] == -32600 and answers[4]["error"]["code"] == -32602
+    assert answers[3]["result"]["content"][0]["text"] == "hi"
+    assert rows(records) == [("initialize", 2, "ok", None), ("tools/call", 1, "error", -32600),
+                             ("tools/call", 3, "ok", None), ("tools/list", 4, "error", -32602)]
+    found = by_request_id(spans)
+    assert sorted(found) == ["1", "2", "3", "4"]
+    assert found["2"].name == "initialize" and found["3"].name == "tools/call echo"
+    assert found["1"].attributes["rpc.response.status_code"] == "-32600"
+    for span in found.values():  # "network.transport: pipe" for stdio, and no HTTP
+        assert span.attributes["network.transport"] == "pipe" and "network.protocol.name" not in span.attributes
+
+
+async def test_a_message_transport_over_http_gives_each_request_one_span_and_one_record(spans, records):
+    principal = auth.Principal(user=None)
+    session, _cursor = await message_session.open_session(principal)
+    scope, headers = {"type": "http"}, {"host": "testserver"}
+    try:
+        for request in (Request(id="i", method="initialize", params={"protocolVersion": "2024-11-05"}),
+                        Request(id="again", method="initialize", params={"protocolVersion": "2024-11-05"})):
+            await message_session.receive(await sessions.load(session.id), request, principal, scope, headers)
+    finally:
+        await sessions.close(session.id, "deleted")
+    assert rows(records) == [("initialize", "again", "error", -32600), ("initialize", "i", "ok", None)]
+    found = by_request_id(spans)
+    assert found["i"].attributes["network.protocol.name"] == "http"
+    assert found["again"].attributes["rpc.response.status_code"] == "-32600"
