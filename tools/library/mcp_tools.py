@@ -1,10 +1,12 @@
-"""The library's models as MCP tools (docs/models.md): ``book_*`` from a ModelToolset, and
-``author_*`` from the AuthorAdmin. Each needs the caller's model permission; a reader sees the
-public books and its own, and only staff read a book's internal note."""
+"""The library's models as MCP tools (docs/models.md): ``book_*`` from a ModelToolset,
+``author_*`` from the AuthorAdmin and ``shelf_*`` from a DRF viewset. Each needs the caller's
+model permission; a reader sees the public books and its own, and only staff read a book's
+internal note."""
 from django.db.models import Q
 
-from mcp_transport.toolsets import ModelToolset, register, register_admin
+from mcp_transport.toolsets import ModelToolset, register, register_admin, register_viewset
 
+from .api import ShelfViewSet
 from .models import Author, Book
 
 
@@ -41,3 +43,4 @@ class BookTools(ModelToolset):
 
 
 register_admin(Author, create=True, actions=True)
+register_viewset(ShelfViewSet, name="shelf")
