@@ -21,6 +21,8 @@ class BookTools(ModelToolset):
     create = update = delete = True
     form_fields = ["title", "author", "year", "genre", "public"]
     resources = subscribe = True
+    background = True  # book_list_all: the whole query as a Celery job, with progress
+    background_chunk = 100
 
     def get_queryset(self, ctx):
         books = super().get_queryset(ctx)
