@@ -20,6 +20,7 @@ when ``register_viewset`` is called, so the app runs without DRF installed.
 """
 import io
 import json
+import logging
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from django.contrib.auth.models import AnonymousUser
@@ -36,6 +37,8 @@ from ..methods.registry import ToolError, make_tool, registry as default_registr
 from . import paging
 from .base import _object, _structured
 from .schema import field_schema, model_field
+
+logger = logging.getLogger(__name__)
 
 #: The standard actions: (tool verb, viewset action, HTTP method, detail).
 STANDARD = (("list", "list", "get", False), ("get", "retrieve", "get", True), ("create", "create", "post", False),
@@ -201,6 +204,9 @@ class ViewSetToolset:
         return query
 
     def _result(self, verb, detail, key, arguments, response):
+        if not hasattr(response, "data"):
+            raise ToolError(f"{self.viewset.__name__} answered with a page for a person ({response.status_code}), "
+                            "not data.")
         status = response.status_code
         data = json.loads(json.dumps(response.data, cls=JSONEncoder)) if response.data is not None else None
         if status >= 400:
@@ -258,6 +264,10 @@ class ViewSetToolset:
                 return False
             except SynchronousOnlyOperation:
                 return True
+            except Exception:  # noqa: BLE001 -- one viewset's bug must not fail the whole tools/list
+                logger.exception("%s: its permission classes failed for %s; the tool is hidden",
+                                 self.viewset.__name__, action)
+                return False
             return True
         return visible
 

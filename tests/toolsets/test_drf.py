@@ -163,3 +163,22 @@ except ImportError:
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "drf needed only by register_viewset"
+
+
+def test_a_failing_permission_class_hides_its_tool_and_says_so(shelf, caplog):
+    from rest_framework import permissions
+
+    from tools.library.api import ShelfViewSet
+
+    class Broken(permissions.BasePermission):
+        def has_permission(self, request, view):
+            raise KeyError("a bug")
+
+    class BrokenViewSet(ShelfViewSet):
+        permission_classes = [Broken]
+
+    registry = Registry()
+    register_viewset(BrokenViewSet, name="broken", actions=["list"], registry=registry)
+    principal = type("Principal", (), {"user": shelf["ann"]})()
+    assert registry.tools["broken_list"].visible(principal) is False
+    assert "BrokenViewSet: its permission classes failed for list" in caplog.text

@@ -408,3 +408,14 @@ def test_list_all_keeps_its_result_within_one_event(shelf, settings):
     assert whole["truncated"] is True and 0 < whole["count"] < 60
     assert len(json.dumps(whole["items"]).encode()) <= 8192 + 4096
     assert "book_list_all" not in names(client_of(user_with("nobody")))
+
+
+def test_register_admin_takes_background_too():
+    from mcp_transport.methods.registry import Registry
+    from mcp_transport.toolsets import register_admin
+
+    registry = Registry()
+    register_admin(Author, name="writers", background={"queue": "reports"}, registry=registry)
+    spec = registry.tools["writers_list_all"]
+    assert spec.background and spec.job_options == {"queue": "reports"} and spec.task_support == "optional"
+    assert "cursor" not in spec.input_schema["properties"] and "search" in spec.input_schema["properties"]
