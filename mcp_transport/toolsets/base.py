@@ -347,7 +347,8 @@ class ModelToolset:
                  ("view", "get", self.tool_get, key, row, read)]
         if self.background:
             whole = _object({"items": {"type": "array", "items": row}, "count": {"type": "integer"},
-                             "truncated": {"type": "boolean", "description": "More rows matched than one result holds"}},
+                             "truncated": {"type": "boolean",
+                                           "description": "More rows matched than one result holds"}},
                             ["items", "count", "truncated"], closed=False)
             found.append(("view", "list_all", self.tool_list_all, self.list_input_schema(paged=False), whole, read))
         writes = {"create": ("add", self.tool_create, False, {"destructiveHint": False}),
@@ -365,8 +366,8 @@ class ModelToolset:
         plural = self.opts.verbose_name_plural
         return {"list": f"List {plural}: filter, search, sort; pages follow nextCursor.",
                 "get": f"One {self.opts.verbose_name} by its {self.pk.name}.",
-                "list_all": f"Every matching {self.opts.verbose_name} (up to {self.background_max_rows}), as a background "
-                            "job reporting its progress: for queries too large for list's pages.",
+                "list_all": f"Every matching {self.opts.verbose_name} (up to {self.background_max_rows}), as a "
+                            "background job reporting its progress: for queries too large for list's pages.",
                 "create": f"Create one {self.opts.verbose_name}.",
                 "update": f"Change one {self.opts.verbose_name}: only the fields given change.",
                 "delete": f"Delete one {self.opts.verbose_name}."}[verb]

@@ -127,7 +127,7 @@ class ViewSetToolset:
         schema.pop("required", None)  # a serializer's get_fields may leave a field out for a caller
         return schema
 
-    def body_schema(self, initkwargs, partial) -> dict:
+    def body_schema(self, initkwargs, partial) -> tuple:
         schema = _json_schema(AutoSchema().map_serializer(self.serializer(initkwargs, partial=partial)))
         properties = {k: v for k, v in schema["properties"].items() if not v.get("readOnly")}
         required = [name for name in schema.get("required", ()) if name in properties]
@@ -337,7 +337,8 @@ def _backend_parameters(backend, view, model) -> dict:
     get_filterset_class = getattr(backend, "get_filterset_class", None)  # django-filter's DjangoFilterBackend
     if get_filterset_class is not None:
         filterset = get_filterset_class(view, model._default_manager.all())
-        return {name: _filter_schema(name, item) for name, item in (filterset.base_filters if filterset else {}).items()}
+        filters = filterset.base_filters if filterset is not None else {}
+        return {name: _filter_schema(name, item) for name, item in filters.items()}
     return {}
 
 
