@@ -187,3 +187,59 @@ async def test_2026_a_tools_write_in_the_web_process_notifies_too(auth_server, s
             with anyio.fail_after(60):
                 event = await anext(changes)
     assert event.uri == shelf["uris"]["public"]
+
+
+#: Each round: one transaction saves the first book five times, then another saves the second
+#: once (the marker between rounds), every 0.1 s until it is stopped.
+ROUNDS = """
+import time
+from django.db import transaction
+from tools.library.models import Book
+for _ in range(1200):
+    with transaction.atomic():
+        for _ in range(5):
+            Book.objects.get(pk={pk}).save()
+    Book.objects.get(pk={marker}).save()
+    time.sleep(0.1)
+"""
+
+
+@contextmanager
+def saving_rounds(server_env, pk, marker):
+    saver = subprocess.Popen([sys.executable, "manage.py", "shell", "-c", ROUNDS.format(pk=pk, marker=marker)],
+                             cwd=ROOT, env={**os.environ, **server_env}, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+    try:
+        yield
+    finally:
+        saver.kill()
+        saver.wait()
+
+
+def per_round(heard, uri, marker):
+    """How often ``uri`` was heard between each two markers (whole rounds only)."""
+    marks = [i for i, seen in enumerate(heard) if seen == marker]
+    return [heard[start + 1:end].count(uri) for start, end in zip(marks, marks[1:])]
+
+
+async def test_2025_five_saves_in_one_transaction_are_one_notification(auth_server, server_env, shelf):
+    updates = Updates()
+    uri, marker = shelf["uris"]["private"], shelf["uris"]["public"]
+    async with connect(auth_server, shelf["tokens"]["writer"], "legacy", updates) as writer:
+        await writer.subscribe_resource(uri)
+        await writer.subscribe_resource(marker)
+        with saving_rounds(server_env, shelf["private"], shelf["public"]), anyio.fail_after(60):
+            while len(per_round(updates.uris, uri, marker)) < 3:
+                await anyio.sleep(0.05)
+    assert set(per_round(updates.uris, uri, marker)) == {1}
+
+
+async def test_2026_five_saves_in_one_transaction_are_one_notification(auth_server, server_env, shelf):
+    uri, marker = shelf["uris"]["private"], shelf["uris"]["public"]
+    heard = []
+    async with connect(auth_server, shelf["tokens"]["writer"], "auto") as writer:
+        async with writer.listen(resource_subscriptions=[uri, marker]) as changes:
+            with saving_rounds(server_env, shelf["private"], shelf["public"]), anyio.fail_after(60):
+                while len(per_round(heard, uri, marker)) < 3:
+                    heard.append((await anext(changes)).uri)
+    assert set(per_round(heard, uri, marker)) == {1}
