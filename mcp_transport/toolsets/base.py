@@ -239,6 +239,7 @@ class ModelToolset:
                     return {"items": items, "count": len(items), "truncated": True}
                 items.append(item)
             if rows:
+                total = max(total, len(items))  # rows added since the count
                 ctx.report_progress(len(items), total, f"{len(items)} of {total} {self.opts.verbose_name_plural}")
             truncated = cursor is not None and len(items) >= self.background_max_rows
             if cursor is None or truncated:
