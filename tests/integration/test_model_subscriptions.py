@@ -14,6 +14,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ResourcesListChanged
 from mcp_types import ResourceUpdatedNotification
 
 from .test_auth import ROOT, new_token
@@ -243,3 +244,37 @@ async def test_2026_five_saves_in_one_transaction_are_one_notification(auth_serv
                 while len(per_round(heard, uri, marker)) < 3:
                     heard.append((await anext(changes)).uri)
     assert set(per_round(heard, uri, marker)) == {1}
+
+
+#: A cron job's shape: it creates a row (told at once), and once the listener heard of it, saves
+#: the marker, deletes the row and exits at once, inside the window after the first broadcast.
+CREATE_AND_EXIT = """
+import sys
+from mcp_transport.toolsets import subscriptions
+from tools.library.models import Book
+subscriptions.LIST_CHANGED_INTERVAL = 3600  # the delete's list_changed waits for the window's end
+marker = Book.objects.get(pk={marker})
+row = Book.objects.create(title="{prefix} listed", author_id=marker.author_id, owner=marker.owner)
+sys.stdin.readline()
+marker.save()
+row.delete()
+"""
+
+
+async def test_2026_a_process_that_exits_in_the_window_still_tells_its_last_change(auth_server, server_env, shelf):
+    """Row-driven resources/list_changed are coalesced (one per LIST_CHANGED_INTERVAL per
+    process) and not waited for by the save: the one for the delete, pending when the process
+    exits, goes out before it does (its window is cut short)."""
+    marker = shelf["uris"]["public"]
+    code = CREATE_AND_EXIT.format(marker=shelf["public"], prefix=shelf["prefix"])
+    async with connect(auth_server, shelf["tokens"]["writer"], "auto") as writer:
+        async with writer.listen(resources_list_changed=True, resource_subscriptions=[marker]) as changes, \
+                await anyio.open_process([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT,
+                                         env={**os.environ, **server_env}, stdout=subprocess.DEVNULL) as cron:
+            with anyio.fail_after(60):
+                # Taken before the next arrives: the SDK folds an event into an equal one still queued.
+                assert isinstance(await anext(changes), ResourcesListChanged)  # the create's
+                await cron.stdin.send(b"go\n")
+                assert (await anext(changes)).uri == marker
+                assert isinstance(await anext(changes), ResourcesListChanged)  # the delete's
+                assert await cron.wait() == 0
