@@ -9,6 +9,7 @@ Call the sync functions from Django code or Celery tasks, the async ones from as
     resource_updated_sync("file:///reports/today.csv")
     list_changed_sync("tools")
 """
+import asyncio
 from datetime import timedelta
 
 from asgiref.sync import async_to_sync
@@ -32,6 +33,11 @@ from .context import Context
 from .registry import registry
 
 LIST_KINDS = ("tools", "resources", "prompts")
+
+#: Appends in flight at once when a notification goes to every open session: they overlap (the
+#: Redis store sends concurrent appends as one script call) instead of one round trip each,
+#: and a thousand sessions do not take every connection of the pool at once.
+FAN_OUT = 64
 
 
 async def subscribe(session_id: str, uri: str) -> None:
@@ -102,8 +108,10 @@ async def list_changed(kind: str) -> int:
     message = notification_message(f"notifications/{kind}/list_changed")
     await _ring_listeners(message)
     session_ids = await _open_session_ids()
-    for session_id in session_ids:
-        await get_event_store().append(session_id, GET_STREAM, message)
+    store = get_event_store()
+    for start in range(0, len(session_ids), FAN_OUT):
+        await asyncio.gather(*(store.append(session_id, GET_STREAM, message)
+                               for session_id in session_ids[start:start + FAN_OUT]))
     return len(session_ids)
 
 

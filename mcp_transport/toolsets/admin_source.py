@@ -27,12 +27,12 @@ class AdminToolset(ModelToolset):
     """A ModelToolset whose rules are a ModelAdmin's."""
 
     def __init__(self, model_admin, *, name=None, create=False, update=False, delete=False, resources=False,
-                 page_size=None, actions=False, subscribe=False):
+                 page_size=None, actions=False, subscribe=False, background=False):
         self.model_admin = model_admin
         self.actions = actions
         self.model = model_admin.model
         self.name, self.create, self.update, self.delete, self.resources = name, create, update, delete, resources
-        self.subscribe = subscribe
+        self.subscribe, self.background = subscribe, background
         self.page_size = page_size or model_admin.list_per_page
         anonymous = request_for(None)
         self.fields = self._display_fields(model_admin.get_list_display(anonymous))
@@ -107,7 +107,7 @@ class AdminToolset(ModelToolset):
                                                    "messages": {"type": "array", "items": {"type": "string"}}},
                   "required": ["action", "count", "messages"]}
         for name, (func, description) in actions.all_actions(self.model_admin).items():
-            if name in ("list", "get", "create", "update", "delete"):
+            if name in ("list", "get", "create", "update", "delete", "list_all"):
                 raise ImproperlyConfigured(f"{type(self.model_admin).__name__}: the action {name!r} has the "
                                            f"name of a tool of {self.prefix}; rename it.")
             confirm = actions.needs_confirmation(func)
@@ -146,8 +146,8 @@ def _offered_to(model_admin, name):
 
 def register_admin(model, site=None, registry=None, **options) -> AdminToolset:
     """Register the tools of ``model``'s ModelAdmin on ``site`` (default: the admin site);
-    ``create``, ``update``, ``delete``, ``resources``, ``subscribe`` and ``actions`` opt in, ``name`` sets
-    the prefix."""
+    ``create``, ``update``, ``delete``, ``resources``, ``subscribe``, ``actions`` and ``background``
+    opt in, ``name`` sets the prefix."""
     site = site or admin.site
     if not site.is_registered(model):
         raise ImproperlyConfigured(f"{model.__name__} has no ModelAdmin on {site.name!r}: register it there first.")

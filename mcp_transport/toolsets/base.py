@@ -30,6 +30,7 @@ from django.db import transaction
 from django.db.models import ProtectedError, RestrictedError
 from django.forms.models import modelform_factory
 
+from ..conf import get_config
 from ..methods import content
 from ..methods.context import Context
 from ..methods.registry import ToolError, make_tool, registry as default_registry
@@ -69,6 +70,14 @@ class ModelToolset:
     #: With ``resources``: a row's save or delete, in any process, notifies the subscribers of
     #: its URI once the transaction commits (``resources/updated``, both eras).
     subscribe = False
+    #: ``True``, or a dict of the job's Celery options (``queue``, ``soft_time_limit``, ...):
+    #: also register ``<prefix>_list_all``, the list's whole query (the same filters, search and
+    #: ordering) run as a background job in a Celery worker, reporting progress per chunk.
+    background = False
+    #: Rows per chunk of ``list_all`` (one query and one progress notification each), and rows
+    #: it returns at most (its result is also kept within MAX_EVENT_BYTES).
+    background_chunk = 500
+    background_max_rows = 5000
 
     def __init__(self):
         if self.model is None or self.fields is None:
@@ -159,7 +168,7 @@ class ModelToolset:
         schema["description"] = f"The {self.opts.verbose_name}'s {self.pk.name}"
         return schema
 
-    def list_input_schema(self) -> dict:
+    def list_input_schema(self, paged=True) -> dict:
         properties = {}
         if self.search_fields:
             properties["search"] = {"type": "string", "maxLength": SEARCH_MAX_LENGTH,
@@ -168,9 +177,10 @@ class ModelToolset:
             properties[name] = filtering.argument_schema(path, lookup, field)
         properties["ordering"] = {"type": "string", "enum": self.orderings, "default": self.orderings[0],
                                   "description": "Sort by this field (a leading - sorts descending)"}
-        properties["cursor"] = {"type": "string", "description": "The nextCursor of the previous page"}
-        properties["limit"] = {"type": "integer", "minimum": 1, "maximum": self.page_size,
-                               "default": self.page_size, "description": "Rows per page"}
+        if paged:
+            properties["cursor"] = {"type": "string", "description": "The nextCursor of the previous page"}
+            properties["limit"] = {"type": "integer", "minimum": 1, "maximum": self.page_size,
+                                   "default": self.page_size, "description": "Rows per page"}
         return _object(properties)
 
     def write_input_schema(self, partial: bool) -> dict:
@@ -199,6 +209,44 @@ class ModelToolset:
             raise ToolError(f"Not available to this caller: {', '.join(used)}.")
 
     def tool_list(self, ctx, arguments: dict) -> dict:
+        narrowed = self._narrowed(ctx, arguments)
+        ordering = arguments.get("ordering") or self.orderings[0]
+        rows, next_cursor = self._page(narrowed, ordering, arguments.get("limit") or self.page_size,
+                                       arguments.get("cursor"), arguments)
+        fields = self.visible_fields(ctx)
+        page = {"items": [self.serialize(ctx, row, fields) for row in self._prefetched(rows, fields)]}
+        if next_cursor:
+            page["nextCursor"] = next_cursor
+        return page
+
+    def tool_list_all(self, ctx, arguments: dict) -> dict:
+        """The whole list in chunks, in a worker: progress after each chunk, stopped at
+        ``background_max_rows`` or when the result would pass MAX_EVENT_BYTES (``truncated``)."""
+        if not self.has_permission(ctx.user, "view"):  # it may have been taken away since the call
+            raise ToolError(f"Not allowed: viewing {self.opts.verbose_name_plural}.")
+        narrowed = self._narrowed(ctx, arguments)
+        ordering = arguments.get("ordering") or self.orderings[0]
+        total = min(narrowed.count(), self.background_max_rows)
+        fields, items, cursor, budget = self.visible_fields(ctx), [], None, _result_budget()
+        while True:
+            ctx.check_cancelled()
+            size = min(self.background_chunk, self.background_max_rows - len(items))
+            rows, cursor = self._page(narrowed, ordering, size, cursor, arguments)
+            for row in self._prefetched(rows, fields):
+                item = self.serialize(ctx, row, fields)
+                budget -= len(json.dumps(item, ensure_ascii=False).encode()) + 1
+                if budget < 0:
+                    return {"items": items, "count": len(items), "truncated": True}
+                items.append(item)
+            if rows:
+                total = max(total, len(items))  # rows added since the count
+                ctx.report_progress(len(items), total, f"{len(items)} of {total} {self.opts.verbose_name_plural}")
+            truncated = cursor is not None and len(items) >= self.background_max_rows
+            if cursor is None or truncated:
+                return {"items": items, "count": len(items), "truncated": truncated}
+
+    def _narrowed(self, ctx, arguments):
+        """The caller's rows that the arguments' search and filters keep."""
         self._refuse_hidden(ctx, arguments)
         queryset = self.get_queryset(ctx)
         narrowed = queryset
@@ -210,19 +258,16 @@ class ModelToolset:
             raise ToolError(f"Invalid filter: {' '.join(exc.messages)}") from None
         if narrowed is not queryset:  # a search or filter across relations may repeat rows
             narrowed = queryset.filter(pk__in=narrowed.values("pk"))
-        ordering = arguments.get("ordering") or self.orderings[0]
+        return narrowed
+
+    def _page(self, narrowed, ordering, size, cursor, arguments):
         try:
-            rows, next_cursor = paging.page(
+            return paging.page(
                 narrowed, field=model_field(self.model, ordering.lstrip("-")), descending=ordering.startswith("-"),
-                size=arguments.get("limit") or self.page_size, cursor=arguments.get("cursor"),
-                salt=f"mcp_transport.toolsets:{self.prefix}_list", digest=paging.query_digest(arguments))
+                size=size, cursor=cursor, salt=f"mcp_transport.toolsets:{self.prefix}_list",
+                digest=paging.query_digest(arguments))
         except (paging.CursorError, ValidationError) as exc:
             raise ToolError(str(exc) if isinstance(exc, paging.CursorError) else "The cursor is not valid.") from None
-        fields = self.visible_fields(ctx)
-        page = {"items": [self.serialize(ctx, row, fields) for row in self._prefetched(rows, fields)]}
-        if next_cursor:
-            page["nextCursor"] = next_cursor
-        return page
 
     def _prefetched(self, rows, fields):
         many = [name for name, field in fields.items() if field.many_to_many]
@@ -301,6 +346,12 @@ class ModelToolset:
         read = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
         found = [("view", "list", self.tool_list, self.list_input_schema(), page, read),
                  ("view", "get", self.tool_get, key, row, read)]
+        if self.background:
+            whole = _object({"items": {"type": "array", "items": row}, "count": {"type": "integer"},
+                             "truncated": {"type": "boolean",
+                                           "description": "More rows matched than one result holds"}},
+                            ["items", "count", "truncated"], closed=False)
+            found.append(("view", "list_all", self.tool_list_all, self.list_input_schema(paged=False), whole, read))
         writes = {"create": ("add", self.tool_create, False, {"destructiveHint": False}),
                   "update": ("change", self.tool_update, True, {"destructiveHint": True, "idempotentHint": True}),
                   "delete": ("delete", self.tool_delete, None, {"destructiveHint": True, "idempotentHint": True})}
@@ -316,6 +367,8 @@ class ModelToolset:
         plural = self.opts.verbose_name_plural
         return {"list": f"List {plural}: filter, search, sort; pages follow nextCursor.",
                 "get": f"One {self.opts.verbose_name} by its {self.pk.name}.",
+                "list_all": f"Every matching {self.opts.verbose_name} (up to {self.background_max_rows}), as a "
+                            "background job reporting its progress: for queries too large for list's pages.",
                 "create": f"Create one {self.opts.verbose_name}.",
                 "update": f"Change one {self.opts.verbose_name}: only the fields given change.",
                 "delete": f"Delete one {self.opts.verbose_name}."}[verb]
@@ -328,7 +381,8 @@ class ModelToolset:
     def register(self, registry=default_registry):
         for action, verb, method, input_schema, output_schema, annotations in self.tools():
             spec = make_tool(_tool_function(method), name=f"{self.prefix}_{verb}", description=self.describe(verb),
-                             input_schema=input_schema, output_schema=output_schema, annotations=annotations)
+                             input_schema=input_schema, output_schema=output_schema, annotations=annotations,
+                             background=self.background if verb == "list_all" else False)
             spec.visible = self.visible_to(action)
             registry.tools[spec.name] = spec
         if self.subscribe and not self.resources:
@@ -365,6 +419,12 @@ class ModelToolset:
         show a field the caller may not read)."""
         return {"uri": template.replace("{pk}", str(obj.pk)), "name": f"{self.opts.model_name} {obj.pk}",
                 "mimeType": "application/json"}
+
+
+def _result_budget() -> int:
+    """Bytes of rows one result may hold: it is one stored event (MAX_EVENT_BYTES), and carries
+    the rows twice (structuredContent, and the same JSON as text)."""
+    return get_config()["MAX_EVENT_BYTES"] // 2 - 4096
 
 
 def _tool_function(method):

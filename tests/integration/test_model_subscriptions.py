@@ -14,6 +14,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ResourcesListChanged
 from mcp_types import ResourceUpdatedNotification
 
 from .test_auth import ROOT, new_token
@@ -187,3 +188,93 @@ async def test_2026_a_tools_write_in_the_web_process_notifies_too(auth_server, s
             with anyio.fail_after(60):
                 event = await anext(changes)
     assert event.uri == shelf["uris"]["public"]
+
+
+#: Each round: one transaction saves the first book five times, then another saves the second
+#: once (the marker between rounds), every 0.1 s until it is stopped.
+ROUNDS = """
+import time
+from django.db import transaction
+from tools.library.models import Book
+for _ in range(1200):
+    with transaction.atomic():
+        for _ in range(5):
+            Book.objects.get(pk={pk}).save()
+    Book.objects.get(pk={marker}).save()
+    time.sleep(0.1)
+"""
+
+
+@contextmanager
+def saving_rounds(server_env, pk, marker):
+    saver = subprocess.Popen([sys.executable, "manage.py", "shell", "-c", ROUNDS.format(pk=pk, marker=marker)],
+                             cwd=ROOT, env={**os.environ, **server_env}, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+    try:
+        yield
+    finally:
+        saver.kill()
+        saver.wait()
+
+
+def per_round(heard, uri, marker):
+    """How often ``uri`` was heard between each two markers (whole rounds only)."""
+    marks = [i for i, seen in enumerate(heard) if seen == marker]
+    return [heard[start + 1:end].count(uri) for start, end in zip(marks, marks[1:])]
+
+
+async def test_2025_five_saves_in_one_transaction_are_one_notification(auth_server, server_env, shelf):
+    updates = Updates()
+    uri, marker = shelf["uris"]["private"], shelf["uris"]["public"]
+    async with connect(auth_server, shelf["tokens"]["writer"], "legacy", updates) as writer:
+        await writer.subscribe_resource(uri)
+        await writer.subscribe_resource(marker)
+        with saving_rounds(server_env, shelf["private"], shelf["public"]), anyio.fail_after(60):
+            while len(per_round(updates.uris, uri, marker)) < 3:
+                await anyio.sleep(0.05)
+    assert set(per_round(updates.uris, uri, marker)) == {1}
+
+
+async def test_2026_five_saves_in_one_transaction_are_one_notification(auth_server, server_env, shelf):
+    uri, marker = shelf["uris"]["private"], shelf["uris"]["public"]
+    heard = []
+    async with connect(auth_server, shelf["tokens"]["writer"], "auto") as writer:
+        async with writer.listen(resource_subscriptions=[uri, marker]) as changes:
+            with saving_rounds(server_env, shelf["private"], shelf["public"]), anyio.fail_after(60):
+                while len(per_round(heard, uri, marker)) < 3:
+                    heard.append((await anext(changes)).uri)
+    assert set(per_round(heard, uri, marker)) == {1}
+
+
+#: A cron job's shape: it creates a row (told at once), and once the listener heard of it, saves
+#: the marker, deletes the row and exits at once, inside the window after the first broadcast.
+CREATE_AND_EXIT = """
+import sys
+from mcp_transport.toolsets import subscriptions
+from tools.library.models import Book
+subscriptions.LIST_CHANGED_INTERVAL = 3600  # the delete's list_changed waits for the window's end
+marker = Book.objects.get(pk={marker})
+row = Book.objects.create(title="{prefix} listed", author_id=marker.author_id, owner=marker.owner)
+sys.stdin.readline()
+marker.save()
+row.delete()
+"""
+
+
+async def test_2026_a_process_that_exits_in_the_window_still_tells_its_last_change(auth_server, server_env, shelf):
+    """Row-driven resources/list_changed are coalesced (one per LIST_CHANGED_INTERVAL per
+    process) and not waited for by the save: the one for the delete, pending when the process
+    exits, goes out before it does (its window is cut short)."""
+    marker = shelf["uris"]["public"]
+    code = CREATE_AND_EXIT.format(marker=shelf["public"], prefix=shelf["prefix"])
+    async with connect(auth_server, shelf["tokens"]["writer"], "auto") as writer:
+        async with writer.listen(resources_list_changed=True, resource_subscriptions=[marker]) as changes, \
+                await anyio.open_process([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT,
+                                         env={**os.environ, **server_env}, stdout=subprocess.DEVNULL) as cron:
+            with anyio.fail_after(60):
+                # Taken before the next arrives: the SDK folds an event into an equal one still queued.
+                assert isinstance(await anext(changes), ResourcesListChanged)  # the create's
+                await cron.stdin.send(b"go\n")
+                assert (await anext(changes)).uri == marker
+                assert isinstance(await anext(changes), ResourcesListChanged)  # the delete's
+                assert await cron.wait() == 0

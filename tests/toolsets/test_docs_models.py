@@ -10,15 +10,19 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def doc_blocks() -> dict:
-    """The page's code blocks that start with a ``# <path>`` comment, by that path."""
+    """The page's code blocks that start with a ``# <path>`` comment, by that path (``<path>
+    (excerpt)`` for a part of a file)."""
     text = (ROOT / "docs" / "models.md").read_text()
-    return {path: block for path, block in re.findall(r"```python\n# (\S+)\n(.*?)```", text, re.S)}
+    return {path + excerpt: block
+            for path, excerpt, block in re.findall(r"```python\n# (\S+)( \(excerpt\))?\n(.*?)```", text, re.S)}
 
 
 def test_the_page_shows_the_example_projects_code():
     blocks = doc_blocks()
     assert blocks["tools/library/mcp_tools.py"] == (ROOT / "tools" / "library" / "mcp_tools.py").read_text()
     assert blocks["tools/library/admin.py"] in (ROOT / "tools" / "library" / "admin.py").read_text()
+    assert blocks["tools/library/api.py"] == (ROOT / "tools" / "library" / "api.py").read_text()
+    assert blocks["tools/library/mcp_tools.py (excerpt)"] in (ROOT / "tools" / "library" / "mcp_tools.py").read_text()
     listener = ROOT / "tests" / "integration" / "test_model_subscriptions.py"
     assert blocks["tests/integration/test_model_subscriptions.py"] in listener.read_text()
 
@@ -33,4 +37,4 @@ def test_the_pages_test_file_passes(tmp_path):
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
                            str(tmp_path / "tests")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
-    assert re.search(r"\b2 passed\b", done.stdout), done.stdout
+    assert re.search(r"\b4 passed\b", done.stdout), done.stdout

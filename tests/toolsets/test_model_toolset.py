@@ -1,6 +1,8 @@
 """ModelToolset and register_admin on the example library (tools/library/mcp_tools.py), through the
 server's own dispatch (LocalClient): which tools each user sees, which rows and fields each
 reads, filters, search, ordering, cursors, and the ModelForm writes."""
+import json
+
 import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.auth.models import Permission, User
@@ -368,3 +370,52 @@ def test_admin_actions_are_tools_the_admin_offers_and_destructive_ones_confirm(s
     assert Author.objects.filter(pk=shelf["borges"].pk).exists()
     no_elicitation = call(LocalClient(user=deleter), "author_delete_selected", ids=[shelf["le_guin"].pk])
     assert no_elicitation.is_error and Author.objects.filter(pk=shelf["le_guin"].pk).exists()
+
+
+# -- list_all: the whole query as a background job (background = True) --------------------------
+
+def test_list_all_returns_the_whole_query_in_chunks_with_progress(shelf, monkeypatch):
+    from tools.library.mcp_tools import BookTools
+
+    for n in range(250):
+        Book.objects.create(title=f"Vol {n:03}", author=shelf["borges"], year=n, owner=shelf["ann"],
+                            public=n % 5 != 0, internal_note="staff only")
+    bob = client_of(shelf["bob"])
+    done = bob.call_tool_sync("book_list_all", {"title__icontains": "Vol", "ordering": "-year"})
+    assert not done.is_error, done.text
+    years = [item["year"] for item in done.structured["items"]]
+    assert years == [n for n in range(249, -1, -1) if n % 5 != 0]  # public ones only: 200, in order
+    assert done.structured["count"] == 200 and done.structured["truncated"] is False
+    assert all("internal_note" not in item for item in done.structured["items"])
+    # A chunk is 100 rows (the example's background_chunk): one progress notification each.
+    assert [(p["progress"], p["total"]) for p in done.progress] == [(100, 200), (200, 200)]
+    monkeypatch.setattr(BookTools, "background_max_rows", 150)
+    capped = result(bob, "book_list_all", title__icontains="Vol")
+    assert capped["count"] == 150 and capped["truncated"] is True
+
+
+def test_list_all_keeps_its_result_within_one_event(shelf, settings):
+    from mcp_transport.conf import get_config
+
+    for n in range(60):
+        Book.objects.create(title=f"Long {n:02} " + "x" * 180, author=shelf["borges"], owner=shelf["ann"])
+    settings.MCP_TRANSPORT = {**settings.MCP_TRANSPORT, "MAX_EVENT_BYTES": 8192 * 2 + 3 * 4096}
+    get_config.cache_clear()
+    try:
+        whole = result(client_of(shelf["ann"]), "book_list_all", title__icontains="Long")
+    finally:
+        get_config.cache_clear()
+    assert whole["truncated"] is True and 0 < whole["count"] < 60
+    assert len(json.dumps(whole["items"]).encode()) <= 8192 + 4096
+    assert "book_list_all" not in names(client_of(user_with("nobody")))
+
+
+def test_register_admin_takes_background_too():
+    from mcp_transport.methods.registry import Registry
+    from mcp_transport.toolsets import register_admin
+
+    registry = Registry()
+    register_admin(Author, name="writers", background={"queue": "reports"}, registry=registry)
+    spec = registry.tools["writers_list_all"]
+    assert spec.background and spec.job_options == {"queue": "reports"} and spec.task_support == "optional"
+    assert "cursor" not in spec.input_schema["properties"] and "search" in spec.input_schema["properties"]

@@ -1,10 +1,12 @@
-"""The library's models as MCP tools (docs/models.md): ``book_*`` from a ModelToolset, and
-``author_*`` from the AuthorAdmin. Each needs the caller's model permission; a reader sees the
-public books and its own, and only staff read a book's internal note."""
+"""The library's models as MCP tools (docs/models.md): ``book_*`` from a ModelToolset,
+``author_*`` from the AuthorAdmin and ``shelf_*`` from a DRF viewset. Each needs the caller's
+model permission; a reader sees the public books and its own, and only staff read a book's
+internal note."""
 from django.db.models import Q
 
-from mcp_transport.toolsets import ModelToolset, register, register_admin
+from mcp_transport.toolsets import ModelToolset, register, register_admin, register_viewset
 
+from .api import ShelfViewSet
 from .models import Author, Book
 
 
@@ -19,6 +21,8 @@ class BookTools(ModelToolset):
     create = update = delete = True
     form_fields = ["title", "author", "year", "genre", "public"]
     resources = subscribe = True
+    background = True  # book_list_all: the whole query as a Celery job, with progress
+    background_chunk = 100
 
     def get_queryset(self, ctx):
         books = super().get_queryset(ctx)
@@ -41,3 +45,4 @@ class BookTools(ModelToolset):
 
 
 register_admin(Author, create=True, actions=True)
+register_viewset(ShelfViewSet, name="shelf")
