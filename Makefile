@@ -75,6 +75,13 @@ conformance-topologies: install node_modules/.stamp
 	    bash scripts/conformance.sh || exit 1; \
 	done
 
+# Minutes of mixed load in both eras with random Redis, Sentinel, Cluster, daphne, worker and
+# database faults, counted (bench/chaos.py; results in bench/RESULTS.md). The database cut needs
+# PostgreSQL: CHAOS_DATABASE_URL=postgres://postgres@127.0.0.1:5432/chaos_db (a database of its own).
+CHAOS_ARGS ?= --minutes 3
+chaos: install
+	$(PY) bench/chaos.py $(CHAOS_ARGS) $(if $(CHAOS_DATABASE_URL),--database-url $(CHAOS_DATABASE_URL))
+
 bench: install
 	$(PY) bench/run.py
 
