@@ -2,11 +2,12 @@
 
 For each topology asked for (``plain``: one Redis for the app and the broker; ``sentinel``: a
 private Sentinel set, kombu's Sentinel broker; ``cluster``: a private six-node Cluster, RabbitMQ
-as the broker), this starts two daphnes and a three-slot Celery worker of the example project and
+as the broker), this starts two daphnes and a four-slot Celery worker of the example project and
 keeps in flight, all along:
 
 - 2025-11-25: inline calls with progress (``slow_progress``) and background calls with progress
-  (``slow_job``), each on a session of its own; when a stream ends, breaks or only keeps alive,
+  (``slow_job``, and ``tick_job_idempotent``, which a lost worker's successor runs again), each on
+  a session of its own; when a stream ends, breaks or only keeps alive,
   the client resumes with Last-Event-ID on the other daphne (tests/integration/load.py);
 - 2026-07-28: inline calls with progress, and background calls through the tasks extension
   (created, then ``tasks/get`` on either daphne until they end);
@@ -61,6 +62,7 @@ FAULTS = {"plain": ["redis_pause", "redis_restart_empty", "daphne_kill", "worker
 #: What runs at once: (client class, tool, arguments); about 9 s a call.
 MIX = [(LegacyCall, "slow_progress", {"steps": 30, "interval_ms": 300})] * 3 + \
       [(LegacyCall, "slow_job", {"steps": 15, "interval_ms": 600})] * 2 + \
+      [(LegacyCall, "tick_job_idempotent", {"key": "chaos", "steps": 15, "interval_ms": 600})] + \
       [(ModernCall, "slow_progress", {"steps": 30, "interval_ms": 300})] * 2 + \
       [(ModernTask, "slow_job", {"steps": 15, "interval_ms": 600})]
 OUTCOMES = ["result", "error", "unanswered", "twice", "broken", "unstarted", "failed"]
@@ -190,7 +192,7 @@ class Stack:
         return urlunsplit(parts._replace(netloc=f"{netloc}127.0.0.1:{self.proxy.port}"))
 
     def start_worker(self):
-        self.worker = LiveWorker(queue=self.prefix, env=self.env, cwd=ROOT, concurrency=3).start()
+        self.worker = LiveWorker(queue=self.prefix, env=self.env, cwd=ROOT, concurrency=4).start()
 
     @property
     def urls(self):
@@ -396,17 +398,24 @@ def tally(topology, load, faults):
             row["lost"] += lost
             row["duplicated"] += duplicated
             if outcome != "result":
-                row["notes"] = row.get("notes", []) + [f"{outcome} ({', '.join(overlapping)}): "
-                                                       + (call.notes[:1] or [""])[0]]
+                row["notes"] = row.get("notes", []) + [_note(call, outcome, faults)]
     echoes = {era: {"sent": tally_["sent"], "failed": len(tally_["failed"]),
                     "failed_during": collections.Counter(
-                        (next((f["kind"] for f in faults if f["began"] <= t <= f["ended"]), "none"), reason)
+                        f'{next((f["kind"] for f in faults if f["began"] <= t <= f["ended"]), "none")} ({reason})'
                         for t, reason in tally_["failed"])}
               for era, tally_ in load.echoes.items()}
     return {"topology": topology, "faults": [{k: v for k, v in f.items() if k not in ("began", "ended", "healed")}
                                              | {"seconds": round(f["healed"] - f["began"], 1)} for f in faults],
             "rows": [{"fault": k[0], "era": k[1], "kind": k[2], **dict(v)} for k, v in rows.items()],
             "echoes": echoes}
+
+
+def _note(call, outcome, faults):
+    """What a call that did not end with its result saw, timed from the fault's start."""
+    fault = next((f for f in faults if call.began < f["ended"] and call.ended > f["began"]), None)
+    when = "" if fault is None else (f"{fault['kind']}: started {call.began - fault['began']:+.1f} s, "
+                                     f"ended {call.ended - fault['began']:+.1f} s from the fault")
+    return f"{call.era} {call.kind} {outcome} ({when}): {(call.notes[:1] or [''])[0]}"
 
 
 def markdown(report):
@@ -424,8 +433,7 @@ def markdown(report):
         lines.append(f"| {fault['kind']} | {fault['seconds']} | {fault['back_seconds']:.2f} | "
                      f"{'ok' if fault['cancel_ok'] else 'FAILED'} | {'ok' if fault['delete_ok'] else 'FAILED'} |")
     for era, echoes in report["echoes"].items():
-        during = ", ".join(f"{count} during {kind} ({reason})" for (kind, reason), count
-                           in echoes["failed_during"].items())
+        during = ", ".join(f"{count} during {what}" for what, count in echoes["failed_during"].items())
         lines.append(f"\nEchoes {era}: {echoes['sent']} sent, {echoes['failed']} failed{': ' + during if during else ''}")
     notes = [note for row in report["rows"] for note in row.get("notes", [])]
     if notes:

@@ -247,6 +247,26 @@ def retry_policy(backoff, retries: int, asynchronous: bool = True):
     return Retry(backoff, retries)
 
 
+#: Where redis-py's asyncio Cluster client, while a failover replaces a node, fails a command
+#: with an AttributeError of its own before anything was written: a pooled connection whose
+#: writer another task dropped that instant ("'NoneType' object has no attribute 'writelines'",
+#: seen under load by bench/chaos.py; a tool's progress report failed with it), or a slot table
+#: between two states (redis-py #3835). The command never left: sending it again cannot run it twice.
+_UNSENT_FAILURE_FRAMES = frozenset({"_send_packed_command", "send_packed_command", "_determine_nodes",
+                                    "get_node_from_slot"})
+
+
+def failed_before_sending(exc: BaseException) -> bool:
+    """True for redis-py's own AttributeError raised before the command was written."""
+    if not isinstance(exc, AttributeError) or exc.__traceback__ is None:
+        return False
+    innermost = exc.__traceback__
+    while innermost.tb_next is not None:
+        innermost = innermost.tb_next
+    frame = innermost.tb_frame
+    return frame.f_code.co_name in _UNSENT_FAILURE_FRAMES and frame.f_globals.get("__name__", "").startswith("redis.")
+
+
 @functools.cache
 def _cluster_class():
     """redis-py's asyncio RedisCluster, whose commands ride out a failover. Its own retries
@@ -263,8 +283,9 @@ def _cluster_class():
             while True:
                 try:
                     return await super().execute_command(*args, **kwargs)
-                except self.ERRORS_ALLOW_RETRY:
-                    if loop.time() + delay > deadline:
+                except Exception as exc:
+                    retryable = isinstance(exc, self.ERRORS_ALLOW_RETRY) or failed_before_sending(exc)
+                    if not retryable or loop.time() + delay > deadline:
                         raise
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)

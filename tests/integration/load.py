@@ -90,7 +90,7 @@ class InFlight:
             if "error" in answer or answer["result"].get("isError"):
                 self.notes.append(json.dumps(answer)[:300])
                 return "error"
-            return "result" if _text(answer["result"]) == f"done {self.steps}" else "error"
+            return "result" if _text(answer["result"]) == self.expected_text() else "error"
         if not self.started:
             return "unstarted"
         if self.broken:
@@ -99,6 +99,10 @@ class InFlight:
             self.notes.append(repr(self.error)[:300])
             return "unanswered" if isinstance(self.error, TimeoutError) else "failed"
         return "unanswered"
+
+    def expected_text(self):
+        """What the example tools answer: ``done N``, or the count of the ``tick_*`` jobs."""
+        return str(self.steps) if self.name.startswith("tick_") else f"done {self.steps}"
 
     def own_progress(self):
         """The tool's own reports (a worker's heartbeat progress between them is fractional)."""
@@ -122,7 +126,9 @@ class LegacyCall(InFlight):
 
     def __init__(self, urls, name, deadline=120.0, **arguments):
         super().__init__(urls, name, deadline, **arguments)
-        self.kind = "background" if name == "slow_job" else "inline"
+        self.kind = "inline" if name == "slow_progress" else "background"
+        if name.endswith("_idempotent"):
+            self.kind += ", idempotent"
         #: Times the client resumed (the stream ended, broke or only kept alive).
         self.resumed = 0
 
