@@ -125,3 +125,19 @@ async def test_the_cluster_client_sends_a_command_again_after_redis_py_failed_be
     cluster = object.__new__(_cluster_class())
     assert await cluster.execute_command("PING") == "PONG"
     assert attempts == [("PING",), ("PING",)]
+
+
+@override_settings(MCP_TRANSPORT={"REDIS_OUTAGE_TOLERANCE": 10})
+def test_the_example_project_s_cache_finds_a_restarted_redis_again(server):
+    """A tool's own cache write (tick_job_idempotent's counter) raised ConnectionError into the
+    tool when Redis restarted (bench/chaos.py): the cache's connections ride it out too."""
+    from django_redis.cache import RedisCache
+
+    cache = RedisCache(server.url, {"OPTIONS": {"CLIENT_CLASS": "django_redis.client.DefaultClient"}})
+    cache.set("before", 1)
+    server.process.kill()
+    server.process.wait()
+    server.process = None
+    _after(2, server.start)  # the same port, empty
+    cache.set("after", 2)  # the stale pooled connection failed, the retry reconnected
+    assert cache.get("after") == 2 and cache.get("before") is None
