@@ -177,7 +177,9 @@ class Stack:
         self.env = env
         subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT,
                        env={**os.environ, **env}, check=True)
-        self.servers = [Daphne(env=env, cwd=ROOT).start() for _ in range(2)]
+        for _ in range(2):  # listed before they start: an interrupted start still stops them
+            self.servers.append(Daphne(env=env, cwd=ROOT))
+            self.servers[-1].start()
         self.start_worker()
         return self
 
@@ -192,7 +194,8 @@ class Stack:
         return urlunsplit(parts._replace(netloc=f"{netloc}127.0.0.1:{self.proxy.port}"))
 
     def start_worker(self):
-        self.worker = LiveWorker(queue=self.prefix, env=self.env, cwd=ROOT, concurrency=4).start()
+        self.worker = LiveWorker(queue=self.prefix, env=self.env, cwd=ROOT, concurrency=4)
+        self.worker.start()
 
     @property
     def urls(self):
