@@ -6,11 +6,11 @@ example tools' counters), which need no more.
 """
 from django.core.cache.backends.redis import RedisCache, RedisCacheClient
 from django_redis.pool import ConnectionFactory, SentinelConnectionFactory
-from redis.cluster import ClusterNode, RedisCluster
+from redis.cluster import ClusterNode
 
 from redis.backoff import NoBackoff
 
-from mcp_transport.connections import connection_options, parse_redis_url, retry_policy
+from mcp_transport.connections import connection_options, parse_redis_url, retry_policy, riding_cluster_class
 
 
 class ClusterCacheClient(RedisCacheClient):
@@ -23,7 +23,7 @@ class ClusterCacheClient(RedisCacheClient):
             target = parse_redis_url(self._servers[0])
             # A count of attempts, as every Cluster client here: RedisCluster loops get_retries() times.
             options = {**connection_options(asynchronous=False), "retry": retry_policy(NoBackoff(), 2, asynchronous=False)}
-            self._cluster = RedisCluster(startup_nodes=[ClusterNode(host, port) for host, port in target.nodes],
+            self._cluster = riding_cluster_class()(startup_nodes=[ClusterNode(host, port) for host, port in target.nodes],
                                          **options, **target.options)
         return self._cluster
 

@@ -141,3 +141,25 @@ def test_the_example_project_s_cache_finds_a_restarted_redis_again(server):
     _after(2, server.start)  # the same port, empty
     cache.set("after", 2)  # the stale pooled connection failed, the retry reconnected
     assert cache.get("after") == 2 and cache.get("before") is None
+
+
+def test_the_blocking_cluster_client_waits_out_a_failover(monkeypatch):
+    """sync_redis() and the example project's cache on a Cluster: a command refused while a dead
+    master's replica waits for its vote is sent again (a tool's counter write raised
+    ConnectionError into the tool: bench/chaos.py, a Cluster master killed)."""
+    from redis.cluster import RedisCluster
+
+    from mcp_transport.connections import riding_cluster_class
+
+    attempts = []
+
+    def failing_over(self, *args, **kwargs):
+        attempts.append(args)
+        if len(attempts) < 3:
+            raise redis.ConnectionError("Error 111 connecting to the dead master")
+        return True
+
+    monkeypatch.setattr(RedisCluster, "execute_command", failing_over)
+    cluster = object.__new__(riding_cluster_class())
+    assert cluster.execute_command("SET", "k", "v") is True
+    assert len(attempts) == 3
