@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # scripts/run.py reads PORT from the environment, so `make run PORT=9000` works too.
 export PORT
 
-.PHONY: install run test conformance bench clean browser haproxy otlp-receiver screenshots docs
+.PHONY: install run test conformance conformance-topologies chaos bench clean browser haproxy otlp-receiver screenshots docs
 
 install: $(VENV)/.installed
 
@@ -73,6 +73,23 @@ docs: install
 
 conformance: install node_modules/.stamp
 	PYTHON=$(PY) bash scripts/conformance.sh
+
+# The two protocol legs again, on a private Redis Sentinel set and on a private Redis Cluster
+# (scripts/run.py starts them; the Cluster's broker is RabbitMQ at CELERY_BROKER_URL, default
+# 127.0.0.1:5672). REDIS_URL is dropped, or run.py would use it instead of the topology.
+TOPOLOGY_LEGS ?= 0.2.0-2025-11-25 0.2.0-2026-07-28
+conformance-topologies: install node_modules/.stamp
+	for topology in sentinel cluster; do \
+	  env -u REDIS_URL REDIS_TOPOLOGY=$$topology CONFORMANCE_LEGS="$(TOPOLOGY_LEGS)" PYTHON=$(PY) \
+	    bash scripts/conformance.sh || exit 1; \
+	done
+
+# Minutes of mixed load in both eras with random Redis, Sentinel, Cluster, daphne, worker and
+# database faults, counted (bench/chaos.py; results in bench/RESULTS.md). The database cut needs
+# PostgreSQL: CHAOS_DATABASE_URL=postgres://postgres@127.0.0.1:5432/chaos_db (a database of its own).
+CHAOS_ARGS ?= --minutes 3
+chaos: install
+	$(PY) bench/chaos.py $(CHAOS_ARGS) $(if $(CHAOS_DATABASE_URL),--database-url $(CHAOS_DATABASE_URL))
 
 bench: install
 	$(PY) bench/run.py

@@ -5,11 +5,12 @@ behind it; the project uses its cache for small counters (OAuth registrations pe
 example tools' counters), which need no more.
 """
 from django.core.cache.backends.redis import RedisCache, RedisCacheClient
-from redis.cluster import ClusterNode, RedisCluster
+from django_redis.pool import ConnectionFactory, SentinelConnectionFactory
+from redis.cluster import ClusterNode
 
 from redis.backoff import NoBackoff
 
-from mcp_transport.connections import connection_options, parse_redis_url, retry_policy
+from mcp_transport.connections import connection_options, parse_redis_url, retry_policy, riding_cluster_class
 
 
 class ClusterCacheClient(RedisCacheClient):
@@ -22,7 +23,7 @@ class ClusterCacheClient(RedisCacheClient):
             target = parse_redis_url(self._servers[0])
             # A count of attempts, as every Cluster client here: RedisCluster loops get_retries() times.
             options = {**connection_options(asynchronous=False), "retry": retry_policy(NoBackoff(), 2, asynchronous=False)}
-            self._cluster = RedisCluster(startup_nodes=[ClusterNode(host, port) for host, port in target.nodes],
+            self._cluster = riding_cluster_class()(startup_nodes=[ClusterNode(host, port) for host, port in target.nodes],
                                          **options, **target.options)
         return self._cluster
 
@@ -46,3 +47,22 @@ class RedisClusterCache(RedisCache):
     def __init__(self, server, params):
         super().__init__(server, params)
         self._class = ClusterCacheClient
+
+
+class _RidingOut:
+    """django-redis's connections with the app's own outage options (connections.py): a tool's
+    cache write waits out a Redis stall, restart or failover as the app's commands do (it raised
+    TimeoutError or ConnectionError into the tool: bench/chaos.py, tick_job_idempotent).
+    CONNECTION_POOL_KWARGS of the cache still win."""
+
+    def __init__(self, options):
+        pool_kwargs = {**connection_options(asynchronous=False), **options.get("CONNECTION_POOL_KWARGS", {})}
+        super().__init__({**options, "CONNECTION_POOL_KWARGS": pool_kwargs})
+
+
+class RidingConnectionFactory(_RidingOut, ConnectionFactory):
+    """``DJANGO_REDIS_CONNECTION_FACTORY`` of the example project on one Redis server."""
+
+
+class RidingSentinelConnectionFactory(_RidingOut, SentinelConnectionFactory):
+    """``DJANGO_REDIS_CONNECTION_FACTORY`` of the example project on a Sentinel set."""

@@ -199,7 +199,7 @@ REDIS_TARGET = parse_redis_url(REDIS_URL)
 
 if REDIS_TARGET.kind == "sentinel":
     # django-redis's Sentinel client: LOCATION names the master, the Sentinels are OPTIONS.
-    DJANGO_REDIS_CONNECTION_FACTORY = "django_redis.pool.SentinelConnectionFactory"
+    DJANGO_REDIS_CONNECTION_FACTORY = "mcpserver.cache.RidingSentinelConnectionFactory"
     _CACHE = {"BACKEND": "django_redis.cache.RedisCache",
               "LOCATION": f"redis://{REDIS_TARGET.master}/{REDIS_TARGET.db}",
               "OPTIONS": {"CLIENT_CLASS": "django_redis.client.SentinelClient",
@@ -209,6 +209,8 @@ elif REDIS_TARGET.kind == "cluster":
     # django-redis has no Cluster client: Django's RedisCache on a RedisCluster (mcpserver/cache.py).
     _CACHE = {"BACKEND": "mcpserver.cache.RedisClusterCache", "LOCATION": REDIS_URL}
 else:
+    # The cache's connections ride out an outage as the app's do (mcpserver/cache.py).
+    DJANGO_REDIS_CONNECTION_FACTORY = "mcpserver.cache.RidingConnectionFactory"
     _CACHE = {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": REDIS_URL,
               "OPTIONS": {"CLIENT_CLASS": "django_redis.client.DefaultClient"}}
 CACHES = {"default": {**_CACHE, "KEY_PREFIX": "mcpserver"}}

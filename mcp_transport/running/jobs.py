@@ -396,8 +396,20 @@ async def watch(session_id: str, stream_key: str, call: dict) -> bool:
     if job.is_terminal:
         await answer(job)  # ended, but whoever ended it died before writing the answer
         return True
+    if just_started(job):
+        return False  # its worker beats right after taking it: the record read above predates that
     await worker_lost(job, hard_limit=stopped == "time_limit", database=stopped == "database")
     return True
+
+
+def just_started(job) -> bool:
+    """A worker took the job less than the orphan delay ago. A job that waited in the queue has
+    a stale beat in its call record until its worker's first one, written just after the row
+    says working: a look between the two took a fresh worker for a lost one (bench/chaos.py: a
+    job queued while the worker restarted failed "worker lost" as the new worker began it)."""
+    if job.started_at is None:
+        return False
+    return (timezone.now() - job.started_at).total_seconds() * 1000 < control.orphan_after_ms()
 
 
 # -- jobs waiting for their client ---------------------------------------------------------------

@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Optional
 
 from channels.db import database_sync_to_async
+from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
 from . import control, metrics, quotas
@@ -168,7 +169,12 @@ async def _touch(record):
     record.seen_written = time.time()
     await _cache(record)
     await _extend_side_keys(record.id)
-    await database_sync_to_async(McpSession.objects.filter(pk=record.id).update)(last_seen_at=timezone.now())
+    try:
+        await database_sync_to_async(McpSession.objects.filter(pk=record.id).update)(last_seen_at=timezone.now())
+    except (OperationalError, InterfaceError) as exc:
+        # Bookkeeping for the idle expiry, written again a LAST_SEEN_WRITE_INTERVAL later: an
+        # unreachable database must not fail the request that came due for it (it answered 500).
+        logger.warning("session %s: last use not written, the database is unreachable: %s", record.id, exc)
 
 
 def side_key_ttl() -> int:

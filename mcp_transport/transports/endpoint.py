@@ -7,6 +7,7 @@ import logging
 import redis
 from channels.consumer import AsyncConsumer
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 from django.http.request import split_domain_port, validate_host
 
 from .. import auth
@@ -24,7 +25,7 @@ SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-
 
 async def answer_failures(work, send_error, endpoint: str, log=logger) -> None:
     """Await ``work``; what it raises becomes the one error reply of every endpoint: a
-    ProtocolError as itself, a Redis failure as 503 (logged as what it is: connections.redis_failure), anything else as 500 (and a log record)."""
+    ProtocolError as itself, a Redis failure or a database outage as 503 (logged as what it is: connections.redis_failure), anything else as 500 (and a log record)."""
     try:
         await work
     except ProtocolError as exc:
@@ -32,6 +33,10 @@ async def answer_failures(work, send_error, endpoint: str, log=logger) -> None:
     except redis.RedisError as exc:
         log.exception(redis_failure(exc))
         await send_error(ProtocolError("The session store is unavailable.", http_status=503))
+    except (OperationalError, InterfaceError) as exc:
+        # An outage, not a bug (bench/chaos.py's database cut: every initialize answered 500).
+        log.error("the database is unreachable: %s", exc)
+        await send_error(ProtocolError("The database is unreachable; try again shortly.", http_status=503))
     except Exception:
         log.exception("the %s endpoint failed", endpoint)
         await send_error(ProtocolError("Internal error.", http_status=500))

@@ -1,4 +1,4 @@
-"""The one error mapping of the HTTP endpoints (transports.streamable_http.answer_failures), which
+"""The one error mapping of the HTTP endpoints (transports.endpoint.answer_failures), which
 Streamable HTTP and the 2024-11-05 HTTP+SSE endpoints both use."""
 import logging
 
@@ -6,7 +6,7 @@ import pytest
 import redis
 
 from mcp_transport.protocol.errors import InvalidRequest, ProtocolError
-from mcp_transport.transports.streamable_http import answer_failures
+from mcp_transport.transports.endpoint import answer_failures
 
 
 async def fail(exc):
@@ -43,6 +43,7 @@ async def test_a_protocol_error_is_answered_as_itself(caplog):
      "Redis is a read-only replica (a failover under way, or the Redis URL names a replica)"),
     (redis.ResponseError("OOM command not allowed"), 503, "Redis refused a command (ResponseError: OOM command not allowed)"),
     (KeyError("bug"), 500, "the test endpoint failed")])
+# (the database's outage: test_an_unreachable_database_is_a_503_not_an_internal_error)
 async def test_anything_else_is_a_logged_5xx_with_a_clear_message(exc, status, logged, caplog):
     error = await mapped(exc, caplog)
     assert isinstance(error, ProtocolError) and error.http_status == status
@@ -61,3 +62,13 @@ async def test_work_that_succeeds_sends_no_error(caplog):
 
     await answer_failures(ok(), send_error, "test")
     assert errors == []
+
+
+async def test_an_unreachable_database_is_a_503_not_an_internal_error(caplog):
+    """bench/chaos.py's database cut: every initialize answered 500 "Internal error."."""
+    from django.db import OperationalError
+
+    error = await mapped(OperationalError("connection failed: server closed the connection unexpectedly"), caplog)
+    assert isinstance(error, ProtocolError) and error.http_status == 503
+    assert error.message == "The database is unreachable; try again shortly."
+    assert [record.getMessage()[:30] for record in caplog.records] == ["the database is unreachable: c"]

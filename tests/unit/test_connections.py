@@ -79,3 +79,87 @@ async def test_the_asyncio_client_rides_out_a_stall_too(server):
         assert await client.incr("counter") == 1
     finally:
         await client.aclose()
+
+
+# -- a Cluster failover under load: redis-py's own AttributeError before the command was sent ---------
+
+def _unsent_failure():
+    """The error redis-py's asyncio connection raises when another task dropped its writer."""
+    from redis.asyncio.connection import Connection
+
+    sending = Connection()._send_packed_command([b"PING\r\n"])  # its writer is None
+    try:
+        sending.send(None)  # fails at its first line, before any await
+    except AttributeError as exc:
+        return exc
+    raise AssertionError("redis-py wrote to a connection that has no writer")
+
+
+def test_only_redis_py_s_own_failure_before_sending_counts_as_unsent():
+    from mcp_transport.connections import failed_before_sending
+
+    assert failed_before_sending(_unsent_failure())
+    try:
+        None.writelines  # noqa: B018 (the same error, raised by other code: not retried)
+    except AttributeError as exc:
+        assert not failed_before_sending(exc)
+    assert not failed_before_sending(redis.ConnectionError("not an AttributeError"))
+
+
+async def test_the_cluster_client_sends_a_command_again_after_redis_py_failed_before_sending_it(monkeypatch):
+    """bench/chaos.py, a Cluster master killed under load: a tool's progress report failed with
+    "'NoneType' object has no attribute 'writelines'" (the tool failed: "AttributeError")."""
+    from redis.asyncio.cluster import RedisCluster
+
+    from mcp_transport.connections import _cluster_class
+
+    failure, attempts = _unsent_failure(), []
+
+    async def flaky(self, *args, **kwargs):
+        attempts.append(args)
+        if len(attempts) == 1:
+            raise failure
+        return "PONG"
+
+    monkeypatch.setattr(RedisCluster, "execute_command", flaky)
+    cluster = object.__new__(_cluster_class())
+    assert await cluster.execute_command("PING") == "PONG"
+    assert attempts == [("PING",), ("PING",)]
+
+
+@override_settings(MCP_TRANSPORT={"REDIS_OUTAGE_TOLERANCE": 10})
+def test_the_example_project_s_cache_finds_a_restarted_redis_again(server):
+    """A tool's own cache write (tick_job_idempotent's counter) raised ConnectionError into the
+    tool when Redis restarted (bench/chaos.py): the cache's connections ride it out too."""
+    from django_redis.cache import RedisCache
+
+    cache = RedisCache(server.url, {"OPTIONS": {"CLIENT_CLASS": "django_redis.client.DefaultClient"}})
+    cache.set("before", 1)
+    server.process.kill()
+    server.process.wait()
+    server.process = None
+    _after(2, server.start)  # the same port, empty
+    cache.set("after", 2)  # the stale pooled connection failed, the retry reconnected
+    assert cache.get("after") == 2 and cache.get("before") is None
+
+
+def test_the_blocking_cluster_client_waits_out_a_failover(monkeypatch):
+    """sync_redis() and the example project's cache on a Cluster: a command refused while a dead
+    master's replica waits for its vote is sent again (a tool's counter write raised
+    ConnectionError into the tool: bench/chaos.py, a Cluster master killed)."""
+    from redis.cluster import RedisCluster
+
+    from mcp_transport.connections import riding_cluster_class
+
+    attempts = []
+
+    def failing_over(self, *args, **kwargs):
+        attempts.append(args)
+        if len(attempts) < 3:
+            raise redis.ConnectionError("Error 111 connecting to the dead master")
+        return True
+
+    monkeypatch.setattr(RedisCluster, "execute_command", failing_over)
+    cluster = object.__new__(riding_cluster_class())
+    assert cluster.execute_command("SET", "k", "v") is True
+    assert len(attempts) == 3
