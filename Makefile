@@ -6,7 +6,10 @@ PYTHON ?= $(shell python3.11 -c '' >/dev/null 2>&1 && echo python3.11 || echo py
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PORT   ?= 8000
-PYTEST_ARGS ?=
+# The suite runs on parallel workers (pytest-xdist; -n auto: tests/conftest.py picks two per CPU,
+# MCP_TEST_WORKERS overrides). `make test PYTEST_ARGS=` runs it in one process; any pytest
+# arguments go here: `make test PYTEST_ARGS="-n 4 tests/integration/test_jobs.py"`.
+PYTEST_ARGS ?= -n auto
 
 # scripts/run.py reads PORT from the environment, so `make run PORT=9000` works too.
 export PORT

@@ -3,6 +3,12 @@
 Redis and the database are real: ``REDIS_URL`` and ``DATABASE_URL`` when set (CI), otherwise an
 embedded redis-server started here and a SQLite file. Integration tests run daphne processes
 (``mcp_server``, ``second_server``) that share this Redis and database with each other.
+
+Under pytest-xdist (``pytest -n 3``: docs/development.md) every worker is a run of its own: its
+key prefix and Celery queue, its servers' database (its own SQLite file, or ``<name>_gw0`` next to
+PostgreSQL's ``DATABASE_URL``), its own servers and workers. The embedded Redis, started once by
+the controlling process, is shared: the key prefixes keep the workers apart, as they keep runs
+apart on CI's Redis.
 """
 import json
 import os
@@ -21,8 +27,14 @@ if not os.environ.get("REDIS_URL"):
     _embedded_redis = EmbeddedRedis().start()  # stopped at exit (atexit)
     os.environ["REDIS_URL"] = _embedded_redis.url
 
-# Keys of this run never collide with another run's, or with `make run` on the same Redis.
+#: The pytest-xdist worker this process is ("gw0", "gw1", ...), "" in a run without -n.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+
+# Keys of this run never collide with another run's, or with `make run` on the same Redis; an
+# xdist worker inherits the controlling process's prefix and adds its name.
 os.environ.setdefault("MCP_KEY_PREFIX", f"mcptest{secrets.token_hex(3)}")
+if XDIST_WORKER and not os.environ["MCP_KEY_PREFIX"].endswith(f"-{XDIST_WORKER}"):
+    os.environ["MCP_KEY_PREFIX"] += f"-{XDIST_WORKER}"
 
 from django.conf import settings  # noqa: E402  (after REDIS_URL is known)
 
@@ -49,9 +61,42 @@ def server_env(tmp_path_factory):
            "DJANGO_CONN_MAX_AGE": "0"}
     env["DATABASE_URL"] = os.environ.get("DATABASE_URL") or \
         f"sqlite:///{tmp_path_factory.mktemp('db') / 'integration.sqlite3'}"
+    own_database = None
+    if XDIST_WORKER and env["DATABASE_URL"].startswith(("postgres://", "postgresql://")):
+        own_database = _PostgresDatabase(env["DATABASE_URL"], XDIST_WORKER).create()
+        env["DATABASE_URL"] = own_database.url
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
                    cwd=ROOT, env={**os.environ, **env}, check=True)
-    return env
+    yield env
+    if own_database:
+        own_database.drop()  # after every server and worker (their fixtures use this one)
+
+
+class _PostgresDatabase:
+    """``<name>_<worker>`` on the server of a PostgreSQL URL: an xdist worker's servers' own
+    database, made empty at the start (a previous run may have left it) and dropped at the end."""
+
+    def __init__(self, url, worker):
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(url)
+        self.admin_url, self.name = url, f"{parts.path.lstrip('/')}_{worker}"
+        self.url = parts._replace(path=f"/{self.name}").geturl()
+
+    def _execute(self, *statements):
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(self.admin_url, autocommit=True) as connection:
+            for statement in statements:
+                connection.execute(sql.SQL(statement).format(sql.Identifier(self.name)))
+
+    def create(self):
+        self._execute("DROP DATABASE IF EXISTS {} WITH (FORCE)", "CREATE DATABASE {}")
+        return self
+
+    def drop(self):
+        self._execute("DROP DATABASE IF EXISTS {} WITH (FORCE)")
 
 
 @pytest.fixture(scope="session")
@@ -162,3 +207,88 @@ def redis_cluster():
     topology = _topology("cluster")
     yield topology
     topology.stop()
+
+
+# -- pytest-xdist: which tests share a worker, and the order the work goes out in ----------------
+#
+# Under ``pytest -n`` the scheduler below gives xdist its pieces of work ("scopes"), each run whole
+# by one worker: a test file, so that its module-scoped servers and workers start once; every test
+# on the Sentinel set or the Cluster together, so that one worker starts those dozen redis-servers;
+# each test alone for the files of SPREAD, whose tests start what they need. The scopes go out
+# longest first (``--no-loadscope-reorder``): the seconds each took in the last parallel run
+# (pytest's cache) or, in a fresh clone, the rough figures of LONG_SCOPES. (xdist's own
+# ``--dist loadgroup`` renames ``item._nodeid``, which pytest 9 no longer reads.)
+
+#: Files whose tests may go to different workers: each test starts the servers it needs, or the
+#: file's module-scoped ones are cheap beside its length (test_auth: a token is a management
+#: command each).
+SPREAD = {"tests/integration/test_auth.py", "tests/integration/test_redis_faults.py"}
+#: The files, and the test ids, of the tests on the Sentinel set and the Cluster.
+TOPOLOGY_FILES = {"tests/integration/test_redis_topologies.py", "tests/storage/test_doorbell.py"}
+TOPOLOGY_IDS = ("[redis-sentinel", "[redis-cluster")
+#: Seconds the longest scopes took under a loaded two-core machine, for a run with no cache yet.
+#: Only the order depends on them.
+LONG_SCOPES = {
+    "tests/integration/test_fresh_install.py": 200, "redis-topologies": 200,
+    "tests/integration/test_http_sse.py": 150, "tests/integration/test_model_subscriptions.py": 150,
+    "tests/integration/test_job_parking.py": 140, "tests/integration/test_job_faults.py": 140,
+    "tests/integration/test_resume.py": 125, "tests/integration/test_worker_registration.py": 120,
+    "tests/integration/test_admin_scale.py": 110, "tests/integration/test_hostile_clients.py": 105,
+    "tests/storage/test_contract.py": 100, "tests/integration/test_stdio.py": 95,
+    "tests/integration/test_admin_hardening.py": 95, "tests/integration/test_call_limits.py": 90,
+    "tests/storage/test_redis.py": 85, "tests/integration/test_oauth_flow.py": 85,
+    "tests/integration/test_toolsets.py": 80, "tests/integration/test_http_sessions.py": 75,
+    "tests/fuzz/test_fuzz_http.py": 70, "tests/integration/test_job_cancel.py": 60,
+}
+_SCOPE_SECONDS = "mcp_transport/xdist-scope-seconds"
+
+
+def _scope(nodeid):
+    """The piece of work a test belongs to (a name; from its id alone: the controlling process
+    sees only ids)."""
+    path = nodeid.split("::", 1)[0]
+    if path in TOPOLOGY_FILES or any(marker in nodeid for marker in TOPOLOGY_IDS):
+        return "redis-topologies"
+    return nodeid if path in SPREAD else path
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadscope`` (pyproject.toml) with the scopes of ``_scope``."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return _scope(nodeid)
+
+    return Scheduling(config, log)
+
+
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: two workers per CPU (MCP_TEST_WORKERS if set). Most of a test's time is spent
+    waiting for daphne, Celery and Redis processes, so a worker per CPU would leave them idle."""
+    return int(os.environ.get("MCP_TEST_WORKERS") or min(8, 2 * (os.cpu_count() or 1)))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Once every plugin has ordered the tests, the longest scopes first (stable within one)."""
+    cache = getattr(config, "cache", None)
+    seconds = {**LONG_SCOPES, **(cache.get(_SCOPE_SECONDS, {}) if cache else {})}
+    items.sort(key=lambda item: -seconds.get(_scope(item.nodeid), 0))
+
+
+_took = {}
+
+
+def pytest_runtest_logreport(report):
+    """(In the controlling process of a parallel run) the seconds of each scope."""
+    _took[_scope(report.nodeid)] = _took.get(_scope(report.nodeid), 0) + report.duration
+
+
+def pytest_sessionfinish(session):
+    config, cache = session.config, getattr(session.config, "cache", None)
+    if cache and _took and not hasattr(config, "workerinput") and getattr(config.option, "tx", None):
+        cache.set(_SCOPE_SECONDS, {**cache.get(_SCOPE_SECONDS, {}),
+                                   **{scope: round(took, 1) for scope, took in _took.items()}})

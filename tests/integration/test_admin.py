@@ -28,11 +28,6 @@ FAST = json.dumps({"HEARTBEAT_SECONDS": 0.3, "DASHBOARD_SAMPLE_SECONDS": 0.3})
 SETTLE = 1.2
 
 
-@pytest.fixture(scope="module")
-def server(start_server):
-    return start_server(MCP_TRANSPORT_JSON=FAST)
-
-
 class Admin:
     """A logged-in admin user over HTTP (stdlib: cookies, CSRF token, redirects followed)."""
 
@@ -76,11 +71,6 @@ class Admin:
         return self.post("/admin/mcp_transport/mcpsession/",
                          {"action": name, "index": 0, "select_across": 0,
                           "_selected_action": [session_ref(session_id) for session_id in session_ids]})
-
-
-@pytest.fixture(scope="module")
-def admin(server, admin_login):
-    return Admin(server, admin_login)
 
 
 def _progress_call(client, steps, interval_ms=1):
@@ -132,8 +122,8 @@ def _cells(row) -> list:
     return [re.sub(r"<[^>]+>", "", cell).strip() for cell in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S)]
 
 
-def test_session_list_shows_live_counters_of_real_traffic(server, admin):
-    client = _session_with_history(server)
+def test_session_list_shows_live_counters_of_real_traffic(admin_server, admin):
+    client = _session_with_history(admin_server)
 
     def counters_shown():  # once the processes have flushed their counters
         html = admin.page("/admin/mcp_transport/mcpsession/", q=client.session_id[:12])
@@ -148,8 +138,8 @@ def test_session_list_shows_live_counters_of_real_traffic(server, admin):
     eventually(counters_shown)
 
 
-def test_session_list_filters_and_search(server, admin):
-    streaming, idle = HttpClient(server.url), HttpClient(server.url)
+def test_session_list_filters_and_search(admin_server, admin):
+    streaming, idle = HttpClient(admin_server.url), HttpClient(admin_server.url)
     streaming.initialize()
     idle.initialize()
     held = streaming.stream("GET", headers=GET)  # the standalone stream, held open
@@ -167,11 +157,11 @@ def test_session_list_filters_and_search(server, admin):
     held.close()
 
 
-def test_the_lists_link_opens_the_page_of_a_session_whose_id_holds_an_underscore(server, admin):
+def test_the_lists_link_opens_the_page_of_a_session_whose_id_holds_an_underscore(admin_server, admin):
     """The admin quotes "_" in primary keys (token_urlsafe ids hold one 4 times in 10): the
     session page, its actions and the jobs list's links must read them back."""
     for _ in range(40):
-        client = HttpClient(server.url)
+        client = HttpClient(admin_server.url)
         client.initialize()
         if "_" in client.session_id:
             break
@@ -184,8 +174,8 @@ def test_the_lists_link_opens_the_page_of_a_session_whose_id_holds_an_underscore
     assert "Buffered events purged." in after_purge and client.session_id in after_purge
 
 
-def test_session_page_lists_streams_and_events_newest_first_paginated(server, admin):
-    client = _session_with_history(server, steps=60)
+def test_session_page_lists_streams_and_events_newest_first_paginated(admin_server, admin):
+    client = _session_with_history(admin_server, steps=60)
     url = f"{session_url(client.session_id)}/change/"
 
     def first_page():  # once the batched event rows are written
@@ -205,14 +195,14 @@ def test_session_page_lists_streams_and_events_newest_first_paginated(server, ad
     assert "priming event" in older
 
 
-def test_terminate_action_ends_open_streams_and_later_requests_get_404(server, admin):
-    client = HttpClient(server.url)
+def test_terminate_action_ends_open_streams_and_later_requests_get_404(admin_server, admin):
+    client = HttpClient(admin_server.url)
     client.initialize()
     held = client.stream("GET", headers=GET)
     held.next_event()
     call = client.stream("POST", _progress_call(client, steps=200, interval_ms=100))
     call.next_event()
-    idle, gone = HttpClient(server.url), HttpClient(server.url)
+    idle, gone = HttpClient(admin_server.url), HttpClient(admin_server.url)
     idle.initialize()
     gone.initialize()
     gone.delete()
@@ -228,8 +218,8 @@ def test_terminate_action_ends_open_streams_and_later_requests_get_404(server, a
     assert "closed (terminated)" in admin.page("/admin/mcp_transport/mcpsession/", q=client.session_id[:12])
 
 
-def test_purge_action_drops_buffers_and_rows(server, admin):
-    client = _session_with_history(server, steps=5)
+def test_purge_action_drops_buffers_and_rows(admin_server, admin):
+    client = _session_with_history(admin_server, steps=5)
     eventually(lambda: _assert("No stored events" not in admin.page(f"{session_url(client.session_id)}/change/")))
     html = admin.action("purge_buffers", [client.session_id])
     assert "Purged the buffers of 1 session(s)" in html
@@ -241,8 +231,8 @@ def test_purge_action_drops_buffers_and_rows(server, admin):
     assert client.request("POST", client.message("ping")).status == 200
 
 
-def test_session_page_buttons_terminate_and_purge(server, admin):
-    client = _session_with_history(server, steps=3)
+def test_session_page_buttons_terminate_and_purge(admin_server, admin):
+    client = _session_with_history(admin_server, steps=3)
     time.sleep(SETTLE)
     base = session_url(client.session_id)
     assert "Buffered events purged" in admin.post(f"{base}/purge/", {})
@@ -252,9 +242,9 @@ def test_session_page_buttons_terminate_and_purge(server, admin):
     assert admin.get(f"{base}/terminate/")[0] == 405
 
 
-def test_dashboard_shows_current_values_and_charts(server, admin):
+def test_dashboard_shows_current_values_and_charts(admin_server, admin):
     for _ in range(3):
-        _session_with_history(server, steps=2)
+        _session_with_history(admin_server, steps=2)
         time.sleep(SETTLE / 2)  # samples in more than one slot, for lines rather than points
 
     def dashboard():  # once counters are flushed and sampled
@@ -270,9 +260,9 @@ def test_dashboard_shows_current_values_and_charts(server, admin):
     eventually(dashboard)
 
 
-def test_pages_need_a_staff_login(server):
+def test_pages_need_a_staff_login(admin_server):
     for url in ("/admin/mcp_transport/mcpsession/", "/admin/mcp_transport/mcpsession/dashboard/"):
-        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        connection = http.client.HTTPConnection("127.0.0.1", admin_server.port, timeout=30)
         connection.request("GET", url)
         reply = connection.getresponse()
         assert reply.status == 302 and "/admin/login/" in reply.getheader("location")

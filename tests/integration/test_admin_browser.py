@@ -15,7 +15,7 @@ import pytest
 
 from mcp_transport.testing import HttpClient
 
-from .test_admin import FAST, GET, _progress_call, _session_with_history, session_url
+from .test_admin import GET, _progress_call, _session_with_history, session_url
 
 CHROMEDRIVER = shutil.which("chromedriver")
 #: The window the admin must fit (issue 11: a 1,280 px laptop screen, every column visible).
@@ -23,11 +23,6 @@ WIDTH = 1280
 pytestmark = pytest.mark.skipif(
     CHROMEDRIVER is None, reason="needs Debian's chromium and chromium-driver (`make test` installs them with "
                                  "apt-get when it runs as root; otherwise: apt-get install chromium chromium-driver)")
-
-
-@pytest.fixture(scope="module")
-def server(start_server):
-    return start_server(MCP_TRANSPORT_JSON=FAST)
 
 
 @pytest.fixture(scope="module")
@@ -90,13 +85,13 @@ def _shoot(driver, path, height=None):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_admin_pages_in_a_browser(server, admin_login, browser, shots, celery_worker):
+def test_admin_pages_in_a_browser(admin_server, admin_login, browser, shots, celery_worker):
     from selenium.webdriver.common.by import By
     from selenium.common.exceptions import TimeoutException
     from selenium.webdriver.support.wait import WebDriverWait
 
-    clients, held = _traffic(server)
-    base = server.url.removesuffix("/mcp")
+    clients, held = _traffic(admin_server)
+    base = admin_server.url.removesuffix("/mcp")
     browser.get(f"{base}/admin/login/?next=/admin/mcp_transport/mcpsession/")
     browser.find_element(By.NAME, "username").send_keys(admin_login[0])
     browser.find_element(By.NAME, "password").send_keys(admin_login[1])
@@ -131,11 +126,11 @@ def test_admin_pages_in_a_browser(server, admin_login, browser, shots, celery_wo
     held.close()
 
 
-def test_job_progress_bar_moves_without_a_reload(server, admin_login, browser, shots, celery_worker):
+def test_job_progress_bar_moves_without_a_reload(admin_server, admin_login, browser, shots, celery_worker):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.wait import WebDriverWait
 
-    base = server.url.removesuffix("/mcp")
+    base = admin_server.url.removesuffix("/mcp")
     browser.set_window_size(WIDTH, 700)
     browser.get(f"{base}/admin/mcp_transport/mcpjob/")
     if "login" in browser.current_url:  # the module's first test logged in already, unless run alone
@@ -143,10 +138,10 @@ def test_job_progress_bar_moves_without_a_reload(server, admin_login, browser, s
         browser.find_element(By.NAME, "password").send_keys(admin_login[1])
         browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
         WebDriverWait(browser, 120, poll_frequency=0.2).until(lambda driver: "login" not in driver.current_url)
-    finished = HttpClient(server.url)
+    finished = HttpClient(admin_server.url)
     finished.initialize()
     finished.call("tools/call", {"name": "slow_job", "arguments": {"steps": 2, "interval_ms": 10}})
-    client = HttpClient(server.url)
+    client = HttpClient(admin_server.url)
     client.initialize()
     # Runs until it is cancelled below, however slow a loaded machine makes the page.
     call = client.message("tools/call", {"name": "slow_job", "arguments": {"steps": 1000, "interval_ms": 100},
@@ -173,20 +168,20 @@ def _done(text) -> int:
     return int(head) if head.isdigit() else 0
 
 
-def test_the_calls_list_of_both_eras_fits_the_window(server, admin_login, browser, shots, celery_worker):
+def test_the_calls_list_of_both_eras_fits_the_window(admin_server, admin_login, browser, shots, celery_worker):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.wait import WebDriverWait
 
     from mcp_transport.testing import ModernClient
 
-    legacy = HttpClient(server.url)
+    legacy = HttpClient(admin_server.url)
     legacy.initialize()
     legacy.call("tools/call", {"name": "slow_job", "arguments": {"steps": 2, "interval_ms": 10}})
-    modern = ModernClient(server.url)
+    modern = ModernClient(admin_server.url)
     for text in ("one", "two"):
         modern.post("tools/call", {"name": "echo", "arguments": {"text": text}})
     modern.post("prompts/get", {"name": "no-such-prompt"})
-    base = server.url.removesuffix("/mcp")
+    base = admin_server.url.removesuffix("/mcp")
     browser.set_window_size(WIDTH, 900)
     browser.get(f"{base}/admin/mcp_transport/mcpcall/")
     if "login" in browser.current_url:  # the module's first test logged in already, unless run alone

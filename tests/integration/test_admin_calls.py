@@ -10,26 +10,15 @@ import pytest
 
 from mcp_transport.testing import HttpClient, ModernClient
 
-from .test_admin import FAST, Admin, _cells
+from .test_admin import _cells
 from .test_admin_jobs import DEADLINE, JOBS, TASKS, _wait_for, assert_no_full_id, job_row, task_status
 from .waiting import eventually
 
 CALLS = "/admin/mcp_transport/mcpcall/"
 
 
-@pytest.fixture(scope="module")
-def server(start_server):
-    return start_server(MCP_TRANSPORT_JSON=FAST)
-
-
-@pytest.fixture(scope="module")
-def admin(server, admin_login):
-    return Admin(server, admin_login)
-
-
-@pytest.fixture(autouse=True)
-def _worker(celery_worker):
-    return celery_worker
+#: Every test here needs jobs to run.
+pytestmark = pytest.mark.usefixtures("celery_worker")
 
 
 def listed(admin, request_id) -> list:
@@ -47,17 +36,17 @@ def call_id(row) -> str:
 
 
 @pytest.fixture(scope="module")
-def traffic(server):
+def traffic(admin_server):
     """One call of each kind, with request ids of their own."""
     tag = f"calls-{time.monotonic_ns()}"
-    legacy = HttpClient(server.url)
+    legacy = HttpClient(admin_server.url)
     legacy.initialize()
     echo = legacy.message("tools/call", {"name": "echo", "arguments": {"text": "hi"}}, request_id=f"{tag}-legacy")
     list(legacy.stream("POST", echo).events(timeout=DEADLINE))
     job = legacy.message("tools/call", {"name": "slow_job", "arguments": {"steps": 2, "interval_ms": 10}},
                          request_id=f"{tag}-job")
     list(legacy.stream("POST", job).events(timeout=DEADLINE))
-    modern = ModernClient(server.url, TASKS)
+    modern = ModernClient(admin_server.url, TASKS)
     reply = modern.post("tools/call", {"name": "echo", "arguments": {"text": "hi"}}, request_id=f"{tag}-modern")
     assert reply.status == 200 and "result" in reply.json, reply.body
     reply = modern.post("tools/call", {"name": "slow_job", "arguments": {"steps": 2, "interval_ms": 10}},

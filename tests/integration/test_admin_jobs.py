@@ -12,7 +12,7 @@ from mcp_transport.testing import HttpClient, ModernClient
 
 from .waiting import eventually, settled
 
-from .test_admin import FAST, Admin, _cells, _row, session_url
+from .test_admin import _cells, _row, session_url
 
 JOBS = "/admin/mcp_transport/mcpjob/"
 #: Seconds to wait for something a loaded machine may delay (a worker taking a job, a row
@@ -20,19 +20,8 @@ JOBS = "/admin/mcp_transport/mcpjob/"
 DEADLINE = 120.0
 
 
-@pytest.fixture(scope="module")
-def server(start_server):
-    return start_server(MCP_TRANSPORT_JSON=FAST)
-
-
-@pytest.fixture(scope="module")
-def admin(server, admin_login):
-    return Admin(server, admin_login)
-
-
-@pytest.fixture(autouse=True)
-def _worker(celery_worker):
-    return celery_worker
+#: Every test here needs jobs to run.
+pytestmark = pytest.mark.usefixtures("celery_worker")
 
 
 def _job_call(client, name, **arguments):
@@ -83,8 +72,8 @@ def _progress(admin, job_id) -> dict:
     return json.loads(admin.page(f"{JOBS}progress/", id=job_id))["jobs"][job_id]
 
 
-def test_jobs_list_shows_running_jobs_with_live_progress(server, admin):
-    client, stream = _started(server, steps=1000, interval_ms=100)  # runs until cancelled below
+def test_jobs_list_shows_running_jobs_with_live_progress(admin_server, admin):
+    client, stream = _started(admin_server, steps=1000, interval_ms=100)  # runs until cancelled below
     job_id = _job_id(admin, client.session_id)
     html = admin.page(JOBS, q=client.session_id[:12])
     cells = _cells(_row(html, job_id))
@@ -105,10 +94,10 @@ def test_jobs_list_shows_running_jobs_with_live_progress(server, admin):
     stream.close()
 
 
-def test_the_jobs_list_html_carries_no_full_session_id(server, admin):
+def test_the_jobs_list_html_carries_no_full_session_id(admin_server, admin):
     """The jobs list links each job to its session by reference: its HTML holds at most the 8
     characters of the session id it shows, and the link opens the session page."""
-    client, stream = _started(server, steps=1000, interval_ms=100)
+    client, stream = _started(admin_server, steps=1000, interval_ms=100)
     job_id = _job_id(admin, client.session_id)
     for html in (admin.page(JOBS), admin.page(JOBS, q=client.session_id[:8])):
         assert client.session_id[:9] not in html and quote(client.session_id[:9]) not in html
@@ -147,11 +136,11 @@ def assert_no_full_id(html, job_id):
         assert form not in html, html[html.index(form) - 300:html.index(form) + 100]
 
 
-def test_the_jobs_list_names_jobs_by_reference_and_the_reference_opens_and_cancels_the_job(server, admin):
+def test_the_jobs_list_names_jobs_by_reference_and_the_reference_opens_and_cancels_the_job(admin_server, admin):
     """Rows' text, links, action checkboxes, the bars' data, a search and a popup list hold no
     full taskId; the row's link opens the job's page (the full id there), the bars' progress
     JSON answers by reference, and the checkbox's value cancels the task."""
-    client, task_id = running_task(server)
+    client, task_id = running_task(admin_server)
     pages = [admin.page(JOBS), admin.page(JOBS, q=task_id[:8]), admin.page(JOBS, _popup=1)]
     for html in pages:
         assert_no_full_id(html, task_id)
@@ -168,10 +157,10 @@ def test_the_jobs_list_names_jobs_by_reference_and_the_reference_opens_and_cance
     assert task_status(client, task_id) == "cancelled"
 
 
-def test_a_session_pages_jobs_are_named_by_reference(server, admin):
+def test_a_session_pages_jobs_are_named_by_reference(admin_server, admin):
     """The session page shows its session's id, not its tasks' ids: a job's link and its bar
     name it by reference, and the link opens the job's page."""
-    client = HttpClient(server.url)
+    client = HttpClient(admin_server.url)
     client.initialize()
     arguments = {"steps": 1000, "interval_ms": 100}  # runs until cancelled below
     reply = client.call("tools/call", {"name": "slow_job", "arguments": arguments, "task": {}})
@@ -186,12 +175,12 @@ def test_a_session_pages_jobs_are_named_by_reference(server, admin):
     assert client.call("tasks/get", {"taskId": task_id})["result"]["status"] == "cancelled"
 
 
-def test_cancel_action_stops_the_worker_and_the_stream_ends_without_a_result(server, admin):
+def test_cancel_action_stops_the_worker_and_the_stream_ends_without_a_result(admin_server, admin):
     key = f"ticks-admin-{time.monotonic_ns()}"
-    client, stream = _started(server, "tick_job", key=key, steps=2000, interval_ms=50)
+    client, stream = _started(admin_server, "tick_job", key=key, steps=2000, interval_ms=50)
     job_id = _job_id(admin, client.session_id)
     html = admin.post(JOBS, {"action": "cancel_jobs", "index": 0, "select_across": 0, "_selected_action": [job_id]})
-    assert "Cancelled 1 job(s)" in html, (_messages(html), _progress(admin, job_id), server.log()[-3000:])
+    assert "Cancelled 1 job(s)" in html, (_messages(html), _progress(admin, job_id), admin_server.log()[-3000:])
     rest = [json.loads(event.data) for event in stream.events(timeout=60) if event.data]
     assert stream.closed_by_server and all("method" in message for message in rest)  # no response after a cancel
     # The worker sees the cancel at its next tick; left running it would count to 2,000 (100 s).
@@ -202,8 +191,8 @@ def test_cancel_action_stops_the_worker_and_the_stream_ends_without_a_result(ser
     assert "Cancelled by an administrator." in page
 
 
-def test_finished_job_page_and_the_dashboard(server, admin):
-    client = HttpClient(server.url)
+def test_finished_job_page_and_the_dashboard(admin_server, admin):
+    client = HttpClient(admin_server.url)
     client.initialize()
     reply = client.call("tools/call", {"name": "slow_job", "arguments": {"steps": 3, "interval_ms": 10}})
     assert reply["result"]["structuredContent"] == {"result": "done 3"}
@@ -223,10 +212,10 @@ def test_finished_job_page_and_the_dashboard(server, admin):
     eventually(dashboard)
 
 
-def test_a_jobs_progress_reaches_its_row_without_a_progress_token(server, admin):
+def test_a_jobs_progress_reaches_its_row_without_a_progress_token(admin_server, admin):
     """The operators' view does not depend on the client asking for notifications: a call
     without ``_meta.progressToken`` gets no progress, and its job's row still has it."""
-    client = HttpClient(server.url)
+    client = HttpClient(admin_server.url)
     client.initialize()
     stream = client.stream("POST", client.message("tools/call", {"name": "slow_job",
                                                                  "arguments": {"steps": 4, "interval_ms": 10}}))
@@ -237,10 +226,10 @@ def test_a_jobs_progress_reaches_its_row_without_a_progress_token(server, admin)
     assert (state["progress"], state["total"], state["message"], state["text"]) == (4, 4, "step 4", "4/4")
 
 
-def test_a_2026_job_shows_its_progress_and_links_to_no_session(server, admin):
+def test_a_2026_job_shows_its_progress_and_links_to_no_session(admin_server, admin):
     """A 2026-07-28 task has no session: its row names none (it read "stateles…", a link to a
     session page that does not exist), and its progress reaches the row without a token."""
-    client = ModernClient(server.url, TASKS)
+    client = ModernClient(admin_server.url, TASKS)
     reply = client.post("tools/call", {"name": "slow_job", "arguments": {"steps": 3, "interval_ms": 10}})
     task_id = reply.json["result"]["taskId"]
     _wait_for(lambda: task_status(client, task_id) == "completed", "the task completed")

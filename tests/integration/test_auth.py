@@ -23,11 +23,6 @@ ROOT = Path(__file__).resolve().parents[2]
 GET = {"Accept": "text/event-stream"}
 
 
-@pytest.fixture(scope="module")
-def auth_server(start_server):
-    return start_server(MCP_AUTH="on")
-
-
 def manage(server_env, *args) -> str:
     done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env={**os.environ, **server_env},
                           capture_output=True, text=True, timeout=120)
@@ -344,26 +339,18 @@ def test_permission_tools_are_hidden_with_auth_off_for_anonymous_callers(session
 
 @pytest.mark.asyncio
 @pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
-async def test_the_sdk_client_with_a_bearer_header(auth_server, alice, bob):
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
-
-    def transport(token):
-        http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
-        return streamable_http_client(auth_server.url, http_client=http)
-
-    async with Client(transport(alice), mode="legacy") as client:
+async def test_the_sdk_client_with_a_bearer_header(connect_as, alice, bob):
+    async with connect_as(alice, "legacy") as client:
         assert client.protocol_version == "2025-11-25"
         assert (await client.call_tool("whoami", {})).content[0].text == "alice"
         assert (await client.call_tool("echo", {"text": "hi"})).structured_content == {"result": "hi"}
         assert "count_users" not in {tool.name for tool in (await client.list_tools()).tools}
-    async with Client(transport(bob), mode="auto") as client:  # 2026-07-28: every request stateless
+    async with connect_as(bob, "auto") as client:  # 2026-07-28: every request stateless
         assert client.protocol_version == "2026-07-28"
         assert (await client.call_tool("whoami", {})).content[0].text == "bob"
         assert "count_users" not in {tool.name for tool in (await client.list_tools()).tools}
     with pytest.raises(Exception):  # no token: the 401 ends the connection attempt
-        async with Client(transport("not-a-token"), mode="legacy") as client:
+        async with connect_as("not-a-token", "legacy") as client:
             await client.list_tools()
 
 

@@ -9,8 +9,11 @@ from mcp import Client
 
 async def test_a_call_behind_a_busy_worker_waits_instead_of_failing(start_server, start_worker):
     queue = f"backlog-{secrets.token_hex(3)}"
+    # JOB_QUEUE_TIMEOUT is also the window in which a started job shows the queue is served: at
+    # 1 s, the moment between the long job's end and the worker taking the next one outlasted it on
+    # a loaded machine (a parallel run on PostgreSQL), and the waiting call failed.
     server = start_server(CELERY_QUEUE=queue,
-                          MCP_TRANSPORT_JSON=json.dumps({"JOB_QUEUE_TIMEOUT": 1, "HEARTBEAT_SECONDS": 0.5}))
+                          MCP_TRANSPORT_JSON=json.dumps({"JOB_QUEUE_TIMEOUT": 5, "HEARTBEAT_SECONDS": 0.5}))
     start_worker(CELERY_QUEUE=queue)  # one pool slot
     first_progress = asyncio.Event()
 
@@ -18,10 +21,10 @@ async def test_a_call_behind_a_busy_worker_waits_instead_of_failing(start_server
         first_progress.set()
 
     async with Client(server.url, mode="legacy") as hog, Client(server.url, mode="legacy") as other:
-        # 200 x 50 ms holds the only slot for 10 s or more: several times the 1 s timeout plus
+        # 400 x 50 ms holds the only slot for 20 s or more: several times the 5 s timeout plus
         # the stream follower's look (three 0.5 s beats, at least 2 s).
         long_call = asyncio.create_task(
-            hog.call_tool("slow_job", {"steps": 200, "interval_ms": 50}, progress_callback=on_progress))
+            hog.call_tool("slow_job", {"steps": 400, "interval_ms": 50}, progress_callback=on_progress))
         await asyncio.wait_for(first_progress.wait(), 120)  # the slot is taken
         queued = await asyncio.wait_for(other.call_tool("slow_job", {"steps": 1, "interval_ms": 1}), 300)
         held = await asyncio.wait_for(long_call, 300)

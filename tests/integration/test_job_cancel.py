@@ -29,23 +29,13 @@ BOUNDED = {"JOB_SOFT_TIME_LIMIT": 120, "JOB_TIME_LIMIT": 130}
 #: Seconds within which the freed slot must run another job: the grace, a new pool process's
 #: start and a loaded machine, far under the blocked tool's 600 s.
 FREED_WITHIN = 45
+#: own_queue_server's settings (tests/integration/conftest.py).
+SERVER_SETTINGS = {**FAST, **BOUNDED}
 
 
 @pytest.fixture(scope="module")
-def queue():
-    import os
-
-    return f"{os.environ['MCP_KEY_PREFIX']}-cancel-{secrets.token_hex(2)}"
-
-
-@pytest.fixture(scope="module")
-def server(start_server, queue):
-    return start_server(CELERY_QUEUE=queue, MCP_TRANSPORT_JSON=json.dumps({**FAST, **BOUNDED}))
-
-
-@pytest.fixture(scope="module")
-def worker(start_worker, queue):
-    started = start_worker(CELERY_QUEUE=queue)  # one pool process: one slot
+def worker(start_worker, own_queue):
+    started = start_worker(CELERY_QUEUE=own_queue)  # one pool process: one slot
     yield started
     started.stop()
 
@@ -83,20 +73,20 @@ def _cancel_notification(client, call):
 
 
 @pytest.mark.parametrize("how", ["notifications/cancelled", "DELETE"])
-def test_a_cancel_frees_the_slot_of_a_tool_blocked_in_one_call(server, worker, how):
-    client = _client(server)
+def test_a_cancel_frees_the_slot_of_a_tool_blocked_in_one_call(own_queue_server, worker, how):
+    client = _client(own_queue_server)
     call, stream, _ = _blocked(client)
     if how == "DELETE":
         assert client.delete().status == 200
     else:
         _cancel_notification(client, call)
-    took = _slot_is_free(server, worker)
+    took = _slot_is_free(own_queue_server, worker)
     assert took < FREED_WITHIN, took
     assert [m for m in stream.messages(timeout=30) if m.get("id") == call["id"]] == []  # no response after a cancel
 
 
-def test_tasks_cancel_frees_the_slot_of_a_blocked_task(server, worker):
-    client = _client(server)
+def test_tasks_cancel_frees_the_slot_of_a_blocked_task(own_queue_server, worker):
+    client = _client(own_queue_server)
     created = client.call("tools/call", {"name": "blocking_job", "arguments": {"seconds": 600}, "task": {}})
     task_id = created["result"]["task"]["taskId"]
     deadline = time.monotonic() + 120
@@ -104,26 +94,26 @@ def test_tasks_cancel_frees_the_slot_of_a_blocked_task(server, worker):
         assert time.monotonic() < deadline
         time.sleep(0.2)
     assert client.call("tasks/cancel", {"taskId": task_id})["result"]["status"] == "cancelled"
-    took = _slot_is_free(server, worker)
+    took = _slot_is_free(own_queue_server, worker)
     assert took < FREED_WITHIN, took
 
 
-def test_a_2026_tasks_cancel_frees_the_slot_of_a_blocked_task(server, worker):
-    client = ModernClient(server.url, {"extensions": {"io.modelcontextprotocol/tasks": {}}})
+def test_a_2026_tasks_cancel_frees_the_slot_of_a_blocked_task(own_queue_server, worker):
+    client = ModernClient(own_queue_server.url, {"extensions": {"io.modelcontextprotocol/tasks": {}}})
     created = client.post("tools/call", {"name": "blocking_job", "arguments": {"seconds": 600}}).json["result"]
     deadline = time.monotonic() + 120
     while client.post("tasks/get", {"taskId": created["taskId"]}).json["result"]["status"] != "working":
         assert time.monotonic() < deadline
         time.sleep(0.2)
     assert client.post("tasks/cancel", {"taskId": created["taskId"]}).status == 200
-    took = _slot_is_free(server, worker)
+    took = _slot_is_free(own_queue_server, worker)
     assert took < FREED_WITHIN, took
 
 
 @pytest.fixture(scope="module")
-def limited_server(start_server, queue):
+def limited_server(start_server, own_queue):
     """Default limits of 1 s (soft) and 3 s (hard) for tools that set none."""
-    return start_server(CELERY_QUEUE=queue, MCP_TRANSPORT_JSON=json.dumps(
+    return start_server(CELERY_QUEUE=own_queue, MCP_TRANSPORT_JSON=json.dumps(
         {**FAST, "JOB_SOFT_TIME_LIMIT": 1, "JOB_TIME_LIMIT": 3}))
 
 
@@ -136,13 +126,14 @@ def test_a_tool_without_limits_of_its_own_gets_the_default_soft_time_limit(limit
     assert _slot_is_free(limited_server, worker) < FREED_WITHIN
 
 
-def test_closing_a_2026_call_queued_behind_a_busy_worker_cancels_it_before_it_starts(server, worker, server_env):
+def test_closing_a_2026_call_queued_behind_a_busy_worker_cancels_it_before_it_starts(own_queue_server, worker,
+                                                                                     server_env):
     """Disconnect = cancel while the job waits in the queue: it is cancelled there and never
     takes the slot once the slot frees (it would count for 1000 s)."""
-    client = _client(server)
+    client = _client(own_queue_server)
     call, _stream, _ = _blocked(client)  # the one slot is taken
     key = f"queued-{secrets.token_hex(4)}"
-    stream = ModernClient(server.url).open("tools/call", {"name": "tick_job", "arguments": {
+    stream = ModernClient(own_queue_server.url).open("tools/call", {"name": "tick_job", "arguments": {
         "key": key, "steps": 100000, "interval_ms": 10}, "_meta": {"progressToken": "t"}})
     assert stream.status == 200  # the headers, with a keep-alive: the job waits in the queue
     stream.close()
@@ -150,6 +141,6 @@ def test_closing_a_2026_call_queued_behind_a_busy_worker_cancels_it_before_it_st
     assert job == {"status": "cancelled", "error": "The client closed the request.", "started": False,
                    "attempts": 0}, job
     _cancel_notification(client, call)
-    took = _slot_is_free(server, worker)  # the next job runs: the cancelled one did not take the slot
+    took = _slot_is_free(own_queue_server, worker)  # the next job runs: the cancelled one did not take the slot
     assert took < FREED_WITHIN, took
     assert cache.get(counter_key(key)) is None  # it never ran

@@ -10,26 +10,16 @@ import pytest
 from mcp_transport.testing import HttpClient
 
 FAST = {"HEARTBEAT_SECONDS": 0.3, "KEEPALIVE_SECONDS": 1}
+#: own_queue_server's settings (tests/integration/conftest.py).
+SERVER_SETTINGS = FAST
 #: Seconds a read waits for the next event: a deadline for a loaded machine (a pool process
 #: killed or replaced, a worker starting), not a figure the tests measure.
 READ_DEADLINE = 120
 
 
-@pytest.fixture(scope="module")
-def queue():
-    import os
-
-    return f"{os.environ['MCP_KEY_PREFIX']}-faults-{secrets.token_hex(2)}"
-
-
-@pytest.fixture(scope="module")
-def server(start_server, queue):
-    return start_server(CELERY_QUEUE=queue, MCP_TRANSPORT_JSON=json.dumps(FAST))
-
-
 @pytest.fixture
-def worker(start_worker, queue):
-    started = start_worker(CELERY_QUEUE=queue)
+def worker(start_worker, own_queue):
+    started = start_worker(CELERY_QUEUE=own_queue)
     yield started
     started.stop()
 
@@ -61,8 +51,8 @@ def _progress(messages):
     return [m["params"]["progress"] for m in messages if m.get("method") == "notifications/progress"]
 
 
-def test_killed_pool_process_gives_an_error_result_for_a_tool_not_declared_idempotent(server, worker):
-    client = _client(server)
+def test_killed_pool_process_gives_an_error_result_for_a_tool_not_declared_idempotent(own_queue_server, worker):
+    client = _client(own_queue_server)
     call = _call(client, "tick_job", key=f"t-{secrets.token_hex(4)}", steps=100, interval_ms=50)
     stream = client.stream("POST", call)
     _wait_for_progress(stream)
@@ -75,8 +65,8 @@ def test_killed_pool_process_gives_an_error_result_for_a_tool_not_declared_idemp
     assert "not declared idempotent" in result["content"][0]["text"]
 
 
-def test_killed_pool_process_reruns_an_idempotent_tool(server, worker):
-    client = _client(server)
+def test_killed_pool_process_reruns_an_idempotent_tool(own_queue_server, worker):
+    client = _client(own_queue_server)
     call = _call(client, "tick_job_idempotent", key=f"t-{secrets.token_hex(4)}", steps=6, interval_ms=100)
     stream = client.stream("POST", call)
     _wait_for_progress(stream, 2)
@@ -88,8 +78,8 @@ def test_killed_pool_process_reruns_an_idempotent_tool(server, worker):
     assert progress == sorted(set(progress))  # still strictly increasing across the two runs
 
 
-def test_killed_worker_is_noticed_by_the_stream_and_answered_with_an_error(server, worker):
-    client = _client(server)
+def test_killed_worker_is_noticed_by_the_stream_and_answered_with_an_error(own_queue_server, worker):
+    client = _client(own_queue_server)
     call = _call(client, "tick_job", key=f"t-{secrets.token_hex(4)}", steps=100, interval_ms=50)
     stream = client.stream("POST", call)
     _wait_for_progress(stream)
@@ -99,13 +89,14 @@ def test_killed_worker_is_noticed_by_the_stream_and_answered_with_an_error(serve
     assert "was lost before it finished" in answers[0]["result"]["content"][0]["text"]
 
 
-def test_idempotent_job_of_a_killed_worker_runs_again_on_the_next_worker(server, worker, start_worker, queue):
-    client = _client(server)
+def test_idempotent_job_of_a_killed_worker_runs_again_on_the_next_worker(own_queue_server, worker, start_worker,
+                                                                         own_queue):
+    client = _client(own_queue_server)
     call = _call(client, "tick_job_idempotent", key=f"t-{secrets.token_hex(4)}", steps=4, interval_ms=100)
     stream = client.stream("POST", call)
     _wait_for_progress(stream)
     worker.kill()
-    replacement = start_worker(CELERY_QUEUE=queue)
+    replacement = start_worker(CELERY_QUEUE=own_queue)
     try:
         answers = _answers(stream.messages(timeout=30), call)
     finally:
@@ -113,11 +104,11 @@ def test_idempotent_job_of_a_killed_worker_runs_again_on_the_next_worker(server,
     assert len(answers) == 1 and answers[0]["result"]["structuredContent"] == {"result": 4}
 
 
-def test_a_silent_tool_gets_heartbeat_progress_that_keeps_increasing(server, start_worker, queue):
-    worker = start_worker(CELERY_QUEUE=queue, MCP_TRANSPORT_JSON=json.dumps(
+def test_a_silent_tool_gets_heartbeat_progress_that_keeps_increasing(own_queue_server, start_worker, own_queue):
+    worker = start_worker(CELERY_QUEUE=own_queue, MCP_TRANSPORT_JSON=json.dumps(
         {"HEARTBEAT_SECONDS": 0.3, "PROGRESS_HEARTBEAT_SECONDS": 0.2}))
     try:
-        client = _client(server)
+        client = _client(own_queue_server)
         call = _call(client, "slow_job", steps=2, interval_ms=700)
         messages = client.stream("POST", call).messages(timeout=READ_DEADLINE)
     finally:
@@ -129,8 +120,16 @@ def test_a_silent_tool_gets_heartbeat_progress_that_keeps_increasing(server, sta
     assert _answers(messages, call)[0]["result"]["structuredContent"] == {"result": "done 2"}
 
 
-def test_hard_time_limit_gives_an_error_result(server, worker):
-    client = _client(server)
+@pytest.fixture(scope="module")
+def patient_server(start_server, own_queue):
+    """The web process's default heartbeat limit (3 x 5 s), not FAST's 0.9 s: a job that runs in
+    the pool process started in place of a killed one, whose first beats a loaded machine may delay
+    past a second, is not taken for lost (it was, in a parallel run of the suite)."""
+    return start_server(CELERY_QUEUE=own_queue, MCP_TRANSPORT_JSON=json.dumps({"KEEPALIVE_SECONDS": 1}))
+
+
+def test_hard_time_limit_gives_an_error_result(patient_server, worker):
+    client = _client(patient_server)
     call = _call(client, "hard_limited_job", seconds=10)
     answers = _answers(client.stream("POST", call).messages(timeout=READ_DEADLINE), call)
     assert len(answers) == 1 and answers[0]["result"]["isError"] is True
@@ -140,13 +139,13 @@ def test_hard_time_limit_gives_an_error_result(server, worker):
     assert "structuredContent" in answer["result"], answer
 
 
-def test_a_burst_far_beyond_the_ring_reaches_the_client_whole(server, start_worker, queue):
+def test_a_burst_far_beyond_the_ring_reaches_the_client_whole(own_queue_server, start_worker, own_queue):
     """A sync tool's 2,000 reports in a burst against a ring of 20 events: the worker outruns the
     web process following the stream, Redis trims what it has not read, and it reads that from
     the database, which has it (worker.job_store), so every report arrives, once, in order."""
-    burst_worker = start_worker(CELERY_QUEUE=queue, MCP_TRANSPORT_JSON=json.dumps({**FAST, "STREAM_MAXLEN": 20}))
+    burst_worker = start_worker(CELERY_QUEUE=own_queue, MCP_TRANSPORT_JSON=json.dumps({**FAST, "STREAM_MAXLEN": 20}))
     try:
-        client = _client(server)
+        client = _client(own_queue_server)
         call = _call(client, "stamp_job", steps=2000, interval_ms=0)
         messages = client.stream("POST", call).messages()
     finally:

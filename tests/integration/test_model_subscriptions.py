@@ -10,9 +10,6 @@ from contextlib import contextmanager
 
 import anyio
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourcesListChanged
 from mcp_types import ResourceUpdatedNotification
@@ -33,11 +30,6 @@ for _ in range(1200):
         Book.objects.get(pk=pk).save()
     time.sleep(0.1)
 """
-
-
-@pytest.fixture(scope="module")
-def auth_server(start_server):
-    return start_server(MCP_AUTH="on")
 
 
 @pytest.fixture(scope="module")
@@ -85,10 +77,6 @@ def saving(server_env, *pks):
         saver.wait()
 
 
-def connect(server, token, mode, message_handler=None):
-    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
-    return Client(streamable_http_client(server.url, http_client=http), mode=mode, message_handler=message_handler)
-
 
 class Updates:
     """The URIs of the notifications/resources/updated a 2025-11-25 client receives."""
@@ -110,18 +98,18 @@ class Updates:
         return self.uris
 
 
-async def test_2025_a_subscriber_hears_of_its_rows_saves_made_by_another_process(auth_server, server_env, shelf):
+async def test_2025_a_subscriber_hears_of_its_rows_saves_made_by_another_process(connect_as, server_env, shelf):
     updates = Updates()
-    async with connect(auth_server, shelf["tokens"]["writer"], "legacy", updates) as writer:
+    async with connect_as(shelf["tokens"]["writer"], "legacy", message_handler=updates) as writer:
         await writer.subscribe_resource(shelf["uris"]["private"])
         with saving(server_env, shelf["private"]):
             await updates.until(shelf["uris"]["private"])
 
 
-async def test_2025_a_reader_can_neither_subscribe_to_nor_hear_of_a_row_it_may_not_read(auth_server, server_env,
+async def test_2025_a_reader_can_neither_subscribe_to_nor_hear_of_a_row_it_may_not_read(connect_as, server_env,
                                                                                           shelf):
     updates = Updates()
-    async with connect(auth_server, shelf["tokens"]["reader"], "legacy", updates) as reader:
+    async with connect_as(shelf["tokens"]["reader"], "legacy", message_handler=updates) as reader:
         with pytest.raises(MCPError) as refused:
             await reader.subscribe_resource(shelf["uris"]["private"])
         assert refused.value.error.code == -32002  # as resources/read answers it: "Resource not found"
@@ -142,14 +130,14 @@ async def next_change(client, uri):
             return event.uri
 
 
-async def test_2026_a_listener_hears_of_its_rows_saves_made_by_another_process(auth_server, server_env, shelf):
-    async with connect(auth_server, shelf["tokens"]["writer"], "auto") as writer:
+async def test_2026_a_listener_hears_of_its_rows_saves_made_by_another_process(connect_as, server_env, shelf):
+    async with connect_as(shelf["tokens"]["writer"], "auto") as writer:
         with saving(server_env, shelf["private"]), anyio.fail_after(60):
             assert await next_change(writer, shelf["uris"]["private"]) == shelf["uris"]["private"]
 
 
-async def test_2026_a_reader_can_neither_listen_to_nor_hear_of_a_row_it_may_not_read(auth_server, server_env, shelf):
-    async with connect(auth_server, shelf["tokens"]["reader"], "auto") as reader:
+async def test_2026_a_reader_can_neither_listen_to_nor_hear_of_a_row_it_may_not_read(connect_as, server_env, shelf):
+    async with connect_as(shelf["tokens"]["reader"], "auto") as reader:
         with pytest.raises(MCPError) as refused:
             async with reader.listen(resource_subscriptions=[shelf["uris"]["public"], shelf["uris"]["private"]]):
                 pass
@@ -159,9 +147,9 @@ async def test_2026_a_reader_can_neither_listen_to_nor_hear_of_a_row_it_may_not_
             assert await next_change(reader, shelf["uris"]["public"]) == shelf["uris"]["public"]
 
 
-async def test_2025_a_row_given_away_is_no_longer_told_of_to_its_old_reader(auth_server, server_env, shelf):
+async def test_2025_a_row_given_away_is_no_longer_told_of_to_its_old_reader(connect_as, server_env, shelf):
     updates = Updates()
-    async with connect(auth_server, shelf["tokens"]["writer"], "legacy", updates) as writer:
+    async with connect_as(shelf["tokens"]["writer"], "legacy", message_handler=updates) as writer:
         await writer.subscribe_resource(shelf["uris"]["handed_legacy"])  # its own, then
         await writer.subscribe_resource(shelf["uris"]["public"])
         await anyio.to_thread.run_sync(give_away, server_env, shelf, "handed_legacy")
@@ -170,8 +158,8 @@ async def test_2025_a_row_given_away_is_no_longer_told_of_to_its_old_reader(auth
     assert set(heard) == {shelf["uris"]["public"]}
 
 
-async def test_2026_a_row_given_away_is_no_longer_told_of_to_its_old_listener(auth_server, server_env, shelf):
-    async with connect(auth_server, shelf["tokens"]["writer"], "auto") as writer:
+async def test_2026_a_row_given_away_is_no_longer_told_of_to_its_old_listener(connect_as, server_env, shelf):
+    async with connect_as(shelf["tokens"]["writer"], "auto") as writer:
         async with writer.listen(resource_subscriptions=[shelf["uris"]["handed_auto"], shelf["uris"]["public"]]) \
                 as changes:
             await anyio.to_thread.run_sync(give_away, server_env, shelf, "handed_auto")
@@ -180,8 +168,8 @@ async def test_2026_a_row_given_away_is_no_longer_told_of_to_its_old_listener(au
     assert event.uri == shelf["uris"]["public"]
 
 
-async def test_2026_a_tools_write_in_the_web_process_notifies_too(auth_server, shelf):
-    async with connect(auth_server, shelf["tokens"]["writer"], "auto") as writer:
+async def test_2026_a_tools_write_in_the_web_process_notifies_too(connect_as, shelf):
+    async with connect_as(shelf["tokens"]["writer"], "auto") as writer:
         async with writer.listen(resource_subscriptions=[shelf["uris"]["public"]]) as changes:
             updated = await writer.call_tool("book_update", {"id": shelf["public"], "year": 1993})
             assert updated.is_error is not True, updated.content

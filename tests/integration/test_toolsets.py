@@ -8,8 +8,6 @@ import os
 
 import pytest
 from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from .test_auth import ROOT, new_token
@@ -50,11 +48,6 @@ def shell(server_env, code) -> str:
 
 
 @pytest.fixture(scope="module")
-def auth_server(start_server):
-    return start_server(MCP_AUTH="on")
-
-
-@pytest.fixture(scope="module")
 def shelf(server_env):
     prefix = f"shelf{os.getpid()}"
     rows = json.loads(shell(server_env, f"import json\nprefix = {prefix!r}\n{SHELF}").strip().splitlines()[-1])
@@ -62,10 +55,6 @@ def shelf(server_env):
               for name in ("reader", "writer", "nobody", "librarian", "cataloguer")}
     return {"prefix": prefix, "tokens": tokens, **rows}
 
-
-def connect(server, token, mode):
-    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
-    return Client(streamable_http_client(server.url, http_client=http), mode=mode)
 
 
 async def tool_names(client):
@@ -79,8 +68,8 @@ async def titles(client, prefix, **arguments):
 
 
 @pytest.mark.parametrize("mode, version", ERAS)
-async def test_a_user_without_permissions_sees_no_tool_and_calls_none(auth_server, shelf, mode, version):
-    async with connect(auth_server, shelf["tokens"]["nobody"], mode) as client:
+async def test_a_user_without_permissions_sees_no_tool_and_calls_none(connect_as, shelf, mode, version):
+    async with connect_as(shelf["tokens"]["nobody"], mode) as client:
         assert client.protocol_version == version
         assert BOOK_TOOLS.isdisjoint(await tool_names(client)) and "echo" in await tool_names(client)
         with pytest.raises(MCPError) as refused:
@@ -92,9 +81,9 @@ async def test_a_user_without_permissions_sees_no_tool_and_calls_none(auth_serve
 
 
 @pytest.mark.parametrize("mode, version", ERAS)
-async def test_a_reader_never_sees_a_private_row_or_the_staff_field(auth_server, shelf, mode, version):
+async def test_a_reader_never_sees_a_private_row_or_the_staff_field(connect_as, shelf, mode, version):
     prefix = shelf["prefix"]
-    async with connect(auth_server, shelf["tokens"]["reader"], mode) as client:
+    async with connect_as(shelf["tokens"]["reader"], mode) as client:
         assert client.protocol_version == version
         assert BOOK_TOOLS & await tool_names(client) == {"book_list", "book_get"}
         seen, items = await titles(client, prefix)
@@ -132,13 +121,13 @@ async def listed_uris(client) -> list:
 
 
 @pytest.mark.parametrize("mode, version", ERAS)
-async def test_the_owner_and_staff_see_more(auth_server, shelf, mode, version):
+async def test_the_owner_and_staff_see_more(connect_as, shelf, mode, version):
     prefix = shelf["prefix"]
-    async with connect(auth_server, shelf["tokens"]["writer"], mode) as client:
+    async with connect_as(shelf["tokens"]["writer"], mode) as client:
         seen, items = await titles(client, prefix)
         assert seen == {f"{prefix} public", f"{prefix} private"}
         assert all("internal_note" not in item for item in items)
-    async with connect(auth_server, shelf["tokens"]["librarian"], mode) as client:
+    async with connect_as(shelf["tokens"]["librarian"], mode) as client:
         seen, items = await titles(client, prefix)
         assert seen == {f"{prefix} public", f"{prefix} private"}
         assert {item["internal_note"] for item in items} == {"staff eyes only"}
@@ -147,9 +136,9 @@ async def test_the_owner_and_staff_see_more(auth_server, shelf, mode, version):
 
 
 @pytest.mark.parametrize("mode, version", ERAS)
-async def test_writes_pages_and_the_next_request_sees_them(auth_server, shelf, mode, version):
+async def test_writes_pages_and_the_next_request_sees_them(connect_as, shelf, mode, version):
     prefix = f"writes{os.getpid()}{mode}"  # not found by the other tests' searches for the shelf's prefix
-    async with connect(auth_server, shelf["tokens"]["writer"], mode) as writer:
+    async with connect_as(shelf["tokens"]["writer"], mode) as writer:
         made = []
         for n in range(5):
             result = await writer.call_tool("book_create", {"title": f"{prefix} vol {n}", "author": shelf["author"],
@@ -173,7 +162,7 @@ async def test_writes_pages_and_the_next_request_sees_them(auth_server, shelf, m
         assert pages == 3 and seen == [1999, 2001, 2002, 2003, 2004]
         deleted = await writer.call_tool("book_delete", {"id": made[1]})
         assert deleted.structured_content == {"deleted": made[1]}
-    async with connect(auth_server, shelf["tokens"]["reader"], mode) as reader:
+    async with connect_as(shelf["tokens"]["reader"], mode) as reader:
         seen, _ = await titles(reader, prefix)
         assert seen == {f"{prefix} vol 0", f"{prefix} vol 2", f"{prefix} vol 4"}  # public ones; vol 1 deleted
         refused = await reader.call_tool("book_get", {"id": made[3]})  # private to the writer
@@ -194,7 +183,7 @@ async def test_stdio_with_a_user_sees_its_tools_and_rows(server_env, shelf):
 
 
 @pytest.mark.parametrize("mode, version", ERAS)
-async def test_a_destructive_admin_action_asks_the_user_first(auth_server, shelf, mode, version):
+async def test_a_destructive_admin_action_asks_the_user_first(connect_as, shelf, mode, version):
     """delete_selected confirms through elicitation: on the call's stream (2025-11-25), or as an
     InputRequiredResult the SDK answers and sends again (2026-07-28)."""
     from mcp import types
@@ -208,10 +197,8 @@ async def test_a_destructive_admin_action_asks_the_user_first(auth_server, shelf
         return elicit
 
     lonely = shelf[f"lonely_{mode}"]
-    http = create_mcp_http_client(headers={"Authorization": f"Bearer {shelf['tokens']['cataloguer']}"})
     for answer in (False, True):
-        async with Client(streamable_http_client(auth_server.url, http_client=http), mode=mode,
-                          elicitation_callback=confirming(answer)) as client:
+        async with connect_as(shelf["tokens"]["cataloguer"], mode, elicitation_callback=confirming(answer)) as client:
             assert client.protocol_version == version
             assert "author_delete_selected" in await tool_names(client)
             result = await client.call_tool("author_delete_selected", {"ids": [lonely]})
@@ -221,7 +208,7 @@ async def test_a_destructive_admin_action_asks_the_user_first(auth_server, shelf
         else:
             assert result.is_error and result.content[0].text == "Not confirmed: nothing was done."
     assert asked == ["Delete selected authors: 1 author. Go ahead?"] * 2
-    async with connect(auth_server, shelf["tokens"]["librarian"], mode) as client:  # may view, not delete
+    async with connect_as(shelf["tokens"]["librarian"], mode) as client:  # may view, not delete
         assert "author_delete_selected" not in await tool_names(client)
         gone = await client.call_tool("author_get", {"id": lonely})
         assert gone.is_error
