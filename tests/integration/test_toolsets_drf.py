@@ -13,7 +13,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_transport.testing import ModernClient
 
 from .test_auth import new_token
-from .test_toolsets import ERAS, SHELF, connect, shell, tool_names
+from .test_toolsets import ERAS, SHELF, shell, tool_names
 
 # asyncio_mode = "auto" runs the async tests; the last one is plain (a blocking client).
 pytestmark = [pytest.mark.filterwarnings("ignore:The logging capability is deprecated")]
@@ -36,11 +36,6 @@ Book.objects.bulk_create(Book(title=f"{prefix} vol {n:03}", author=author, year=
 
 
 @pytest.fixture(scope="module")
-def auth_server(start_server):
-    return start_server(MCP_AUTH="on")
-
-
-@pytest.fixture(scope="module")
 def shelf(server_env):
     prefix = f"drf{os.getpid()}"
     rows = json.loads(shell(server_env, f"import json\nprefix = {prefix!r}\n{SHELF}").strip().splitlines()[-1])
@@ -57,23 +52,23 @@ async def shelf_titles(client, **arguments):
 
 
 @pytest.mark.parametrize("mode, version", ERAS)
-async def test_the_viewsets_permission_classes_decide_the_tools(auth_server, shelf, mode, version):
+async def test_the_viewsets_permission_classes_decide_the_tools(connect_as, shelf, mode, version):
     expected = {"nobody": set(), "reader": {"shelf_list", "shelf_get"}, "writer": SHELF_TOOLS,
                 "librarian": {"shelf_list", "shelf_get"}}
     for user, tools in expected.items():
-        async with connect(auth_server, shelf["tokens"][user], mode) as client:
+        async with connect_as(shelf["tokens"][user], mode) as client:
             assert client.protocol_version == version
             assert SHELF_TOOLS & await tool_names(client) == tools, user
-    async with connect(auth_server, shelf["tokens"]["reader"], mode) as client:
+    async with connect_as(shelf["tokens"]["reader"], mode) as client:
         with pytest.raises(MCPError) as refused:
             await client.call_tool("shelf_delete", {"pk": shelf["public"]})
         assert refused.value.error.code == -32602 and "Unknown tool" in refused.value.error.message
 
 
 @pytest.mark.parametrize("mode, version", ERAS)
-async def test_a_reader_never_sees_a_private_row_or_the_staff_field(auth_server, shelf, mode, version):
+async def test_a_reader_never_sees_a_private_row_or_the_staff_field(connect_as, shelf, mode, version):
     prefix = shelf["prefix"]
-    async with connect(auth_server, shelf["tokens"]["reader"], mode) as client:
+    async with connect_as(shelf["tokens"]["reader"], mode) as client:
         seen, page = await shelf_titles(client, search=f"{prefix} public")
         assert seen == {f"{prefix} public"} and "staff eyes only" not in json.dumps(page)
         private, _ = await shelf_titles(client, search=f"{prefix} private")
@@ -83,16 +78,16 @@ async def test_a_reader_never_sees_a_private_row_or_the_staff_field(auth_server,
         public = await client.call_tool("shelf_get", {"pk": shelf["public"]})
         assert public.structured_content["title"] == f"{prefix} public"
         assert "internal_note" not in public.structured_content
-    async with connect(auth_server, shelf["tokens"]["librarian"], mode) as client:  # staff
+    async with connect_as(shelf["tokens"]["librarian"], mode) as client:  # staff
         seen, page = await shelf_titles(client, search=f"{prefix} p")
         assert seen == {f"{prefix} public", f"{prefix} private"}
         assert {item["internal_note"] for item in page["items"]} == {"staff eyes only"}
 
 
 @pytest.mark.parametrize("mode, version", ERAS)
-async def test_writes_are_validated_and_checked_per_row(auth_server, shelf, mode, version):
+async def test_writes_are_validated_and_checked_per_row(connect_as, shelf, mode, version):
     title = f"drf-writes{os.getpid()}{mode}"
-    async with connect(auth_server, shelf["tokens"]["writer"], mode) as writer:
+    async with connect_as(shelf["tokens"]["writer"], mode) as writer:
         invalid = await writer.call_tool("shelf_create", {"title": "", "author": shelf["author"], "year": 3000})
         assert invalid.is_error
         assert invalid.content[0].text == ("Invalid book: title: This field may not be blank.; "
@@ -104,10 +99,10 @@ async def test_writes_are_validated_and_checked_per_row(auth_server, shelf, mode
         assert changed.structured_content["year"] == 2001
         published = await writer.call_tool("shelf_publish", {"pk": key})
         assert published.structured_content["public"] is True
-    async with connect(auth_server, shelf["tokens"]["reader"], mode) as reader:
+    async with connect_as(shelf["tokens"]["reader"], mode) as reader:
         seen, _ = await shelf_titles(reader, search=title)
         assert seen == {title}  # published: the reader sees it now
-    async with connect(auth_server, shelf["tokens"]["writer"], mode) as writer:
+    async with connect_as(shelf["tokens"]["writer"], mode) as writer:
         deleted = await writer.call_tool("shelf_delete", {"pk": key})
         assert deleted.structured_content == {"deleted": key}
         gone = await writer.call_tool("shelf_get", {"pk": key})
@@ -115,19 +110,19 @@ async def test_writes_are_validated_and_checked_per_row(auth_server, shelf, mode
 
 
 @pytest.mark.parametrize("mode, version", ERAS)
-async def test_the_viewsets_throttle_applies_to_the_caller(auth_server, shelf, mode, version):
-    async with connect(auth_server, shelf["tokens"][f"hasty-{mode}"], mode) as client:
+async def test_the_viewsets_throttle_applies_to_the_caller(connect_as, shelf, mode, version):
+    async with connect_as(shelf["tokens"][f"hasty-{mode}"], mode) as client:
         answers = [await client.call_tool("shelf_get", {"pk": shelf["public"]}) for _ in range(21)]
     assert [answer.is_error is True for answer in answers] == [False] * 20 + [True]  # ShelfThrottle: 20 a minute
     assert answers[-1].content[0].text.startswith("Throttled: Request was throttled. Expected available in")
-    async with connect(auth_server, shelf["tokens"]["reader"], mode) as client:  # another user's count
+    async with connect_as(shelf["tokens"]["reader"], mode) as client:  # another user's count
         assert (await client.call_tool("shelf_get", {"pk": shelf["public"]})).is_error is not True
 
 
 # -- book_list_all: a Celery job with progress ------------------------------------------------------
 
 @pytest.mark.parametrize("mode, version", ERAS)
-async def test_a_whole_query_runs_as_a_job_with_progress_per_chunk(auth_server, celery_worker, shelf, mode,
+async def test_a_whole_query_runs_as_a_job_with_progress_per_chunk(connect_as, celery_worker, shelf, mode,
                                                                    version):
     prefix = shelf["prefix"]
     progress = []
@@ -135,7 +130,7 @@ async def test_a_whole_query_runs_as_a_job_with_progress_per_chunk(auth_server, 
     async def on_progress(done, total, message):
         progress.append((done, total, message))
 
-    async with connect(auth_server, shelf["tokens"]["reader"], mode) as client:
+    async with connect_as(shelf["tokens"]["reader"], mode) as client:
         assert client.protocol_version == version
         result = await client.call_tool("book_list_all", {"title__icontains": f"{prefix} vol", "ordering": "-year"},
                                         progress_callback=on_progress)
@@ -146,7 +141,7 @@ async def test_a_whole_query_runs_as_a_job_with_progress_per_chunk(auth_server, 
     assert "staff eyes only" not in json.dumps(whole)
     assert progress == [(96, 96, "96 of 96 books")]  # 96 rows: one chunk of 100
     progress.clear()
-    async with connect(auth_server, shelf["tokens"]["librarian"], mode) as client:  # staff: every row
+    async with connect_as(shelf["tokens"]["librarian"], mode) as client:  # staff: every row
         result = await client.call_tool("book_list_all", {"title__icontains": f"{prefix} vol"},
                                         progress_callback=on_progress)
     assert result.structured_content["count"] == 120
