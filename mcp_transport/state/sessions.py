@@ -18,7 +18,7 @@ from typing import Optional
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
-from . import control, metrics, quotas
+from . import control, metrics, quotas, session_rows
 from ..conf import get_config
 from ..connections import async_redis, keys, publish
 from ..models import McpSession
@@ -70,24 +70,18 @@ async def _cache(record: SessionRecord) -> None:
 
 
 async def create(record: SessionRecord) -> None:
+    """Open the session: its Redis copy serves from now on; its row follows (``session_rows``)."""
     metrics.incr("sessions_created")
-    now = timezone.now()
-    record.seen_written = now.timestamp()
-    await _insert_row(record, now)
+    record.seen_written = time.time()
     await _cache(record)
+    session_rows.writer().insert(record)
     logger.info("session opened by %s %s (protocol %s)", record.client_info.get("name", "?"),
                 record.client_info.get("version", "?"), record.protocol_version)
 
 
-@database_sync_to_async
-def _insert_row(record, now):
-    info = record.client_info
-    McpSession.objects.create(
-        id=record.id, user_id=record.user_id, principal=record.principal, state=record.state,
-        protocol_version=record.protocol_version,
-        client_name=str(info.get("name", ""))[:200], client_version=str(info.get("version", ""))[:100],
-        client_info=info, client_capabilities=record.client_capabilities, log_level=record.log_level,
-        last_seen_at=now)
+async def flush_rows() -> None:
+    """Write the session rows this event loop still holds (a clean shutdown, a close)."""
+    await session_rows.writer().flush()
 
 
 #: Seconds a process takes the word of its own recent load of a session whose stream a client
@@ -168,7 +162,7 @@ async def _touch(record):
     record.seen_written = time.time()
     await _cache(record)
     await _extend_side_keys(record.id)
-    await database_sync_to_async(McpSession.objects.filter(pk=record.id).update)(last_seen_at=timezone.now())
+    session_rows.writer().change(record, ("seen_written",))
 
 
 def side_key_ttl() -> int:
@@ -188,6 +182,8 @@ async def _extend_side_keys(session_id):
 
 
 async def _load_from_database(session_id):
+    if session_rows.writer().waiting(session_id):  # Redis lost it before its row was written
+        await flush_rows()
     row = await database_sync_to_async(McpSession.objects.filter(pk=session_id).first)()
     if row is None or not row.is_open:
         return None
@@ -202,11 +198,11 @@ async def _load_from_database(session_id):
 
 
 async def update(record: SessionRecord, **changes) -> None:
-    """Change fields of the live copy and the row."""
+    """Change fields of the live copy; the row follows (``session_rows``)."""
     for name, value in changes.items():
         setattr(record, name, value)
     await _cache(record)
-    await database_sync_to_async(McpSession.objects.filter(pk=record.id).update)(**changes)
+    session_rows.writer().change(record, changes)
 
 
 #: What modules above this one do when sessions close (``on_close``).
@@ -234,6 +230,7 @@ async def close_many(session_ids: list, reason: str) -> None:
     names = keys()
     for session_id in session_ids:
         forget(session_id)
+    await flush_rows()  # a row still waiting here is written before it is closed
     await _close_rows(session_ids, reason)
     metrics.incr(f"sessions_closed:{reason}", len(session_ids))
     # Background jobs end with their session (running/jobs.py, through on_close): one waiting for

@@ -130,7 +130,9 @@ def _flush_for_twisted():
 
 async def _flush_rows():
     from ..running import calls
+    from ..state import sessions
     from ..storage import flush_all
 
+    await sessions.flush_rows()  # the sessions' rows first: the events' rows name them
     await flush_all()
     await calls.flush()  # the calls log's unwritten rows too
