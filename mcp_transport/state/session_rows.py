@@ -1,12 +1,14 @@
-"""The sessions' rows, written off the request path: the Redis copy serves, the row follows.
+"""The sessions' rows, written in group commits on a thread of their own: the Redis copy serves.
 
 A session's row is its durable record (it refills the Redis copy after a Redis restart, the
 admin lists it), not what a request reads. Written on the request path, the start of 1,000
 sessions queued on the database's one writer (SQLite has one; issue 19 measured the first event
-6-10 s after the request and 51 % of the server's samples in these two statements). So
-``sessions.create`` and ``sessions.update`` hand the row to this process's ``RowWriter`` and
-return; it writes what waits in one transaction as soon as the one before is done (a group
-commit: a lone row is written at once, a burst in a few transactions), on a thread of its own.
+6-10 s after the request and 51 % of the server's samples in these two statements). So rows go
+to this process's ``RowWriter``, which writes what waits in one transaction as soon as the one
+before is done (a group commit: a lone row is written at once, a burst in a few transactions).
+``sessions.update`` returns at once (the state change at notifications/initialized waits for no
+database); ``sessions.create`` waits for the commit that takes its row, so the admin lists a
+session once its ``initialize`` is answered; ``sessions.close`` for the one that closes it.
 
 Any process may write any session's row, so a write never assumes the row is there or not:
 a new session's row is inserted unless it is there; a change is an upsert of the changed columns
@@ -21,6 +23,7 @@ from datetime import datetime, timezone as dt_timezone
 
 from django.db import connections, router, transaction
 
+from ..protocol.session import SessionState
 from ..storage.persist import RETRY_DELAYS, RETRYABLE, EventTable
 
 logger = logging.getLogger(__name__)
@@ -73,13 +76,24 @@ class RowWriter:
     def __init__(self, table: EventTable):
         self.table = table
         self._pending = {}  # session id -> Pending
+        self._closing = {}  # reason -> the ids of the sessions closed for it
         self._task = None
         self._failures = 0
         self._writing = False
         self._done = None  # a future resolved after each write
+        self._next = None  # resolved once the write that takes what waits now is done
 
     def insert(self, record) -> None:
         self._add(record.id, Pending(dataclasses.replace(record)))
+
+    async def inserted(self, record) -> None:
+        """``insert`` and wait for the write that takes it (the admin lists a session once its
+        ``initialize`` is answered), sharing that transaction with every row that came meanwhile.
+        A failing database does not hold the session: its row waits for a retry."""
+        self.insert(record)
+        if self._next is None:
+            self._next = asyncio.get_running_loop().create_future()
+        await asyncio.shield(self._next)
 
     def change(self, record, fields) -> None:
         self._add(record.id, Pending(dataclasses.replace(record), set(fields)))
@@ -90,24 +104,30 @@ class RowWriter:
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
 
+    async def close(self, session_ids, reason: str) -> None:
+        """Close the sessions' rows, after what waits for them here; returns once written. Many
+        sessions closing at once (a client ending its thousand sessions) share an UPDATE."""
+        self._closing.setdefault(reason, set()).update(session_ids)
+        await self.flush()
+
     def waiting(self, session_id) -> bool:
         return session_id in self._pending
 
     async def flush(self) -> None:
         """Return once every row handed over before this call is written (or refused)."""
         loop = asyncio.get_running_loop()
-        while self._pending or self._writing:
+        while self._pending or self._closing or self._writing:
             if self._done is None:
                 self._done = loop.create_future()
             done = self._done
-            if self._pending and (self._task is None or self._task.done()):
+            if (self._pending or self._closing) and (self._task is None or self._task.done()):
                 self._task = loop.create_task(self._run())
             await asyncio.shield(done)
 
     async def _run(self):
         # Lives only while rows wait, so an idle loop holds no task of ours.
         try:
-            while self._pending:
+            while self._pending or self._closing:
                 if self._failures:  # the database is failing: wait before the retry
                     await asyncio.sleep(RETRY_DELAYS[min(self._failures, len(RETRY_DELAYS)) - 1])
                 await self._write_waiting()
@@ -117,20 +137,26 @@ class RowWriter:
 
     async def _write_waiting(self):
         batch, self._pending = self._pending, {}
+        closing, self._closing = self._closing, {}
+        taken, self._next = self._next, None
         retry, self._writing = [], True
         try:
-            retry = await self.table.run(write_batch, list(batch.values()))
+            retry = await self.table.run(write_batch, list(batch.values()), closing)
         except Exception:  # the thread itself failed (shut down): nothing was written
             logger.exception("%d session rows could not be written; Redis still has the sessions", len(batch))
         finally:
             self._writing = False
             self._failures = self._failures + 1 if retry else 0
             for pending in retry:  # before what came meanwhile, which is newer
+                if isinstance(pending, Closing):
+                    self._closing.setdefault(pending.reason, set()).update(pending.session_ids)
+                    continue
                 newer = self._pending.pop(pending.record.id, None)
                 self._pending[pending.record.id] = pending.merge(newer) if newer else pending
             done, self._done = self._done, None
-            if done is not None and not done.done():
-                done.set_result(None)
+            for future in (done, taken):
+                if future is not None and not future.done():
+                    future.set_result(None)
         if retry:
             logger.warning("the database is failing; %d session rows wait for a retry (Redis serves the sessions)",
                            len(retry))
@@ -138,25 +164,37 @@ class RowWriter:
 
 # -- on the writer's thread ---------------------------------------------------------------------
 
-def write_batch(batch: list) -> list:
-    """Write the rows in one transaction, or each alone if the database refuses one for its data
-    (logged and skipped). Returns what waits for a retry (the database failed)."""
+@dataclasses.dataclass
+class Closing:
+    """Sessions whose rows close for one reason (what waits for a retry)."""
+    reason: str
+    session_ids: set
+
+
+def write_batch(batch: list, closing=None) -> list:
+    """Write the rows, then close the ``closing`` ones ({reason: ids}), in one transaction; or
+    each row alone if the database refuses one for its data (logged and skipped). Returns what
+    waits for a retry (the database failed): ``Pending`` rows and ``Closing`` sessions."""
+    closing = closing or {}
     try:
-        _write(batch)
+        _write(batch, closing)
         return []
     except RETRYABLE:
-        return batch
+        return batch + [Closing(reason, ids) for reason, ids in closing.items()]
     except Exception:
-        if len(batch) == 1:
-            logger.exception("the row of session %s… was refused by the database", batch[0].record.id[:8])
+        if len(batch) + bool(closing) <= 1:  # one row, or the closes alone: refused
+            ids = [pending.record.id[:8] for pending in batch] or [i[:8] for ids in closing.values() for i in ids][:3]
+            logger.exception("the database refused the session rows of %s…", ", ".join(ids))
             return []
     retry = []
     for pending in batch:
         retry += write_batch([pending])
+    if closing:
+        retry += write_batch([], closing)
     return retry
 
 
-def _write(batch):
+def _write(batch, closing):
     objects = model().objects
     using = router.db_for_write(model())
     new = [row_of(pending.record) for pending in batch if pending.changed is None]
@@ -170,6 +208,16 @@ def _write(batch):
             objects.bulk_create(new, ignore_conflicts=True)
         for columns, records in by_columns.items():
             _upsert(objects, using, columns, records)
+        for reason, session_ids in closing.items():
+            _close(objects, session_ids, reason)
+
+
+def _close(objects, session_ids, reason):
+    from django.utils import timezone
+
+    closed = SessionState.CLOSED.value
+    objects.filter(pk__in=list(session_ids)).exclude(state=closed).update(
+        state=closed, closed_at=timezone.now(), closed_reason=reason)
 
 
 def _upsert(objects, using, columns, records):
@@ -181,8 +229,6 @@ def _upsert(objects, using, columns, records):
     if "state" in columns:
         # A change that raced its session's close (in another process) must not reopen the row:
         # a closed row keeps its closed_at.
-        from ..protocol.session import SessionState
-
         closed = SessionState.CLOSED.value
         objects.filter(pk__in=[record.id for record in records], closed_at__isnull=False).exclude(
             state=closed).update(state=closed)

@@ -70,11 +70,12 @@ async def _cache(record: SessionRecord) -> None:
 
 
 async def create(record: SessionRecord) -> None:
-    """Open the session: its Redis copy serves from now on; its row follows (``session_rows``)."""
+    """Open the session: its Redis copy serves from now on; its row is written in the same
+    transaction as those of the sessions opening meanwhile (``session_rows``)."""
     metrics.incr("sessions_created")
     record.seen_written = time.time()
     await _cache(record)
-    session_rows.writer().insert(record)
+    await session_rows.writer().inserted(record)
     logger.info("session opened by %s %s (protocol %s)", record.client_info.get("name", "?"),
                 record.client_info.get("version", "?"), record.protocol_version)
 
@@ -188,7 +189,7 @@ async def _load_from_database(session_id):
     if row is None or not row.is_open:
         return None
     if timezone.now() - row.last_seen_at > timedelta(seconds=_idle_timeout()):
-        await _close_rows([session_id], "expired")
+        await session_rows.writer().close([session_id], "expired")
         metrics.incr("sessions_closed:expired")
         logger.info("session closed: expired", extra={"mcp_session_id": session_id})
         return None
@@ -224,14 +225,20 @@ async def close(session_id: str, reason: str) -> None:
 
 async def close_many(session_ids: list, reason: str) -> None:
     """``close()`` for many sessions at once: one UPDATE, one Redis round trip for the keys and
-    the control messages, and the event store's deletions side by side (the cleanup's path)."""
+    the control messages, and the event store's deletions side by side (the cleanup's path).
+    It goes on when the request that asked for it is cancelled (its client went away): else a
+    session would stay counted against its address, its keys left behind."""
+    await asyncio.shield(_close_many(session_ids, reason))
+
+
+async def _close_many(session_ids, reason):
     from ..storage import get_event_store
 
     names = keys()
     for session_id in session_ids:
         forget(session_id)
-    await flush_rows()  # a row still waiting here is written before it is closed
-    await _close_rows(session_ids, reason)
+    # After what waits for these rows, and with the other sessions closing meanwhile (one UPDATE).
+    await session_rows.writer().close(session_ids, reason)
     metrics.incr(f"sessions_closed:{reason}", len(session_ids))
     # Background jobs end with their session (running/jobs.py, through on_close): one waiting for
     # the gone client's answer, parked or in its worker slot, would otherwise hold on until
@@ -270,9 +277,3 @@ async def _subscriptions_and_addresses(session_ids) -> tuple:
         replies = await pipe.execute()
     subscribed, records = replies[:len(session_ids)], replies[len(session_ids):]
     return subscribed, [json.loads(raw).get("address", "") if raw else "" for raw in records]
-
-
-@database_sync_to_async
-def _close_rows(session_ids, reason):
-    McpSession.objects.filter(pk__in=session_ids).exclude(state=SessionState.CLOSED.value).update(
-        state=SessionState.CLOSED.value, closed_at=timezone.now(), closed_reason=reason)

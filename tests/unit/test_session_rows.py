@@ -19,9 +19,9 @@ def writes(monkeypatch):
     seen = []
     write = session_rows._write
 
-    def counting(batch):
-        seen.append(list(batch))
-        return write(batch)
+    def counting(batch, closing):
+        seen.append(list(batch) + [session_rows.Closing(reason, set(ids)) for reason, ids in closing.items()])
+        return write(batch, closing)
 
     monkeypatch.setattr(session_rows, "_write", counting)
     return seen
@@ -29,13 +29,14 @@ def writes(monkeypatch):
 
 @pytest.fixture
 def held_database():
-    """The writer's thread, held until ``release`` is set: what the request path awaits then
-    would never finish."""
-    release = threading.Event()
+    """``await hold()`` holds the writer's thread until the returned event is set: what waits for
+    the database meanwhile does not finish. Returns (the held call, its release)."""
+    releases = []
 
     async def hold():
         table = session_rows.writer().table
-        started = threading.Event()
+        started, release = threading.Event(), threading.Event()
+        releases.append(release)
 
         def block():
             started.set()
@@ -43,9 +44,17 @@ def held_database():
 
         future = asyncio.ensure_future(table.run(block))
         await asyncio.get_running_loop().run_in_executor(None, started.wait, 5)
-        return future
+        return future, release
 
-    return hold, release
+    yield hold
+    for release in releases:
+        release.set()
+
+
+async def taken():
+    """Until the writer has taken what waits (the next rows wait together)."""
+    while not session_rows.writer()._writing:
+        await asyncio.sleep(0.001)
 
 
 def record(n, state="new"):
@@ -53,29 +62,32 @@ def record(n, state="new"):
                                   client_info={"name": f"client-{n}", "version": "1.0"}, principal="p")
 
 
-def test_opening_sessions_waits_for_no_database_write_and_takes_one_transaction(writes, held_database):
-    hold, release = held_database
-
+def test_sessions_opening_at_once_share_a_transaction_and_their_changes_wait_for_none(writes, held_database):
     async def scenario():
-        blocked = await hold()
+        blocked, release = await held_database()
         opened = [record(n) for n in range(200)]
-        await sessions.create(opened[0])
-        while not session_rows.writer()._writing:  # its row is taken: the next ones wait together
-            await asyncio.sleep(0.001)
-        # initialize and notifications/initialized of 200 sessions, all while the database is held
-        await asyncio.wait_for(asyncio.gather(*(sessions.create(one) for one in opened[1:])), 10)
-        await asyncio.wait_for(asyncio.gather(*(sessions.update(one, state="ready") for one in opened)), 10)
-        assert not await McpSession.objects.filter(pk__startswith="rows-").aexists()  # nothing written yet
+        creating = [asyncio.ensure_future(sessions.create(opened[0]))]
+        await taken()
+        creating += [asyncio.ensure_future(sessions.create(one)) for one in opened[1:]]
+        await asyncio.sleep(0.2)
+        assert not any(task.done() for task in creating)  # initialize is answered once its row is written
+        release.set()
+        await asyncio.gather(blocked, *creating)
+        # notifications/initialized of every session, while the database is held: none waits for it
+        blocked, release = await held_database()
+        await sessions.update(opened[0], state="ready")
+        await taken()
+        await asyncio.wait_for(asyncio.gather(*(sessions.update(one, state="ready") for one in opened[1:])), 10)
         release.set()
         await blocked
         await sessions.flush_rows()
 
     asyncio.run(scenario())
-    # Two transactions for 400 changes: the first session's row alone (taken at once), then the
-    # 199 others, each insert carrying its session's later state, and the first one's change.
-    assert [sorted((p.record.id, p.changed or set()) for p in batch) for batch in writes] == [
-        [("rows-0000", set())], [("rows-0000", {"state"})] + [(f"rows-{n:04}", set()) for n in range(1, 200)]]
-    assert [p.changed for p in writes[1] if p.record.id != "rows-0000"] == [None] * 199
+    # Four transactions for 400 writes: the first session's row alone (taken at once), the 199
+    # others together; the same for their state changes.
+    assert [sorted((p.record.id, p.changed) for p in batch) for batch in writes] == [
+        [("rows-0000", None)], [(f"rows-{n:04}", None) for n in range(1, 200)],
+        [("rows-0000", {"state"})], [(f"rows-{n:04}", {"state"}) for n in range(1, 200)]]
     rows = McpSession.objects.filter(pk__startswith="rows-")
     assert rows.count() == 200 and set(rows.values_list("state", flat=True)) == {"ready"}
     assert rows.get(pk="rows-0007").client_name == "client-7"
@@ -112,12 +124,11 @@ def test_a_change_that_raced_the_close_does_not_reopen_the_row():
 
 
 def test_a_closed_session_whose_row_still_waited_is_closed_in_the_database(held_database):
-    hold, release = held_database
-
     async def scenario():
-        blocked = await hold()
         one = record(4)
         await sessions.create(one)
+        blocked, release = await held_database()
+        await sessions.update(one, state="ready")  # its row waits behind the held write
         release.set()
         await blocked
         await sessions.close(one.id, "terminated")
@@ -126,13 +137,12 @@ def test_a_closed_session_whose_row_still_waited_is_closed_in_the_database(held_
     assert McpSession.objects.get(pk="rows-0004").state == "closed"
 
 
-def test_a_session_redis_lost_before_its_row_was_written_is_refilled_from_it(held_database):
-    hold, release = held_database
-
+def test_a_session_redis_lost_before_its_change_was_written_is_refilled_from_it(held_database):
     async def scenario():
-        blocked = await hold()
-        one = record(5, state="ready")
+        one = record(5)
         await sessions.create(one)
+        blocked, release = await held_database()
+        await sessions.update(one, state="ready")
         from mcp_transport.connections import async_redis, keys
 
         await async_redis().delete(keys().session(one.id))  # a Redis restart
@@ -153,3 +163,24 @@ def test_a_row_the_database_refuses_costs_only_itself():
                               session_rows.Pending(record(8))])
     assert set(McpSession.objects.filter(pk__startswith="rows-").values_list("pk", flat=True)) == {
         "rows-0007", "rows-0008"}
+
+
+def test_sessions_closing_at_once_share_one_update(writes, held_database):
+    opened = [record(n, state="ready") for n in range(100)]
+    session_rows.write_batch([session_rows.Pending(one) for one in opened])
+
+    async def scenario():
+        blocked, release = await held_database()
+        first = asyncio.ensure_future(sessions.close(opened[0].id, "terminated"))
+        await taken()
+        others = asyncio.gather(*(sessions.close(one.id, "terminated") for one in opened[1:]))
+        await asyncio.sleep(0.2)
+        release.set()
+        await asyncio.gather(blocked, first, others)
+
+    asyncio.run(scenario())
+    assert len(writes[0]) == 100  # the rows, written before
+    assert [[(c.reason, len(c.session_ids)) for c in batch] for batch in writes[1:]] == [
+        [("terminated", 1)], [("terminated", 99)]]
+    rows = McpSession.objects.filter(pk__startswith="rows-")
+    assert set(rows.values_list("state", "closed_reason")) == {("closed", "terminated")}
