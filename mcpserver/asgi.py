@@ -13,10 +13,11 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
 from mcp_transport.routing import mcp_path, sse_paths  # noqa: E402
-from mcp_transport.transports.serving import tune_daphne  # noqa: E402
+from mcp_transport.transports.serving import tune_daphne, tune_gc  # noqa: E402
 
 tune_daphne()  # harmless under uvicorn, which never calls Twisted
 
 application = ProtocolTypeRouter(
     {"http": URLRouter([mcp_path("mcp"), *sse_paths(), re_path(r"", django_asgi_app)])}
 )
+tune_gc()  # fewer garbage collections, none of what was loaded above (1,000 streams: 57 s -> 3 s)

@@ -190,6 +190,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # create, validated first) otherwise fails at once with "database is locked" when another
     # process writes meanwhile, instead of waiting.
     DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
+    # Write-ahead logging: readers (the admin, a replay) no longer block the writer or wait for
+    # it, and a commit appends to the log without a sync of the database file each time (the
+    # event and session rows are written in batches from two threads; issue 19).
+    DATABASES["default"]["OPTIONS"]["init_command"] = "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -16,10 +16,9 @@ from datetime import timedelta
 from typing import Optional
 
 from channels.db import database_sync_to_async
-from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
-from . import control, metrics, quotas
+from . import control, metrics, quotas, session_rows
 from ..conf import get_config
 from ..connections import async_redis, keys, publish
 from ..models import McpSession
@@ -71,24 +70,19 @@ async def _cache(record: SessionRecord) -> None:
 
 
 async def create(record: SessionRecord) -> None:
+    """Open the session: its Redis copy serves from now on; its row is written in the same
+    transaction as those of the sessions opening meanwhile (``session_rows``)."""
     metrics.incr("sessions_created")
-    now = timezone.now()
-    record.seen_written = now.timestamp()
-    await _insert_row(record, now)
+    record.seen_written = time.time()
     await _cache(record)
+    await session_rows.writer().inserted(record)
     logger.info("session opened by %s %s (protocol %s)", record.client_info.get("name", "?"),
                 record.client_info.get("version", "?"), record.protocol_version)
 
 
-@database_sync_to_async
-def _insert_row(record, now):
-    info = record.client_info
-    McpSession.objects.create(
-        id=record.id, user_id=record.user_id, principal=record.principal, state=record.state,
-        protocol_version=record.protocol_version,
-        client_name=str(info.get("name", ""))[:200], client_version=str(info.get("version", ""))[:100],
-        client_info=info, client_capabilities=record.client_capabilities, log_level=record.log_level,
-        last_seen_at=now)
+async def flush_rows() -> None:
+    """Write the session rows this event loop still holds (a clean shutdown, a close)."""
+    await session_rows.writer().flush()
 
 
 #: Seconds a process takes the word of its own recent load of a session whose stream a client
@@ -169,12 +163,7 @@ async def _touch(record):
     record.seen_written = time.time()
     await _cache(record)
     await _extend_side_keys(record.id)
-    try:
-        await database_sync_to_async(McpSession.objects.filter(pk=record.id).update)(last_seen_at=timezone.now())
-    except (OperationalError, InterfaceError) as exc:
-        # Bookkeeping for the idle expiry, written again a LAST_SEEN_WRITE_INTERVAL later: an
-        # unreachable database must not fail the request that came due for it (it answered 500).
-        logger.warning("session %s: last use not written, the database is unreachable: %s", record.id, exc)
+    session_rows.writer().change(record, ("seen_written",))
 
 
 def side_key_ttl() -> int:
@@ -194,11 +183,13 @@ async def _extend_side_keys(session_id):
 
 
 async def _load_from_database(session_id):
+    if session_rows.writer().waiting(session_id):  # Redis lost it before its row was written
+        await flush_rows()
     row = await database_sync_to_async(McpSession.objects.filter(pk=session_id).first)()
     if row is None or not row.is_open:
         return None
     if timezone.now() - row.last_seen_at > timedelta(seconds=_idle_timeout()):
-        await _close_rows([session_id], "expired")
+        await session_rows.writer().close([session_id], "expired")
         metrics.incr("sessions_closed:expired")
         logger.info("session closed: expired", extra={"mcp_session_id": session_id})
         return None
@@ -208,11 +199,11 @@ async def _load_from_database(session_id):
 
 
 async def update(record: SessionRecord, **changes) -> None:
-    """Change fields of the live copy and the row."""
+    """Change fields of the live copy; the row follows (``session_rows``)."""
     for name, value in changes.items():
         setattr(record, name, value)
     await _cache(record)
-    await database_sync_to_async(McpSession.objects.filter(pk=record.id).update)(**changes)
+    session_rows.writer().change(record, changes)
 
 
 #: What modules above this one do when sessions close (``on_close``).
@@ -234,13 +225,20 @@ async def close(session_id: str, reason: str) -> None:
 
 async def close_many(session_ids: list, reason: str) -> None:
     """``close()`` for many sessions at once: one UPDATE, one Redis round trip for the keys and
-    the control messages, and the event store's deletions side by side (the cleanup's path)."""
+    the control messages, and the event store's deletions side by side (the cleanup's path).
+    It goes on when the request that asked for it is cancelled (its client went away): else a
+    session would stay counted against its address, its keys left behind."""
+    await asyncio.shield(_close_many(session_ids, reason))
+
+
+async def _close_many(session_ids, reason):
     from ..storage import get_event_store
 
     names = keys()
     for session_id in session_ids:
         forget(session_id)
-    await _close_rows(session_ids, reason)
+    # After what waits for these rows, and with the other sessions closing meanwhile (one UPDATE).
+    await session_rows.writer().close(session_ids, reason)
     metrics.incr(f"sessions_closed:{reason}", len(session_ids))
     # Background jobs end with their session (running/jobs.py, through on_close): one waiting for
     # the gone client's answer, parked or in its worker slot, would otherwise hold on until
@@ -279,9 +277,3 @@ async def _subscriptions_and_addresses(session_ids) -> tuple:
         replies = await pipe.execute()
     subscribed, records = replies[:len(session_ids)], replies[len(session_ids):]
     return subscribed, [json.loads(raw).get("address", "") if raw else "" for raw in records]
-
-
-@database_sync_to_async
-def _close_rows(session_ids, reason):
-    McpSession.objects.filter(pk__in=session_ids).exclude(state=SessionState.CLOSED.value).update(
-        state=SessionState.CLOSED.value, closed_at=timezone.now(), closed_reason=reason)

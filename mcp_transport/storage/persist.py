@@ -56,8 +56,8 @@ def all_rows():
 class EventTable:
     """Runs ORM functions on this store's own thread, one at a time."""
 
-    def __init__(self):
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-events-db")
+    def __init__(self, thread_name_prefix="mcp-events-db"):
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=thread_name_prefix)
 
     async def run(self, function, *args):
         return await asyncio.get_running_loop().run_in_executor(self._executor, _call, function, args)

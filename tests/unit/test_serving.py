@@ -60,3 +60,18 @@ def test_tuned_tcp_writes_send_at_once_and_queue_only_what_the_socket_does_not_t
     assert full.socket.sent == b"abc" and full._tempDataBuffer == [b"def"] and full.started_writing == 1
     full.write(b"gh")  # something is queued: behind it, never ahead
     assert full.socket.sent == b"abc" and full._tempDataBuffer == [b"def", b"gh"]
+
+
+def test_tune_gc_collects_less_often_and_leaves_what_start_up_loaded_alone():
+    import gc
+
+    from mcp_transport.transports.serving import GC_THRESHOLDS, tune_gc
+
+    before = gc.get_threshold()
+    try:
+        tune_gc()
+        assert gc.get_threshold() == GC_THRESHOLDS and GC_THRESHOLDS[0] > before[0]
+        assert gc.get_freeze_count() > 10_000  # Django, Twisted and the app: out of every collection
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)

@@ -1,0 +1,251 @@
+"""The sessions' rows, written in group commits on a thread of their own: the Redis copy serves.
+
+A session's row is its durable record (it refills the Redis copy after a Redis restart, the
+admin lists it), not what a request reads. Written on the request path, the start of 1,000
+sessions queued on the database's one writer (SQLite has one; issue 19 measured the first event
+6-10 s after the request and 51 % of the server's samples in these two statements). So rows go
+to this process's ``RowWriter``, which writes what waits in one transaction as soon as the one
+before is done (a group commit: a lone row is written at once, a burst in a few transactions).
+``sessions.update`` returns at once (the state change at notifications/initialized waits for no
+database); ``sessions.create`` waits for the commit that takes its row, so the admin lists a
+session once its ``initialize`` is answered; ``sessions.close`` for the one that closes it.
+
+Any process may write any session's row, so a write never assumes the row is there or not:
+a new session's row is inserted unless it is there; a change is an upsert of the changed columns
+(the row made from the whole record if another process's insert has not landed yet). A row the
+database refuses for its data costs only itself; a failing database keeps the rows for a retry.
+"""
+import asyncio
+import dataclasses
+import logging
+import weakref
+from datetime import datetime, timezone as dt_timezone
+
+from django.db import connections, router, transaction
+
+from ..protocol.session import SessionState
+from ..storage.persist import RETRY_DELAYS, RETRYABLE, EventTable
+
+logger = logging.getLogger(__name__)
+
+#: Record field -> the row's columns it is stored in.
+COLUMNS = {
+    "state": ("state",), "protocol_version": ("protocol_version",), "log_level": ("log_level",),
+    "client_info": ("client_info", "client_name", "client_version"), "client_capabilities": ("client_capabilities",),
+    "user_id": ("user_id",), "principal": ("principal",), "seen_written": ("last_seen_at",),
+}
+#: The record's own columns a change never rewrites on a row that is there.
+NEW_ROW_ONLY = ("id", "created_at")
+
+
+def model():
+    from ..models import McpSession
+
+    return McpSession
+
+
+def row_of(record):
+    """The ``McpSession`` row of a ``sessions.SessionRecord``."""
+    info = record.client_info
+    return model()(
+        id=record.id, user_id=record.user_id, principal=record.principal, state=record.state,
+        protocol_version=record.protocol_version, client_name=str(info.get("name", ""))[:200],
+        client_version=str(info.get("version", ""))[:100], client_info=info,
+        client_capabilities=record.client_capabilities, log_level=record.log_level,
+        last_seen_at=datetime.fromtimestamp(record.seen_written, dt_timezone.utc))
+
+
+@dataclasses.dataclass
+class Pending:
+    """A row to write: the record as it was last handed over, and the fields changed since its
+    last write (None: a new session, inserted unless its row is there)."""
+    record: object
+    changed: object = None
+
+    def merge(self, newer: "Pending") -> "Pending":
+        """This write and a newer one of the same session, as one write: a new row takes the
+        newer record whole."""
+        if self.changed is None or newer.changed is None:
+            return Pending(newer.record)
+        return Pending(newer.record, self.changed | newer.changed)
+
+
+class RowWriter:
+    """The rows of one event loop waiting for the database, and the task that writes them."""
+
+    def __init__(self, table: EventTable):
+        self.table = table
+        self._pending = {}  # session id -> Pending
+        self._closing = {}  # reason -> the ids of the sessions closed for it
+        self._task = None
+        self._failures = 0
+        self._writing = False
+        self._done = None  # a future resolved after each write
+        self._next = None  # resolved once the write that takes what waits now is done
+
+    def insert(self, record) -> None:
+        self._add(record.id, Pending(dataclasses.replace(record)))
+
+    async def inserted(self, record) -> None:
+        """``insert`` and wait for the write that takes it (the admin lists a session once its
+        ``initialize`` is answered), sharing that transaction with every row that came meanwhile.
+        A failing database does not hold the session: its row waits for a retry."""
+        self.insert(record)
+        if self._next is None:
+            self._next = asyncio.get_running_loop().create_future()
+        await asyncio.shield(self._next)
+
+    def change(self, record, fields) -> None:
+        self._add(record.id, Pending(dataclasses.replace(record), set(fields)))
+
+    def _add(self, session_id, pending):
+        earlier = self._pending.pop(session_id, None)
+        self._pending[session_id] = earlier.merge(pending) if earlier else pending
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def close(self, session_ids, reason: str) -> None:
+        """Close the sessions' rows, after what waits for them here; returns once written. Many
+        sessions closing at once (a client ending its thousand sessions) share an UPDATE."""
+        self._closing.setdefault(reason, set()).update(session_ids)
+        await self.flush()
+
+    def waiting(self, session_id) -> bool:
+        return session_id in self._pending
+
+    async def flush(self) -> None:
+        """Return once every row handed over before this call is written (or refused)."""
+        loop = asyncio.get_running_loop()
+        while self._pending or self._closing or self._writing:
+            if self._done is None:
+                self._done = loop.create_future()
+            done = self._done
+            if (self._pending or self._closing) and (self._task is None or self._task.done()):
+                self._task = loop.create_task(self._run())
+            await asyncio.shield(done)
+
+    async def _run(self):
+        # Lives only while rows wait, so an idle loop holds no task of ours.
+        try:
+            while self._pending or self._closing:
+                if self._failures:  # the database is failing: wait before the retry
+                    await asyncio.sleep(RETRY_DELAYS[min(self._failures, len(RETRY_DELAYS)) - 1])
+                await self._write_waiting()
+        except asyncio.CancelledError:
+            await self._write_waiting()  # the loop is shutting down: write what waits first
+            raise
+
+    async def _write_waiting(self):
+        batch, self._pending = self._pending, {}
+        closing, self._closing = self._closing, {}
+        taken, self._next = self._next, None
+        retry, self._writing = [], True
+        try:
+            retry = await self.table.run(write_batch, list(batch.values()), closing)
+        except Exception:  # the thread itself failed (shut down): nothing was written
+            logger.exception("%d session rows could not be written; Redis still has the sessions", len(batch))
+        finally:
+            self._writing = False
+            self._failures = self._failures + 1 if retry else 0
+            for pending in retry:  # before what came meanwhile, which is newer
+                if isinstance(pending, Closing):
+                    self._closing.setdefault(pending.reason, set()).update(pending.session_ids)
+                    continue
+                newer = self._pending.pop(pending.record.id, None)
+                self._pending[pending.record.id] = pending.merge(newer) if newer else pending
+            done, self._done = self._done, None
+            for future in (done, taken):
+                if future is not None and not future.done():
+                    future.set_result(None)
+        if retry:
+            logger.warning("the database is failing; %d session rows wait for a retry (Redis serves the sessions)",
+                           len(retry))
+
+
+# -- on the writer's thread ---------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Closing:
+    """Sessions whose rows close for one reason (what waits for a retry)."""
+    reason: str
+    session_ids: set
+
+
+def write_batch(batch: list, closing=None) -> list:
+    """Write the rows, then close the ``closing`` ones ({reason: ids}), in one transaction; or
+    each row alone if the database refuses one for its data (logged and skipped). Returns what
+    waits for a retry (the database failed): ``Pending`` rows and ``Closing`` sessions."""
+    closing = closing or {}
+    try:
+        _write(batch, closing)
+        return []
+    except RETRYABLE:
+        return batch + [Closing(reason, ids) for reason, ids in closing.items()]
+    except Exception:
+        if len(batch) + bool(closing) <= 1:  # one row, or the closes alone: refused
+            ids = [pending.record.id[:8] for pending in batch] or [i[:8] for ids in closing.values() for i in ids][:3]
+            logger.exception("the database refused the session rows of %s…", ", ".join(ids))
+            return []
+    retry = []
+    for pending in batch:
+        retry += write_batch([pending])
+    if closing:
+        retry += write_batch([], closing)
+    return retry
+
+
+def _write(batch, closing):
+    objects = model().objects
+    using = router.db_for_write(model())
+    new = [row_of(pending.record) for pending in batch if pending.changed is None]
+    by_columns = {}
+    for pending in batch:
+        if pending.changed is not None:
+            columns = tuple(sorted({column for field in pending.changed for column in COLUMNS.get(field, ())}))
+            by_columns.setdefault(columns, []).append(pending.record)
+    with transaction.atomic(using=using):
+        if new:
+            objects.bulk_create(new, ignore_conflicts=True)
+        for columns, records in by_columns.items():
+            _upsert(objects, using, columns, records)
+        for reason, session_ids in closing.items():
+            _close(objects, session_ids, reason)
+
+
+def _close(objects, session_ids, reason):
+    from django.utils import timezone
+
+    closed = SessionState.CLOSED.value
+    objects.filter(pk__in=list(session_ids)).exclude(state=closed).update(
+        state=closed, closed_at=timezone.now(), closed_reason=reason)
+
+
+def _upsert(objects, using, columns, records):
+    if not columns:
+        return
+    target = {"unique_fields": ["id"]} if connections[using].features.supports_update_conflicts_with_target else {}
+    objects.bulk_create([row_of(record) for record in records], update_conflicts=True, update_fields=list(columns),
+                        **target)
+    if "state" in columns:
+        # A change that raced its session's close (in another process) must not reopen the row:
+        # a closed row keeps its closed_at.
+        closed = SessionState.CLOSED.value
+        objects.filter(pk__in=[record.id for record in records], closed_at__isnull=False).exclude(
+            state=closed).update(state=closed)
+
+
+# -- one writer per event loop, one thread per process ----------------------------------------
+
+_table = None
+_writers = weakref.WeakKeyDictionary()
+
+
+def writer() -> RowWriter:
+    global _table
+    loop = asyncio.get_running_loop()
+    found = _writers.get(loop)
+    if found is None:
+        if _table is None:
+            _table = EventTable(thread_name_prefix="mcp-sessions-db")
+        found = _writers[loop] = RowWriter(_table)
+    return found

@@ -1,0 +1,187 @@
+"""The sessions' rows are written off the request path, in batches (state/session_rows.py).
+
+Issue 19: 1,000 sessions opening at once queued on SQLite's one writer (an INSERT at initialize,
+an UPDATE at notifications/initialized, each awaited by its request)."""
+import asyncio
+import threading
+
+import pytest
+
+from mcp_transport.models import McpSession
+from mcp_transport.state import session_rows, sessions
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def writes(monkeypatch):
+    """Every transaction of the writer: the list of rows it was handed."""
+    seen = []
+    write = session_rows._write
+
+    def counting(batch, closing):
+        seen.append(list(batch) + [session_rows.Closing(reason, set(ids)) for reason, ids in closing.items()])
+        return write(batch, closing)
+
+    monkeypatch.setattr(session_rows, "_write", counting)
+    return seen
+
+
+@pytest.fixture
+def held_database():
+    """``await hold()`` holds the writer's thread until the returned event is set: what waits for
+    the database meanwhile does not finish. Returns (the held call, its release)."""
+    releases = []
+
+    async def hold():
+        table = session_rows.writer().table
+        started, release = threading.Event(), threading.Event()
+        releases.append(release)
+
+        def block():
+            started.set()
+            release.wait(30)
+
+        future = asyncio.ensure_future(table.run(block))
+        await asyncio.get_running_loop().run_in_executor(None, started.wait, 5)
+        return future, release
+
+    yield hold
+    for release in releases:
+        release.set()
+
+
+async def taken():
+    """Until the writer has taken what waits (the next rows wait together)."""
+    while not session_rows.writer()._writing:
+        await asyncio.sleep(0.001)
+
+
+def record(n, state="new"):
+    return sessions.SessionRecord(id=f"rows-{n:04}", protocol_version="2025-11-25", state=state,
+                                  client_info={"name": f"client-{n}", "version": "1.0"}, principal="p")
+
+
+def test_sessions_opening_at_once_share_a_transaction_and_their_changes_wait_for_none(writes, held_database):
+    async def scenario():
+        blocked, release = await held_database()
+        opened = [record(n) for n in range(200)]
+        creating = [asyncio.ensure_future(sessions.create(opened[0]))]
+        await taken()
+        creating += [asyncio.ensure_future(sessions.create(one)) for one in opened[1:]]
+        while not all(session_rows.writer().waiting(one.id) for one in opened[1:]):
+            await asyncio.sleep(0.001)  # until every create handed its row over (not a duration)
+        assert not any(task.done() for task in creating)  # initialize is answered once its row is written
+        release.set()
+        await asyncio.gather(blocked, *creating)
+        # notifications/initialized of every session, while the database is held: none waits for it
+        blocked, release = await held_database()
+        await sessions.update(opened[0], state="ready")
+        await taken()
+        await asyncio.wait_for(asyncio.gather(*(sessions.update(one, state="ready") for one in opened[1:])), 10)
+        release.set()
+        await blocked
+        await sessions.flush_rows()
+
+    asyncio.run(scenario())
+    # Four transactions for 400 writes: the first session's row alone (taken at once), the 199
+    # others together; the same for their state changes.
+    assert [sorted((p.record.id, p.changed) for p in batch) for batch in writes] == [
+        [("rows-0000", None)], [(f"rows-{n:04}", None) for n in range(1, 200)],
+        [("rows-0000", {"state"})], [(f"rows-{n:04}", {"state"}) for n in range(1, 200)]]
+    rows = McpSession.objects.filter(pk__startswith="rows-")
+    assert rows.count() == 200 and set(rows.values_list("state", flat=True)) == {"ready"}
+    assert rows.get(pk="rows-0007").client_name == "client-7"
+
+
+def test_a_lone_session_and_its_changes_are_written_at_once(writes):
+    async def scenario():
+        one = record(1)
+        await sessions.create(one)
+        await sessions.flush_rows()
+        await sessions.update(one, state="ready")
+        await sessions.update(one, log_level="debug")
+        await sessions.flush_rows()
+
+    asyncio.run(scenario())
+    assert [[pending.changed for pending in batch] for batch in writes] == [[None], [{"state"}], [{"log_level"}]]
+    row = McpSession.objects.get(pk="rows-0001")
+    assert (row.state, row.log_level, row.client_name) == ("ready", "debug", "client-1")
+
+
+def test_a_change_written_before_its_insert_by_another_process_is_kept():
+    # Process B heard notifications/initialized before process A's insert landed.
+    session_rows.write_batch([session_rows.Pending(record(2, state="ready"), {"state"})])
+    session_rows.write_batch([session_rows.Pending(record(2, state="initializing"))])
+    assert McpSession.objects.get(pk="rows-0002").state == "ready"
+
+
+def test_a_change_that_raced_the_close_does_not_reopen_the_row():
+    session_rows.write_batch([session_rows.Pending(record(3, state="ready"))])
+    asyncio.run(sessions.close("rows-0003", "terminated"))
+    session_rows.write_batch([session_rows.Pending(record(3, state="ready"), {"state", "log_level"})])
+    row = McpSession.objects.get(pk="rows-0003")
+    assert (row.state, row.closed_reason) == ("closed", "terminated")
+
+
+def test_a_closed_session_whose_row_still_waited_is_closed_in_the_database(held_database):
+    async def scenario():
+        one = record(4)
+        await sessions.create(one)
+        blocked, release = await held_database()
+        await sessions.update(one, state="ready")  # its row waits behind the held write
+        release.set()
+        await blocked
+        await sessions.close(one.id, "terminated")
+
+    asyncio.run(scenario())
+    assert McpSession.objects.get(pk="rows-0004").state == "closed"
+
+
+def test_a_session_redis_lost_before_its_change_was_written_is_refilled_from_it(held_database):
+    async def scenario():
+        one = record(5)
+        await sessions.create(one)
+        blocked, release = await held_database()
+        await sessions.update(one, state="ready")
+        from mcp_transport.connections import async_redis, keys
+
+        await async_redis().delete(keys().session(one.id))  # a Redis restart
+        loading = asyncio.ensure_future(sessions.load(one.id))
+        await asyncio.sleep(0)
+        release.set()
+        await blocked
+        return await loading
+
+    loaded = asyncio.run(scenario())
+    assert loaded is not None and loaded.state == "ready"
+
+
+def test_a_row_the_database_refuses_costs_only_itself():
+    bad = record(6)
+    bad.user_id = 10 ** 9  # no such user: the foreign key refuses it
+    session_rows.write_batch([session_rows.Pending(record(7)), session_rows.Pending(bad),
+                              session_rows.Pending(record(8))])
+    assert set(McpSession.objects.filter(pk__startswith="rows-").values_list("pk", flat=True)) == {
+        "rows-0007", "rows-0008"}
+
+
+def test_sessions_closing_at_once_share_one_update(writes, held_database):
+    opened = [record(n, state="ready") for n in range(100)]
+    session_rows.write_batch([session_rows.Pending(one) for one in opened])
+
+    async def scenario():
+        blocked, release = await held_database()
+        first = asyncio.ensure_future(sessions.close(opened[0].id, "terminated"))
+        await taken()
+        others = asyncio.gather(*(sessions.close(one.id, "terminated") for one in opened[1:]))
+        await asyncio.sleep(0.2)
+        release.set()
+        await asyncio.gather(blocked, first, others)
+
+    asyncio.run(scenario())
+    assert len(writes[0]) == 100  # the rows, written before
+    assert [[(c.reason, len(c.session_ids)) for c in batch] for batch in writes[1:]] == [
+        [("terminated", 1)], [("terminated", 99)]]
+    rows = McpSession.objects.filter(pk__startswith="rows-")
+    assert set(rows.values_list("state", "closed_reason")) == {("closed", "terminated")}
