@@ -80,6 +80,8 @@ class RowWriter:
         self._task = None
         self._failures = 0
         self._writing = False
+        #: The sessions of the batch being written: not written yet either.
+        self._in_flight = frozenset()
         self._done = None  # a future resolved after each write
         self._next = None  # resolved once the write that takes what waits now is done
 
@@ -111,7 +113,8 @@ class RowWriter:
         await self.flush()
 
     def waiting(self, session_id) -> bool:
-        return session_id in self._pending
+        """Whether this session's row is not written yet (waiting, or in the batch being written)."""
+        return session_id in self._pending or session_id in self._in_flight
 
     async def flush(self) -> None:
         """Return once every row handed over before this call is written (or refused)."""
@@ -140,12 +143,14 @@ class RowWriter:
         closing, self._closing = self._closing, {}
         taken, self._next = self._next, None
         retry, self._writing = [], True
+        self._in_flight = frozenset(batch)
         try:
             retry = await self.table.run(write_batch, list(batch.values()), closing)
         except Exception:  # the thread itself failed (shut down): nothing was written
             logger.exception("%d session rows could not be written; Redis still has the sessions", len(batch))
         finally:
             self._writing = False
+            self._in_flight = frozenset()
             self._failures = self._failures + 1 if retry else 0
             for pending in retry:  # before what came meanwhile, which is newer
                 if isinstance(pending, Closing):
