@@ -61,6 +61,22 @@ class PostResponder:
         return follow
 
 
+class ModernExchange:
+    """A 2026-07-28 POST as its era sees it (``modern.Exchange``): what the request says, and the
+    consumer's ways to answer it, bound once (no layer below this one holds the consumer)."""
+
+    __slots__ = ("headers", "scope", "principal", "user", "user_id", "body_size", "accept", "client_address",
+                 "send", "send_json", "send_accepted", "run_task")
+
+    def __init__(self, consumer):
+        self.headers, self.scope, self.principal = consumer.headers, consumer.scope, consumer.principal
+        self.user = user = consumer.user
+        self.user_id = user.pk if user.is_authenticated else None
+        self.body_size, self.accept = consumer.body.size, consumer.accept
+        self.client_address, self.run_task = consumer.client_address, consumer.run_task
+        self.send, self.send_json, self.send_accepted = consumer.send, consumer.send_json, consumer.send_accepted
+
+
 class PostHandling:
     """The POST half of McpHttpConsumer."""
 
@@ -70,7 +86,7 @@ class PostHandling:
         http.check_body_size(self.body.size, get_config()["MAX_REQUEST_BYTES"])
         message = jsonrpc.parse(body, message_bounds())
         if is_modern(message, self.headers):  # spec-checklist §3.2, step 4
-            return await modern.post(self, message)
+            return await modern.post(ModernExchange(self), message)
         if "mcp-session-id" not in self.headers and isinstance(message, Request) and message.method == "initialize":
             return await self.initialize(message)
         is_request = isinstance(message, Request)
