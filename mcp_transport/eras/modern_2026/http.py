@@ -227,7 +227,8 @@ class ModernResponder:
             except ProtocolError as exc:
                 return await pipeline.refused(request, call, self, exc, self.refusal(exc))
             if created is not None:
-                return await reply.finish(200, result_message(request.id, modern.stamp(created, dispatch.server_info())))
+                created = modern.stamp(created, dispatch.server_info())
+                return await reply.finish(200, result_message(request.id, created))
         if background:
             return self.start(reply, follow_job(reply, request, call))
         if not streamed:
