@@ -3,11 +3,12 @@
 ``finished()`` is called once per request where it is finished (its answer is written, or its
 work handed to a background job): by the request pipeline (pipeline.py: one-message answers,
 refusals, jobs) on every transport, by a request's own task (streams.py), and by a 2026-07-28
-reply (eras/modern_2026/http.py). It hands ``add()`` what it knows (a tuple of references) and
-returns at once: no database write, no Redis round trip and no serializing on the hot path. The
-captured calls wait in the process, and a task of the loop makes their rows and bulk-inserts
-them every ``INTERVAL`` seconds or ``BATCH`` rows, on a thread of their own (as the event rows'
-``persist.EventTable``), so the loop never waits on the database. At most ``MAX_WAITING`` rows
+reply (eras/modern_2026/http.py; with no answer when its client closed the response). It hands
+``add()`` what it knows (a tuple of references) and returns at once: no database write, no
+Redis round trip and no serializing on the hot path. The captured calls wait in the process,
+and a task of the loop makes their rows and bulk-inserts them every ``INTERVAL`` seconds or
+``BATCH`` rows, on a thread of their own (as the event rows' ``persist.EventTable``), so the
+loop never waits on the database. At most ``MAX_WAITING`` rows
 wait: past that (a database outage) new rows are dropped and counted (``calls_log_dropped``),
 since the log is an operator's view, not a durable record. ``CALL_LOG_SAMPLE`` chooses which
 calls are kept; the cleanup deletes rows older than ``CALL_LOG_RETENTION``.

@@ -40,7 +40,8 @@ class Responder(Protocol):
 
     def wants_stream(self, may_send: bool) -> bool:
         """Whether the call's messages and answer go on a stream (``may_send``: the method may
-        send before its result) rather than as one message."""
+        send before its result) rather than as one message. (``open_stream`` and
+        ``open_job_stream`` are not needed of an era that runs its calls itself: ``serve(run=)``.)"""
 
     async def answer(self, request: Request, message: dict, error: Optional[ProtocolError] = None) -> None:
         """Send the call's one answer as a single message (``error``: the refusal it says, whose
@@ -77,16 +78,21 @@ async def refused(request: Request, call: Call, responder: Responder, exc: Proto
 
 
 async def serve(request: Request, call: Call, responder: Responder, *, admit, check=None, scope=None,
-                headers=None) -> None:
-    """Serve one request of an open session (``call`` from ``begin``). ``admit(background)``
-    returns the call's quota slot or raises the 429; ``check()``: the era's own checks, raising
-    the ProtocolError it is answered with; ``scope`` and ``headers``: the HTTP request that
-    carried it, whose principal needs the target's scopes (none for stdio)."""
+                headers=None, run: Optional[Callable[[bool, bool], Awaitable[None]]] = None,
+                refusal: Optional[Callable[[ProtocolError], dict]] = None) -> None:
+    """Serve one request (``call`` from ``begin``). ``admit(background)`` returns the call's
+    quota slot or raises the 429; ``check()``: the era's own checks, raising the ProtocolError it
+    is answered with; ``scope`` and ``headers``: the HTTP request that carried it, whose
+    principal needs the target's scopes (none for stdio). ``run(streamed, background)``: an era
+    that answers its admitted calls on responses of its own (2026-07-28: no event store, no
+    resumption) runs them so, answering and recording each (a task it starts sets
+    ``call.started`` and frees the call's place at its end); ``refusal(exc)``: the era's form of
+    an error answer."""
     try:
         if check is not None:
             await check()
     except ProtocolError as exc:
-        return await refused(request, call, responder, exc)
+        return await refused(request, call, responder, exc, refusal and refusal(exc))
     if scope is not None:
         check_scopes(request, call, scope, headers)
     streamed = responder.wants_stream(may_send(request))
@@ -95,7 +101,13 @@ async def serve(request: Request, call: Call, responder: Responder, *, admit, ch
         try:
             call.quota = await admit(background)
         except ProtocolError as exc:  # 429: the session or caller runs its most calls already
-            return await refused(request, call, responder, exc)
+            return await refused(request, call, responder, exc, refusal and refusal(exc))
+    if run is not None:
+        try:
+            return await run(streamed, background)
+        finally:
+            if not call.started:
+                await quotas.release_call(call.quota)  # a no-op once a job holds its place
     try:
         if background:
             try:

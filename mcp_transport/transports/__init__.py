@@ -3,9 +3,10 @@
 - ``endpoint.py``: what every HTTP endpoint shares (the body, Origin/Host/method/token checks,
   the JSON and error replies).
 - ``streamable_http.py``: Streamable HTTP on /mcp (the Channels consumer: checks and routing);
-  ``streamable_post.py`` hands each POST to its era, a 2025-11-25 request to the request pipeline
-  (``running/pipeline.py``) through ``PostResponder``; ``streamable_get.py`` serves the GET stream
-  and resumes.
+  the consumer hands each POST to a ``PostHandling`` (``streamable_post.py``: to its era, a
+  2026-07-28 request as a ``ModernExchange``, a 2025-11-25 request to the request pipeline,
+  ``running/pipeline.py``, through ``PostResponder``) and each GET to a ``StreamGet``
+  (``streamable_get.py``: the GET stream and resumes), objects of their own that hold it.
 - ``stdio.py`` and ``http_sse.py`` (the 2024-11-05 HTTP+SSE transport) carry messages rather than
   HTTP requests and share ``eras/legacy_2025/session.py``: the same sessions, event store,
   dispatch and Celery jobs as Streamable HTTP.

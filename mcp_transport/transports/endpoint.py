@@ -97,8 +97,10 @@ class HttpEndpoint(AsyncConsumer):
         self.response_started = True
         await super().send(message)
 
-    def run_task(self, coroutine):
-        self.tasks = (*self.tasks, asyncio.create_task(coroutine))
+    def run_task(self, coroutine) -> asyncio.Task:
+        task = asyncio.create_task(coroutine)
+        self.tasks = (*self.tasks, task)
+        return task
 
     def check_method(self, method: str) -> None:
         http.check_method(method)

@@ -1,6 +1,6 @@
-"""A GET on /mcp (the consumer's ``get``): the session's standalone stream, or a stream resumed
-from its Last-Event-ID (from this process's memory when it still writes it, else replayed from
-the event store and followed by a ``StreamTail``)."""
+"""A GET on /mcp (``StreamGet``: the consumer hands it its GET requests): the session's
+standalone stream, or a stream resumed from its Last-Event-ID (from this process's memory when
+it still writes it, else replayed from the event store and followed by a ``StreamTail``)."""
 import asyncio
 import logging
 
@@ -20,11 +20,16 @@ logger = logging.getLogger(__name__)
 
 
 class StreamGet:
-    """The GET half of McpHttpConsumer."""
+    """A GET on /mcp, for the consumer that received it (its headers, session, response)."""
+
+    __slots__ = ("consumer", "session")
+
+    def __init__(self, consumer):
+        self.consumer, self.session = consumer, None
 
     async def get(self):
-        http.check_get_accept(self.headers.get("accept"))
-        last_event_id = self.headers.get("last-event-id")
+        http.check_get_accept(self.consumer.headers.get("accept"))
+        last_event_id = self.consumer.headers.get("last-event-id")
         event_id = ids.EventId.parse(last_event_id) if last_event_id else None
         stream_key = event_id.stream if event_id else ids.GET_STREAM
         metrics.incr("get_requests")
@@ -39,8 +44,8 @@ class StreamGet:
         if event_id is None and not await claim.acquire():
             await _release(subscription, None)
             raise TransportError("This session already has an open GET stream.", http_status=409)
-        writer = SseWriter(self.send, session.id, stream_key, self.principal)
-        position = event_id.position if event_id else await self.prime(writer, session, stream_key)
+        writer = SseWriter(self.consumer.send, session.id, stream_key, self.consumer.principal)
+        position = event_id.position if event_id else await self.consumer.prime(writer, session, stream_key)
         tail = StreamTail(writer, session.id, position, subscription, claim, take_over=event_id is not None)
         finished = tail.write(backlog)
         if event_id is not None:
@@ -51,25 +56,25 @@ class StreamGet:
                 raise
             if not finished and not backlog:
                 writer.push(streams.RESUMED)
-        self.tail = tail
-        await self.start_sse(session.id, stream_key, claim.token, run=False, writer=writer)
+        self.consumer.tail = tail
+        await self.consumer.start_sse(session.id, stream_key, claim.token, run=False, writer=writer)
         # The replay goes out with the headers from this task: its first event does not wait
         # for the writer's task to be scheduled.
         await writer.send_queued()
-        self.run_task(writer.run())
-        self.run_task(self.tail.run(confirmed, finished))
+        self.consumer.run_task(writer.run())
+        self.consumer.run_task(self.consumer.tail.run(confirmed, finished))
 
     async def resume_local(self, event_id) -> bool:
         """Resume a stream that a request running in this process still writes: its recent
         frames go out with the headers and its next ones straight to this connection, with no
         Redis round trip before the first event. False when this process cannot (another one
         runs the request, or the client is further behind than the frames it keeps)."""
-        stream = streams.local_streams.get((self.headers.get("mcp-session-id"), event_id.stream))
+        stream = streams.local_streams.get((self.consumer.headers.get("mcp-session-id"), event_id.stream))
         if stream is None:
             return False
-        session = await self.open_session(resume=True)
+        session = await self.consumer.open_session(resume=True)
         claim = control.ReaderClaim(session.id, event_id.stream)
-        writer = SseWriter(self.send, session.id, event_id.stream, self.principal)
+        writer = SseWriter(self.consumer.send, session.id, event_id.stream, self.consumer.principal)
         writer.token = claim.token
         size = stream.replay_size(event_id.position)
         if size is None:
@@ -78,18 +83,18 @@ class StreamGet:
         replayed = stream.resume(event_id.position, writer)
         if replayed is None:
             return False
-        await self.start_sse(session.id, event_id.stream, claim.token, run=False, writer=writer)
+        await self.consumer.start_sse(session.id, event_id.stream, claim.token, run=False, writer=writer)
         await writer.send_queued()
         metrics.incr_session(session.id, "resumes")
         metrics.incr_session(session.id, "replays")
         metrics.incr_session(session.id, "replayed_events", replayed)
         metrics.incr("replay_hits:memory")
-        self.run_task(self.hold_local(writer, claim))
+        self.consumer.run_task(self.hold_local(writer, claim))
         return True
 
     async def charge_replay(self, size: int):
         """REPLAY_BYTES_PER_CALLER: 429 with Retry-After once this caller's replays are spent."""
-        await quotas.charge_replay(self.principal.key, self.client_address(), size)
+        await quotas.charge_replay(self.consumer.principal.key, self.consumer.client_address(), size)
 
     async def hold_local(self, writer, claim):
         """Run a locally resumed stream's writer; other processes' readers of it stop first."""
@@ -105,10 +110,10 @@ class StreamGet:
         round trip of latency). The replay is only sent if the session checks out. It does not
         wait for Redis to confirm the subscription: the tail reads the store once more when it
         is confirmed, so an event appended in between is neither lost nor sent twice."""
-        session_id = self.headers.get("mcp-session-id") or ""
+        session_id = self.consumer.headers.get("mcp-session-id") or ""
         subscription = doorbell().listen(keys().stream_bell(session_id, stream_key))
         opened, confirmed, _, backlog = await asyncio.gather(
-            self.open_session(resume=event_id is not None), subscription.open(), control.ensure_listening(),
+            self.consumer.open_session(resume=event_id is not None), subscription.open(), control.ensure_listening(),
             self.replay(session_id, event_id), return_exceptions=True)
         for outcome in (opened, confirmed, backlog):  # in this order: 400/404 for the session first
             if isinstance(outcome, BaseException):

@@ -30,7 +30,7 @@ from .sse_writer import SseWriter, priming_frame
 logger = logging.getLogger(__name__)
 
 
-class McpHttpConsumer(PostHandling, StreamGet, HttpEndpoint):
+class McpHttpConsumer(HttpEndpoint):
     """Serves one HTTP request on the MCP endpoint (POST, GET or DELETE)."""
 
     #: The StreamTail of a GET response, whose claim and subscription must be released.
@@ -62,10 +62,10 @@ class McpHttpConsumer(PostHandling, StreamGet, HttpEndpoint):
         # Once per process: the control channel, and the housekeeping that flushes the counters
         # (a process serving only JSON replies would otherwise never report its sessions).
         await control.ensure_listening()
-        if method == "POST":
-            await self.post(body)
+        if method == "POST":  # each half is an object of its own (streamable_post.py, streamable_get.py)
+            await PostHandling(self).post(body)
         elif method == "GET":
-            await self.get()
+            await StreamGet(self).get()
         else:
             await self.delete()
 

@@ -1,6 +1,7 @@
-"""A 2025-11-25 POST on /mcp (the consumer's ``post``): a modern request goes to its era, an
-``initialize`` opens a session, a request goes to the request pipeline (running/pipeline.py)
-through ``PostResponder``, a notification or a response to the server's request is taken in."""
+"""A POST on /mcp (``PostHandling``: the consumer hands it its POST requests): a 2026-07-28
+request goes to its era (as a ``ModernExchange``), an ``initialize`` opens a session, a request
+goes to the request pipeline (running/pipeline.py) through ``PostResponder``, a notification or
+a response to the server's request is taken in."""
 import asyncio
 import functools
 import logging
@@ -27,13 +28,13 @@ class PostResponder:
     """The request pipeline's side of a 2025-11-25 POST (running/pipeline.py): a JSON reply, or an
     SSE stream of the call's events, which a client that drops it resumes on any process."""
 
-    __slots__ = ("consumer", "session")
+    __slots__ = ("post", "consumer", "session")
 
-    def __init__(self, consumer, session):
-        self.consumer, self.session = consumer, session
+    def __init__(self, post: "PostHandling", session):
+        self.post, self.consumer, self.session = post, post.consumer, session
 
     def wants_stream(self, may_send: bool) -> bool:
-        return self.consumer.wants_sse(may_send)
+        return self.post.wants_sse(may_send)
 
     async def answer(self, request, message, error=None) -> None:
         await self.consumer.send_json(error.http_status if error else 200, message, error.asgi_headers() if error else ())
@@ -61,20 +62,42 @@ class PostResponder:
         return follow
 
 
+class ModernExchange:
+    """A 2026-07-28 POST as its era sees it (``modern.Exchange``): what the request says, and the
+    consumer's ways to answer it, bound once (no layer below this one holds the consumer)."""
+
+    __slots__ = ("headers", "scope", "principal", "user", "user_id", "body_size", "accept", "client_address",
+                 "send", "send_json", "send_accepted", "run_task")
+
+    def __init__(self, consumer, accept):
+        self.headers, self.scope, self.principal = consumer.headers, consumer.scope, consumer.principal
+        self.user = user = consumer.user
+        self.user_id = user.pk if user.is_authenticated else None
+        self.body_size, self.accept = consumer.body.size, accept
+        self.client_address, self.run_task = consumer.client_address, consumer.run_task
+        self.send, self.send_json, self.send_accepted = consumer.send, consumer.send_json, consumer.send_accepted
+
+
 class PostHandling:
-    """The POST half of McpHttpConsumer."""
+    """A POST on /mcp, for the consumer that received it (its headers, body, session, response)."""
+
+    __slots__ = ("consumer", "accept")
+
+    def __init__(self, consumer):
+        self.consumer, self.accept = consumer, None
 
     async def post(self, body):
-        http.check_content_type(self.headers.get("content-type"))
-        self.accept = http.negotiate_post(self.headers.get("accept"))
-        http.check_body_size(self.body.size, get_config()["MAX_REQUEST_BYTES"])
+        http.check_content_type(self.consumer.headers.get("content-type"))
+        self.accept = http.negotiate_post(self.consumer.headers.get("accept"))
+        http.check_body_size(self.consumer.body.size, get_config()["MAX_REQUEST_BYTES"])
         message = jsonrpc.parse(body, message_bounds())
-        if is_modern(message, self.headers):  # spec-checklist §3.2, step 4
-            return await modern.post(self, message)
-        if "mcp-session-id" not in self.headers and isinstance(message, Request) and message.method == "initialize":
+        if is_modern(message, self.consumer.headers):  # spec-checklist §3.2, step 4
+            return await modern.post(ModernExchange(self.consumer, self.accept), message)
+        if "mcp-session-id" not in self.consumer.headers and isinstance(message, Request) \
+                and message.method == "initialize":
             return await self.initialize(message)
         is_request = isinstance(message, Request)
-        session = await self.open_session(for_call=is_request and counts_as_call(message))
+        session = await self.consumer.open_session(for_call=is_request and counts_as_call(message))
         if is_request:
             await self.post_request(session, message)
         elif isinstance(message, Notification):
@@ -87,30 +110,31 @@ class PostHandling:
         version = versions.negotiate(params.get("protocolVersion"))
         capabilities, client_info = params.get("capabilities"), params.get("clientInfo")
         session = sessions.SessionRecord(
-            id=ids.new_session_id(), protocol_version=version, user_id=self.user_id,
-            principal=self.principal.key,
+            id=ids.new_session_id(), protocol_version=version, user_id=self.consumer.user_id,
+            principal=self.consumer.principal.key,
             client_info=client_info if isinstance(client_info, dict) else {},
             client_capabilities=capabilities if isinstance(capabilities, dict) else {},
             log_level=get_config()["DEFAULT_LOG_LEVEL"])
         logs.bind_request(request.id)
-        call = pipeline.begin(request, session, self.headers, principal=self.principal, user=self.user,
-                              request_bytes=self.body.size)
+        consumer = self.consumer
+        call = pipeline.begin(request, session, consumer.headers, principal=consumer.principal, user=consumer.user,
+                              request_bytes=consumer.body.size)
         too_large = _client_info_error(session)
         if too_large:
             metrics.incr("limit_refusals:client_info_bytes")
             return await pipeline.refused(request, call, PostResponder(self, session), InvalidParams(too_large))
-        session.address = self.client_address()
+        session.address = self.consumer.client_address()
         with pipeline.recording_failure(request, call):  # 429: MAX_SESSIONS_PER_ADDRESS
             await quotas.admit_session(session.address, session.id)
         logs.bind_session(session.id)
         await sessions.create(session)
         reply = jsonrpc.result_message(request.id, initialize_result(version))
         if not self.wants_sse():
-            await self.send_json(200, reply, [(b"mcp-session-id", session.id.encode())])
+            await self.consumer.send_json(200, reply, [(b"mcp-session-id", session.id.encode())])
         else:
             stream = streams.RequestStream(session.id, request.id, ids.new_stream_key())
-            writer = await self.start_sse(session.id, stream.stream_key)
-            await self.prime(writer, session, stream.stream_key)
+            writer = await self.consumer.start_sse(session.id, stream.stream_key)
+            await self.consumer.prime(writer, session, stream.stream_key)
             stream.attach(writer)
             await stream.emit(reply, final=True)
         calls.finished(request, call, reply)
@@ -123,20 +147,22 @@ class PostHandling:
 
     async def post_request(self, session, request):
         logs.bind_request(request.id)
-        call = pipeline.begin(request, session, self.headers, principal=self.principal, user=self.user,
-                              request_bytes=self.body.size)
-        await pipeline.serve(request, call, PostResponder(self, session), scope=self.scope, headers=self.headers,
+        consumer = self.consumer
+        call = pipeline.begin(request, session, consumer.headers, principal=consumer.principal, user=consumer.user,
+                              request_bytes=consumer.body.size)
+        await pipeline.serve(request, call, PostResponder(self, session),
+                             scope=consumer.scope, headers=consumer.headers,
                              check=functools.partial(enter_state, session, request),
-                             admit=functools.partial(quotas.admit_call, session.id, self.running_calls))
+                             admit=functools.partial(quotas.admit_call, session.id, consumer.running_calls))
 
     async def post_notification(self, session, notification):
         await receive_notification(session, notification)
-        await self.send_accepted()
+        await self.consumer.send_accepted()
 
     async def post_response(self, session, response: Response):
         await streams.deliver_reply(session.id, {"id": response.id, "result": response.result,
                                                  "error": response.error})
-        await self.send_accepted()
+        await self.consumer.send_accepted()
 
 
 def _client_info_error(session) -> str:

@@ -1,11 +1,13 @@
 """The request pipeline (running/pipeline.py) gives every request one span and one calls-log
 record, whichever front door it came through: stdio and the message transports (HTTP+SSE's
 session), ``initialize``, and the requests refused before they run (issue 21), with the
-OpenTelemetry SDK's in-memory exporter as tests/unit/test_tracing.py uses it."""
+OpenTelemetry SDK's in-memory exporter as tests/unit/test_tracing.py uses it. A 2026-07-28
+call or listen whose client closes the response (its cancellation) has them too."""
 import asyncio
 import json
 
 import pytest
+from channels.testing import ApplicationCommunicator
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -16,7 +18,9 @@ from mcp_transport.eras.legacy_2025 import session as message_session
 from mcp_transport.protocol.jsonrpc import Request
 from mcp_transport.running import calls
 from mcp_transport.state import sessions
+from mcp_transport.testing import ModernClient
 from mcp_transport.transports import stdio
+from mcp_transport.transports.streamable_http import McpHttpConsumer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -102,3 +106,57 @@ async def test_a_message_transport_over_http_gives_each_request_one_span_and_one
     found = by_request_id(spans)
     assert found["i"].attributes["network.protocol.name"] == "http"
     assert found["again"].attributes["rpc.response.status_code"] == "-32600"
+
+
+# -- 2026-07-28: disconnect = cancel ---------------------------------------------------------------
+# The /mcp consumer in process, over the ASGI messages daphne sends. Before: the cancelled task
+# never reached its answer, so such a call had neither a record nor an ended span.
+
+_modern = ModernClient("http://127.0.0.1/mcp")
+
+
+async def open_modern(request_id, method, params):
+    """Send one 2026-07-28 POST; returns its communicator once the response's first event (a
+    progress notification, the listen's acknowledgment) arrived: the request is running."""
+    message = _modern.modern_message(method, params, request_id=request_id)
+    headers = {"host": "127.0.0.1", "content-type": "application/json",
+               "accept": "application/json, text/event-stream",
+               **{name.lower(): value for name, value in _modern.modern_headers(message).items()}}
+    scope = {"type": "http", "method": "POST", "path": "/mcp", "client": ("127.0.0.1", 5000),
+             "headers": [(name.encode(), value.encode()) for name, value in headers.items()]}
+    communicator = ApplicationCommunicator(McpHttpConsumer.as_asgi(), scope)
+    await communicator.send_input({"type": "http.request", "body": json.dumps(message).encode()})
+    start = await communicator.receive_output(30)
+    assert start["status"] == 200 and dict(start["headers"])[b"content-type"] == b"text/event-stream"
+    assert b"event: message" in (await communicator.receive_output(30))["body"]
+    return communicator
+
+
+async def leave(communicator, records):
+    """The client closes the response (daphne sends http.disconnect); returns once the
+    cancelled request is recorded."""
+    await communicator.send_input({"type": "http.disconnect"})
+    await communicator.wait(30)
+    for _ in range(3000):
+        if records:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the request that was left has no calls-log record")
+
+
+async def test_a_2026_call_whose_client_leaves_is_recorded_cancelled_and_its_span_ends(spans, records):
+    communicator = await open_modern("left", "tools/call",
+                                     {"name": "slow_progress", "arguments": {"steps": 1000, "interval_ms": 10},
+                                      "_meta": {"progressToken": "p"}})
+    assert not records and not spans.get_finished_spans()  # still running
+    await leave(communicator, records)
+    assert rows(records) == [("tools/call", "left", "cancelled", None)]
+    span = by_request_id(spans)["left"]
+    assert span.name == "tools/call slow_progress" and [event.name for event in span.events] == ["cancelled"]
+
+
+async def test_a_2026_listen_whose_client_leaves_is_recorded_cancelled_and_its_span_ends(spans, records):
+    communicator = await open_modern("listening", "subscriptions/listen", {"notifications": {"toolsListChanged": True}})
+    await leave(communicator, records)
+    assert rows(records) == [("subscriptions/listen", "listening", "cancelled", None)]
+    assert [event.name for event in by_request_id(spans)["listening"].events] == ["cancelled"]

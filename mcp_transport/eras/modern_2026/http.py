@@ -1,6 +1,6 @@
 """The 2026-07-28 era over HTTP: stateless requests on /mcp, answered by the era-independent
 methods of dispatch.py. The wire rules are in protocol/modern.py; this is the thin I/O around
-them (which the consumer calls for every modern POST).
+them (transports/streamable_post.py hands every modern POST to ``post``, as an ``Exchange``).
 
 No session, no event ids, no replay: "A request carrying modern per-request _meta is served
 statelessly according to this revision" (spec 2026-07-28 versioning). A reply is plain JSON
@@ -14,6 +14,7 @@ import collections
 import functools
 import json
 import logging
+from typing import Awaitable, Protocol
 
 import redis
 
@@ -27,6 +28,7 @@ from ...conf import get_config
 from ...connections import keys, redis_failure
 from ...methods.context import LOG_LEVELS, ClientCapabilityError
 from ...protocol import bounds, modern, tasks_extension
+from ...protocol.http import PostAccept
 from ...protocol.errors import ErrorCode, ProtocolError
 from ...protocol.jsonrpc import Notification, dumps, error_message, notification_message, result_message
 from ...methods.registry import registry
@@ -117,82 +119,130 @@ def handler_for(spec):
 
 # -- the request ------------------------------------------------------------------------------
 
-async def post(consumer, message):
-    """Serve one modern POST (the consumer has checked Origin, Host, method, headers and body)."""
+class Exchange(Protocol):
+    """The HTTP request this era serves, as its transport (transports/streamable_post.py) hands
+    it over once Origin, Host, method, token, headers and body are checked: what the request
+    says, and how its one response is written."""
+
+    headers: dict
+    #: The ASGI scope (its principal's scopes are checked against the target's).
+    scope: dict
+    principal: auth.Principal
+    user: object
+    user_id: object
+    body_size: int
+    accept: PostAccept
+
+    def client_address(self) -> str:
+        """The client's address, TRUSTED_PROXIES honoured."""
+
+    async def send(self, message: dict) -> None:
+        """Send one ASGI message of the response."""
+
+    async def send_json(self, status: int, message: dict, extra_headers=()) -> None:
+        """Send the whole response: one JSON message."""
+
+    async def send_accepted(self) -> None:
+        """Send 202 Accepted with no body."""
+
+    def run_task(self, coroutine) -> asyncio.Task:
+        """Run ``coroutine`` in a task of the request's own, cancelled if the client leaves."""
+
+
+async def post(exchange: Exchange, message):
+    """Serve one modern POST through the request pipeline (running/pipeline.py)."""
     if isinstance(message, Notification):
         # Notifications carry no reply; on HTTP "notifications/cancelled" is neither required nor
         # expected (a closed stream is the cancel).
-        return await consumer.send_accepted()
+        return await exchange.send_accepted()
     request = message
     logs.bind_request(request.id)
-    call = pipeline.begin(request, stateless_session(request.params.get("_meta"), consumer.user_id,
-                                                     consumer.principal.key),
-                          consumer.headers, principal=consumer.principal, user=consumer.user,
-                          request_bytes=consumer.body.size)
-    responder = JsonAnswers(consumer)
-    try:
-        meta = modern.check_envelope(request, consumer.headers, METHODS.get(request.method, UNKNOWN).target)
-        check_client_info_size(meta, consumer.body.size)
-        if request.method == "subscriptions/listen":
-            return await listen(consumer, request, meta, call)
-        handler = handler_for(spec_for(request.method))
-        check_tool_headers(request, consumer.headers)
-    except ProtocolError as exc:
-        return await pipeline.refused(request, call, responder, exc, error_reply(request.id, exc))
-    pipeline.check_scopes(request, call, consumer.scope, consumer.headers)
-    if dispatch.counts_as_call(request):  # and its job (a task's too) counts until it ends
+    principal = exchange.principal
+    call = pipeline.begin(request, stateless_session(request.params.get("_meta"), exchange.user_id, principal.key),
+                          exchange.headers, principal=principal, user=exchange.user,
+                          request_bytes=exchange.body_size)
+    responder = ModernResponder(exchange, request, call)
+    if request.method == "subscriptions/listen":
         try:
-            call.quota = await quotas.admit_caller_call(consumer.principal.key, consumer.client_address(),
-                                                        dispatch.runs_in_background(request, consumer.principal))
-        except ProtocolError as exc:  # 429: this caller runs MAX_CALLS_PER_CALLER already
-            return await pipeline.refused(request, call, responder, exc, error_reply(request.id, exc))
-    try:
-        await serve(consumer, request, meta, handler, call)
-    finally:
-        if not call.started:
-            await quotas.release_call(call.quota)  # a no-op once a job holds its place
+            return await listen(responder)
+        except ProtocolError as exc:  # refused before it holds anything
+            return await pipeline.refused(request, call, responder, exc, responder.refusal(exc))
+    await pipeline.serve(request, call, responder, check=responder.check, admit=responder.admit,
+                         scope=exchange.scope, headers=exchange.headers, run=responder.run,
+                         refusal=responder.refusal)
 
 
-class JsonAnswers:
-    """The pipeline's side of a modern request refused before it runs: one JSON message, with
-    the refusal's status and headers."""
+class ModernResponder:
+    """The pipeline's side of one modern request: its checks, its admission (per caller), its
+    refusals (one JSON message, with the status and headers 2026-07-28 gives them), and its run
+    once admitted, answered on the request's own response (``ModernReply``)."""
 
-    __slots__ = ("consumer",)
+    __slots__ = ("exchange", "request", "call", "meta", "handler")
 
-    def __init__(self, consumer):
-        self.consumer = consumer
+    def __init__(self, exchange: Exchange, request, call):
+        self.exchange, self.request, self.call = exchange, request, call
+        self.meta = self.handler = None
+
+    def check_envelope(self):
+        """The request's ``_meta`` and headers (spec 2026-07-28 ladder), its client info's size."""
+        request, exchange = self.request, self.exchange
+        self.meta = modern.check_envelope(request, exchange.headers, METHODS.get(request.method, UNKNOWN).target)
+        check_client_info_size(self.meta, exchange.body_size)
+
+    async def check(self):
+        """The pipeline's era checks: the envelope, the method (404), the tool's param headers."""
+        self.check_envelope()
+        self.handler = handler_for(spec_for(self.request.method))
+        check_tool_headers(self.request, self.exchange.headers)
+
+    def admit(self, background) -> Awaitable[quotas.Slot]:
+        """MAX_CALLS_PER_CALLER: a call counts (its job, a task's too, until it ends)."""
+        exchange = self.exchange
+        return quotas.admit_caller_call(exchange.principal.key, exchange.client_address(), background)
+
+    def refusal(self, exc: ProtocolError) -> dict:
+        return error_reply(self.request.id, exc)
+
+    def wants_stream(self, may_send: bool) -> bool:
+        # The reply turns into SSE at the first message sent before the result (ModernReply).
+        return may_send
 
     async def answer(self, request, message, error=None) -> None:
-        await self.consumer.send_json(error_status(error) if error else 200, message,
+        await self.exchange.send_json(error_status(error) if error else 200, message,
                                       error.asgi_headers() if error else ())
 
+    async def run(self, streamed: bool, background: bool) -> None:
+        """Answer the admitted request, or start the task that will (``call.started``: its end
+        frees the call's place). ``streamed``: the method may send before its result."""
+        request, call = self.request, self.call
+        reply = ModernReply(self.exchange, request.id, functools.partial(calls.finished, request, call))
+        call.channel = ModernChannel(reply, request.id, self.meta.get(modern.META_LOG_LEVEL))
+        call.channel.call = call
+        if request.method == "tools/call":
+            # "A v1 client may still send task: {ttl, pollInterval} ... The server MUST tolerate it ...
+            # AND MUST NOT promote a sync-only tool to a task": the server alone decides (SEP-2663).
+            request.params.pop("task", None)
+            try:
+                created = await start_task(request, call)
+            except ProtocolError as exc:
+                return await pipeline.refused(request, call, self, exc, self.refusal(exc))
+            if created is not None:
+                created = modern.stamp(created, dispatch.server_info())
+                return await reply.finish(200, result_message(request.id, created))
+        if background:
+            return self.start(reply, follow_job(reply, request, call))
+        if not streamed:
+            return await reply.finish(*await answer(request, self.handler, call))
+        self.start(reply, run_inline(reply, request, self.handler, call))
 
-async def serve(consumer, request, meta, handler, call):
-    """Answer the request, or start the task that will (``call.started``: it frees its place)."""
-    reply = ModernReply(consumer, request.id, functools.partial(calls.finished, request, call))
-    call.channel = ModernChannel(reply, request.id, meta.get(modern.META_LOG_LEVEL))
-    call.channel.call = call
-    if request.method == "tools/call":
-        # "A v1 client may still send task: {ttl, pollInterval} ... The server MUST tolerate it ...
-        # AND MUST NOT promote a sync-only tool to a task": the server alone decides (SEP-2663).
-        request.params.pop("task", None)
-        try:
-            created = await start_task(request, call)
-        except ProtocolError as exc:
-            return await pipeline.refused(request, call, JsonAnswers(consumer), exc, error_reply(request.id, exc))
-        if created is not None:
-            return await reply.finish(200, result_message(request.id, modern.stamp(created, dispatch.server_info())))
-    if dispatch.runs_in_background(request, call.principal):
-        return start(consumer, call, guarded(reply, follow_job(reply, request, call)))
-    if not dispatch.may_send(request):
-        return await reply.finish(*await answer(request, handler, call))
-    start(consumer, call, guarded(reply, run_inline(reply, request, handler, call)))
-
-
-def start(consumer, call, work):
-    """Run ``work`` in a task of the request's own, which frees the call's place at its end."""
-    call.started = True
-    consumer.run_task(releasing(call, work))
+    def start(self, reply: "ModernReply", work) -> asyncio.Task:
+        """Run ``work`` in a task of the request's own, which frees the call's place at its end
+        and, if the client left before the answer, records the call as cancelled."""
+        self.call.started = True
+        task = self.exchange.run_task(releasing(self.call, guarded(reply, work)))
+        # A done callback runs however the task ends, even cancelled before its first step.
+        task.add_done_callback(reply.abandoned)
+        return task
 
 
 async def releasing(call, work):
@@ -262,7 +312,7 @@ async def answer(request, handler, call):
 
 async def run_inline(reply, request, handler, call):
     """A method that may send before its result. Closing the response stream "MUST be treated
-    by the server as cancellation of that request" (spec 2026-07-28 transports): the consumer
+    by the server as cancellation of that request" (spec 2026-07-28 transports): the transport
     cancels this task on http.disconnect, and sync tools see ``ctx.cancelled``."""
     try:
         await reply.finish(*await answer(request, handler, call))
@@ -321,10 +371,10 @@ class ModernReply:
     """The HTTP response of one modern request: JSON, or SSE from the first message sent before
     the result (so an error raised before anything was sent keeps its own status)."""
 
-    __slots__ = ("consumer", "request_id", "streaming", "done", "last_sent", "finished")
+    __slots__ = ("exchange", "request_id", "streaming", "done", "last_sent", "finished")
 
-    def __init__(self, consumer, request_id, finished=None):
-        self.consumer, self.request_id = consumer, request_id
+    def __init__(self, exchange: Exchange, request_id, finished=None):
+        self.exchange, self.request_id = exchange, request_id
         #: Called with the answer as it goes out: the calls log (running/calls.py).
         self.finished = finished
         self.streaming = self.done = False
@@ -334,7 +384,7 @@ class ModernReply:
         await self._write(sse_frame(message))
 
     async def ping(self):
-        if self.streaming or self.consumer.accept.sse:
+        if self.streaming or self.exchange.accept.sse:
             await self._write(streams.PING)
 
     async def _write(self, chunk):
@@ -342,21 +392,30 @@ class ModernReply:
             return
         if not self.streaming:
             self.streaming = True
-            await self.consumer.send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+            await self.exchange.send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         self.last_sent = asyncio.get_running_loop().time()
-        await self.consumer.send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await self.exchange.send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+    def abandoned(self, _task=None) -> None:
+        """The request's task ended without an answer: the client closed the response, which
+        "MUST be treated by the server as cancellation of that request" (spec 2026-07-28
+        transports). Its record says cancelled, and its span ends."""
+        if not self.done:
+            self.done = True
+            if self.finished is not None:
+                self.finished(None)
 
     async def finish(self, status, message):
         if self.done:
             return
         if self.finished is not None:
             self.finished(message)
-        if not self.streaming and (self.consumer.accept.json or status != 200):
+        if not self.streaming and (self.exchange.accept.json or status != 200):
             self.done = True
-            return await self.consumer.send_json(status, message)
+            return await self.exchange.send_json(status, message)
         await self.send(message)
         self.done = True
-        await self.consumer.send({"type": "http.response.body", "body": b"", "more_body": False})
+        await self.exchange.send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def sse_frame(message) -> bytes:
@@ -453,11 +512,11 @@ async def follow_job(reply, request, call):
 _open_listens = collections.Counter()
 
 
-def listen_caller(consumer) -> str:
+def listen_caller(exchange: Exchange) -> str:
     """Who a listen counts against: its principal when authorization is on, else its client
     address (TRUSTED_PROXIES honoured), as for MAX_CALLS_PER_CALLER."""
-    key = consumer.principal.key
-    return f"principal:{key}" if key else f"address:{consumer.client_address()}"
+    key = exchange.principal.key
+    return f"principal:{key}" if key else f"address:{exchange.client_address()}"
 
 
 async def _may_hear(message, principal) -> bool:
@@ -467,7 +526,7 @@ async def _may_hear(message, principal) -> bool:
     return await notify.may_read(message["params"]["uri"], getattr(principal, "user", None))
 
 
-async def listen(consumer, request, meta, call):
+async def listen(responder: ModernResponder):
     """"The first message MUST be notifications/subscriptions/acknowledged"; every notification
     after it carries the subscription id (the listen request's id) in its _meta, and only the
     types the client asked for go out.
@@ -476,27 +535,27 @@ async def listen(consumer, request, meta, call):
     subscriptions obey the caps of resources/subscribe, and one caller holds at most
     MAX_LISTENS_PER_CALLER open listens here, both checked before anything is held. The cap is
     per process because what it bounds is: the memory of the process holding the streams."""
+    request, exchange = responder.request, responder.exchange
     config = get_config()
+    responder.check_envelope()
     try:
         honored = modern.honored_filter(request.params.get("notifications"), capabilities(),
                                         config["MAX_SUBSCRIPTIONS_PER_SESSION"], config["MAX_URI_BYTES"])
     except modern.SubscriptionLimit as exc:
         metrics.incr(f"limit_refusals:{exc.limit}")
         raise
-    caller, limit = listen_caller(consumer), config["MAX_LISTENS_PER_CALLER"]
+    caller, limit = listen_caller(exchange), config["MAX_LISTENS_PER_CALLER"]
     if _open_listens[caller] >= limit:
         metrics.incr("limit_refusals:listens_per_caller")
-        exc = quotas.LimitReached(f"This client already holds {limit} open listens: close one first.", retry_after=1)
-        return await pipeline.refused(request, call, JsonAnswers(consumer), exc, error_reply(request.id, exc))
+        raise quotas.LimitReached(f"This client already holds {limit} open listens: close one first.", retry_after=1)
     # No listening to a resource the caller may not read: answered as resources/read answers it.
     await dispatch.require_readable(honored.get("resourceSubscriptions", ()),
-                                    dispatch.Call(session=None, user=consumer.user, principal=consumer.principal))
+                                    dispatch.Call(session=None, user=exchange.user, principal=exchange.principal))
     _open_listens[caller] += 1
-    reply = ModernReply(consumer, request.id, functools.partial(calls.finished, request, call))
-    consumer.run_task(guarded(reply, follow_changes(reply, honored, {modern.META_SUBSCRIPTION_ID: request.id},
-                                                    consumer.principal)))
-    # A done callback runs however the task ends, even cancelled before its first step.
-    consumer.tasks[-1].add_done_callback(lambda _task: _leave_listen(caller))
+    reply = ModernReply(exchange, request.id, functools.partial(calls.finished, request, responder.call))
+    task = responder.start(reply, follow_changes(reply, honored, {modern.META_SUBSCRIPTION_ID: request.id},
+                                                 exchange.principal))
+    task.add_done_callback(lambda _task: _leave_listen(caller))
 
 
 def _leave_listen(caller) -> None:
