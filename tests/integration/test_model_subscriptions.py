@@ -211,10 +211,10 @@ def per_round(heard, uri, marker):
     return [heard[start + 1:end].count(uri) for start, end in zip(marks, marks[1:])]
 
 
-async def test_2025_five_saves_in_one_transaction_are_one_notification(auth_server, server_env, shelf):
+async def test_2025_five_saves_in_one_transaction_are_one_notification(connect_as, server_env, shelf):
     updates = Updates()
     uri, marker = shelf["uris"]["private"], shelf["uris"]["public"]
-    async with connect(auth_server, shelf["tokens"]["writer"], "legacy", updates) as writer:
+    async with connect_as(shelf["tokens"]["writer"], "legacy", message_handler=updates) as writer:
         await writer.subscribe_resource(uri)
         await writer.subscribe_resource(marker)
         with saving_rounds(server_env, shelf["private"], shelf["public"]), anyio.fail_after(60):
@@ -223,10 +223,10 @@ async def test_2025_five_saves_in_one_transaction_are_one_notification(auth_serv
     assert set(per_round(updates.uris, uri, marker)) == {1}
 
 
-async def test_2026_five_saves_in_one_transaction_are_one_notification(auth_server, server_env, shelf):
+async def test_2026_five_saves_in_one_transaction_are_one_notification(connect_as, server_env, shelf):
     uri, marker = shelf["uris"]["private"], shelf["uris"]["public"]
     heard = []
-    async with connect(auth_server, shelf["tokens"]["writer"], "auto") as writer:
+    async with connect_as(shelf["tokens"]["writer"], "auto") as writer:
         async with writer.listen(resource_subscriptions=[uri, marker]) as changes:
             with saving_rounds(server_env, shelf["private"], shelf["public"]), anyio.fail_after(60):
                 while len(per_round(heard, uri, marker)) < 3:
@@ -249,13 +249,13 @@ row.delete()
 """
 
 
-async def test_2026_a_process_that_exits_in_the_window_still_tells_its_last_change(auth_server, server_env, shelf):
+async def test_2026_a_process_that_exits_in_the_window_still_tells_its_last_change(connect_as, server_env, shelf):
     """Row-driven resources/list_changed are coalesced (one per LIST_CHANGED_INTERVAL per
     process) and not waited for by the save: the one for the delete, pending when the process
     exits, goes out before it does (its window is cut short)."""
     marker = shelf["uris"]["public"]
     code = CREATE_AND_EXIT.format(marker=shelf["public"], prefix=shelf["prefix"])
-    async with connect(auth_server, shelf["tokens"]["writer"], "auto") as writer:
+    async with connect_as(shelf["tokens"]["writer"], "auto") as writer:
         async with writer.listen(resources_list_changed=True, resource_subscriptions=[marker]) as changes, \
                 await anyio.open_process([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT,
                                          env={**os.environ, **server_env}, stdout=subprocess.DEVNULL) as cron:
