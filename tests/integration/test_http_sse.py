@@ -323,7 +323,11 @@ def test_typescript_sdk_client_lists_and_runs_a_background_tool_with_progress(no
     assert client.expect("connected")["serverVersion"]["name"]
     assert {"echo", "slow_job"} <= set(client.expect("tools")["names"])
     result = client.expect("result", timeout=120)
-    assert result["progress"] == [1, 2, 3, 4, 5]
+    # Every message once, in order: the tools/list reply (id 1), progress 1 to 5, the reply (id 2).
+    # What reached the transport, not onprogress: the SDK runs notification handlers a tick after
+    # responses, so a report that shares a chunk with the reply (a busy machine) misses onprogress.
+    assert result["delivered"] == [1, 1, 2, 3, 4, 5, 2], result
+    assert result["progress"] == [1, 2, 3, 4, 5][:len(result["progress"])]
     assert result["result"]["content"][0]["text"] == "done 5"
     assert client.process.wait(30) == 0
 
