@@ -56,20 +56,42 @@ async def unsubscribe(session_id: str, uri: str) -> None:
 
 async def resource_updated(uri: str) -> int:
     """Send notifications/resources/updated to every session subscribed to ``uri`` that may
-    still read it (``may_read``: a row that became another user's tells its old reader nothing)."""
+    still read it (``may_read``: a row that became another user's tells its old reader nothing).
+
+    Whoever saved the row waits for this, so its cost must not grow with what subscribers do:
+    the subscribers' sessions are read in one MGET, readability is checked once per user (a
+    thousand sessions of one user subscribed to a public row cost one check, not a thousand),
+    and the appends overlap FAN_OUT at a time."""
     names = keys()
     client = async_redis()
     message = notification_message("notifications/resources/updated", {"uri": uri})
     await _ring_listeners(message)
-    sent = 0
-    for session_id in await client.smembers(names.uri_subscribers(uri)):
-        raw = await client.get(names.session(session_id))
+    session_ids = list(await client.smembers(names.uri_subscribers(uri)))
+    if not session_ids:
+        return 0
+    raws = await client.mget([names.session(session_id) for session_id in session_ids])
+    gone = [session_id for session_id, raw in zip(session_ids, raws) if raw is None]
+    if gone:
+        await client.srem(names.uri_subscribers(uri), *gone)
+    readable, targets = {}, []
+    for session_id, raw in zip(session_ids, raws):
         if raw is None:
-            await client.srem(names.uri_subscribers(uri), session_id)
-        elif await may_read(uri, SessionRecord.from_json(raw).user_id):
-            await get_event_store().append(session_id, GET_STREAM, message)
-            sent += 1
-    return sent
+            continue
+        user_id = SessionRecord.from_json(raw).user_id
+        if user_id not in readable:
+            readable[user_id] = await may_read(uri, user_id)
+        if readable[user_id]:
+            targets.append(session_id)
+    await _append_to_all(targets, message)
+    return len(targets)
+
+
+async def _append_to_all(session_ids, message) -> None:
+    """Append ``message`` to each session's GET stream, FAN_OUT appends in flight at once."""
+    store = get_event_store()
+    for start in range(0, len(session_ids), FAN_OUT):
+        await asyncio.gather(*(store.append(session_id, GET_STREAM, message)
+                               for session_id in session_ids[start:start + FAN_OUT]))
 
 
 async def may_read(uri: str, user) -> bool:
@@ -108,10 +130,7 @@ async def list_changed(kind: str) -> int:
     message = notification_message(f"notifications/{kind}/list_changed")
     await _ring_listeners(message)
     session_ids = await _open_session_ids()
-    store = get_event_store()
-    for start in range(0, len(session_ids), FAN_OUT):
-        await asyncio.gather(*(store.append(session_id, GET_STREAM, message)
-                               for session_id in session_ids[start:start + FAN_OUT]))
+    await _append_to_all(session_ids, message)
     return len(session_ids)
 
 
