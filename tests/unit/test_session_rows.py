@@ -185,3 +185,17 @@ def test_sessions_closing_at_once_share_one_update(writes, held_database):
         [("terminated", 1)], [("terminated", 99)]]
     rows = McpSession.objects.filter(pk__startswith="rows-")
     assert set(rows.values_list("state", "closed_reason")) == {("closed", "terminated")}
+
+
+def test_the_clients_name_reaches_the_row_with_its_change(writes):
+    # stdio and HTTP+SSE learn the client at initialize, after the session was created: the change
+    # of client_info carries the name and version columns (no separate write on the request path).
+    async def scenario():
+        one = sessions.SessionRecord(id="rows-0009", protocol_version="2025-11-25", principal="p")
+        await sessions.create(one)
+        await sessions.update(one, client_info={"name": "late-client", "version": "2.0"})
+        await sessions.flush_rows()
+
+    asyncio.run(scenario())
+    row = McpSession.objects.get(pk="rows-0009")
+    assert (row.client_name, row.client_version) == ("late-client", "2.0")

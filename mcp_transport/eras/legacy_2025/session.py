@@ -19,7 +19,6 @@ import asyncio
 import functools
 import logging
 
-from channels.db import database_sync_to_async
 from django.contrib.auth.models import AnonymousUser
 
 from ... import auth, logs
@@ -29,7 +28,6 @@ from ...state.bell import doorbell
 from ...conf import get_config
 from ...connections import async_redis, keys, publish
 from ...methods.dispatch import initialize_result
-from ...models import McpSession
 from ...protocol import ids, jsonrpc, versions
 from ...protocol.cursor import MAX_OPEN, START, Cursor
 from ...protocol.errors import InvalidRequest, ProtocolError
@@ -163,14 +161,7 @@ async def _initialize(session, request, call, responder):
     info = info if isinstance(info, dict) else {}
     await sessions.update(session, state=SessionState.INITIALIZING.value, protocol_version=version, client_info=info,
                           client_capabilities=capabilities if isinstance(capabilities, dict) else {})
-    await _record_client(session.id, info)
     await pipeline.answered(request, call, responder, result_message(request.id, initialize_result(version)))
-
-
-@database_sync_to_async
-def _record_client(session_id, info):
-    McpSession.objects.filter(pk=session_id).update(client_name=str(info.get("name", ""))[:200],
-                                                    client_version=str(info.get("version", ""))[:100])
 
 
 async def receive_notification(session, notification):
