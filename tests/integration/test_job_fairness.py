@@ -122,12 +122,17 @@ def test_a_parked_modern_question_nobody_answers_times_out(server):
     client = ModernClient(server.url, {"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {}})
     created = client.post("tools/call", {"name": "confirm_delete", "arguments": {"filename": "x.txt"}}).json["result"]
     deadline = time.monotonic() + DEADLINE + ASK_TIMEOUT
-    while (task := client.post("tasks/get", {"taskId": created["taskId"]}).json["result"])["status"] in (
+    while (task := _result(client.post("tasks/get", {"taskId": created["taskId"]}).json))["status"] in (
             "working", "input_required"):
         assert time.monotonic() < deadline, task
         time.sleep(0.2)
     assert "no answer in time" in task["result"]["content"][0]["text"], task
     assert task["result"]["isError"] is True and "inputRequests" not in task
+
+
+def _result(reply):
+    assert "result" in reply, reply  # an error reply names itself (a KeyError said nothing)
+    return reply["result"]
 
 
 def test_the_cleanup_expires_a_parked_call_nobody_follows(server, server_env):
