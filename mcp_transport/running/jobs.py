@@ -785,10 +785,13 @@ async def expire_unclaimed(job) -> bool:
 
 @database_sync_to_async
 def _queue_is_served(queue: str, window_seconds: float) -> bool:
-    """A worker consumes the queue: one of its jobs is running, or one started in the window."""
+    """A worker consumes the queue: one of its jobs is running, or a worker started or finished
+    one in the window. The finish counts too: between a long job's end and the worker taking the
+    next job, nothing runs and the long job started long ago, yet the queue is served."""
     tools = [name for name, spec in registry.tools.items() if spec.background and queue_of(spec) == queue]
     since = timezone.now() - timedelta(seconds=window_seconds)
-    running = Q(status__in=(Status.WORKING, Status.INPUT_REQUIRED)) | Q(started_at__gte=since)
+    running = (Q(status__in=(Status.WORKING, Status.INPUT_REQUIRED)) | Q(started_at__gte=since)
+               | Q(started_at__isnull=False, finished_at__gte=since))
     return McpJob.objects.filter(running, tool__in=tools).exists()
 
 

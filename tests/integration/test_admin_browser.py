@@ -118,8 +118,13 @@ def test_admin_pages_in_a_browser(admin_server, admin_login, browser, shots, cel
     _shoot(browser, shots / "admin-session.png", 1900)
 
     browser.get(f"{base}/admin/mcp_transport/mcpsession/dashboard/")
+    # Every chart is drawn, and its lines join two samples or more. A line's own width is no
+    # measure: the samples list is the run's, so when an earlier file's server sampled minutes
+    # ago this test's few seconds of samples take a fraction of a pixel on the shared time axis.
+    charts = browser.find_elements(By.CSS_SELECTOR, ".mcp-chart svg")
+    assert charts and all(chart.size["width"] > 100 and chart.size["height"] > 50 for chart in charts)
     lines = browser.find_elements(By.CSS_SELECTOR, ".mcp-chart polyline")
-    assert len(lines) >= 10 and all(line.size["width"] > 0 for line in lines)
+    assert len(lines) >= 10 and all(len(line.get_attribute("points").split()) >= 2 for line in lines)
     cards = browser.find_elements(By.CSS_SELECTOR, ".mcp-card")
     assert len(cards) >= 11
     _shoot(browser, shots / "admin-dashboard.png", 2060)

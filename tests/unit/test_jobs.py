@@ -259,3 +259,26 @@ def test_a_task_expires_with_its_ttl_and_one_without_ttl_never():
     assert jobs.task_expired(_job(created_at=old, ttl_ms=60000))
     assert not jobs.task_expired(_job(created_at=old, ttl_ms=None))
     assert not jobs.task_expired(_job(created_at=datetime.now(timezone.utc), ttl_ms=60000))
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("fields, served", [
+    ({"status": "queued"}, False),                                                   # nobody took it
+    ({"status": "working", "started_at": "long ago"}, True),                         # running now
+    ({"status": "completed", "started_at": "long ago", "finished_at": "long ago"}, False),  # served, once
+    ({"status": "completed", "started_at": "long ago", "finished_at": "just now"}, True),
+    ({"status": "failed", "finished_at": "just now"}, False),                        # expired unclaimed
+])
+async def test_the_queue_counts_as_served_until_a_window_after_its_last_job_ended(fields, served):
+    """Between a long job's end and the worker taking the next one nothing runs, and the long job
+    started long ago: its end must still count, or the job behind it is failed as unclaimed."""
+    from asgiref.sync import sync_to_async
+    from datetime import timedelta
+    from django.utils import timezone as django_time
+
+    moments = {"long ago": django_time.now() - timedelta(seconds=600), "just now": django_time.now()}
+    row = {name: moments.get(value, value) for name, value in fields.items()}
+    await sync_to_async(McpJob.objects.create)(id=jobs.new_job_id(), session_id="s" * 32, stream_key="k",
+                                              tool="slow_job", **row)
+    queue = jobs.queue_of(jobs.registry.tools["slow_job"])
+    assert await jobs._queue_is_served(queue, 60) is served
