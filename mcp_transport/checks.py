@@ -62,7 +62,8 @@ OPTIONAL_NON_NEGATIVE = ("SSE_RETRY_MS", "POLL_AFTER_SECONDS", "CLOSED_SESSION_R
                          "JOB_QUEUE_TIMEOUT", "TOOL_MAX_SECONDS", "CLEANUP_INTERVAL", "CALL_LOG_RETENTION", "SESSION_MAX_BYTES",
                          "AUTH_REVOCABLE_MEMORY_SECONDS", "JOB_HELD_WAITS",
                          "REPLAY_BYTES_PER_CALLER", "JOB_SOFT_TIME_LIMIT", "JOB_TIME_LIMIT",
-                         "JOB_CANCEL_GRACE_SECONDS", "CLIENT_GONE_SECONDS")
+                         "JOB_CANCEL_GRACE_SECONDS", "CLIENT_GONE_SECONDS",
+                         "CALL_LOG_MAX_PER_SECOND")
 METRICS_ACCESS = ("off", "staff", "token")
 PROCESS_LOCAL_STORES = ("mcp_transport.storage.memory.InMemoryEventStore",)
 PROCESS_LOCAL_LAYERS = ("channels.layers.InMemoryChannelLayer",)

@@ -165,6 +165,10 @@ DEFAULTS = {
     #: keeps (1: all, 0.1: one in ten, 0: none), and the seconds a row is kept (None: forever).
     "CALL_LOG_SAMPLE": 1.0,
     "CALL_LOG_RETENTION": 86400,
+    #: The most rows of the calls log a web process keeps per second, for calls answered ok and
+    #: again for the rest (errors, refusals, cancellations); None: no cap. Past it, calls are
+    #: served as ever and only counted (``mcp_calls_log_skipped_total``).
+    "CALL_LOG_MAX_PER_SECOND": 100,
     #: Protocol 2026-07-28: the caching hints of cacheable results, per method, e.g.
     #: {"tools/list": {"ttlMs": 300000, "cacheScope": "public"}}; methods left out keep their
     #: defaults (modern.CACHE_DEFAULTS: 60 s "private" for discover and the lists, 0 for reads).

@@ -210,7 +210,7 @@ class McpToken(models.Model):
 
 class McpCall(models.Model):
     """One finished request of either protocol era, for the admin's Calls list (a sample of
-    them when ``CALL_LOG_SAMPLE`` < 1). Written in batches off the request path (storage/call_log.py),
+    them when ``CALL_LOG_SAMPLE`` < 1). Written in batches off the request path (running/calls.py),
     kept for ``CALL_LOG_RETENTION`` seconds (the cleanup deletes older rows)."""
 
     class Era(models.TextChoices):

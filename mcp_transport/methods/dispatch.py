@@ -55,20 +55,35 @@ class Call:
     span: Any = None
 
 
+#: What each capability declares when it is declared (``declares``); tasks' comes from its module.
+_DECLARATIONS = {"logging": {}, "tools": {"listChanged": True}, "resources": {"subscribe": True, "listChanged": True},
+                 "prompts": {"listChanged": True}, "completions": {}}
+
+
 def capabilities() -> dict:
     """"Servers MUST ... declare" what they support; declare only what is registered."""
-    caps = {"logging": {}}
-    if registry.tools:
-        caps["tools"] = {"listChanged": True}
-    if registry.resources or registry.templates:
-        caps["resources"] = {"subscribe": True, "listChanged": True}
-    if registry.prompts:
-        caps["prompts"] = {"listChanged": True}
-    if registry.prompts or registry.templates:
-        caps["completions"] = {}
-    if _tasks is not None and any(spec.task_support for spec in registry.tools.values()):
+    caps = {name: dict(settings) for name, settings in _DECLARATIONS.items() if declares(name)}
+    if declares("tasks"):
         caps["tasks"] = _tasks.capability()
     return caps
+
+
+def declares(capability: str) -> bool:
+    """Whether ``capabilities()`` has ``capability``: what every request asks, without building
+    them all (the tasks check alone walks every tool)."""
+    if capability == "logging":
+        return True
+    if capability == "tools":
+        return bool(registry.tools)
+    if capability == "resources":
+        return bool(registry.resources or registry.templates)
+    if capability == "prompts":
+        return bool(registry.prompts)
+    if capability == "completions":
+        return bool(registry.prompts or registry.templates)
+    if capability == "tasks":
+        return _tasks is not None and any(spec.task_support for spec in registry.tools.values())
+    return False
 
 
 def server_info() -> dict:
@@ -338,7 +353,7 @@ def _task_augmentation(spec, params):
     without task support answers -32601, and so does a plain call of a tool that requires a task
     -- spec 2025-11-25 basic/utilities/tasks (Tool-Level Negotiation)."""
     task = params.get("task")
-    if "tasks" not in capabilities():
+    if not declares("tasks"):
         return None
     if task is not None and not spec.task_support:
         raise MethodNotFound(f"Tool {spec.name} cannot be called as a task.")
@@ -366,7 +381,7 @@ def runs_in_background(request: Request, principal=None) -> bool:
 
 def _task_requested(spec, params) -> bool:
     """True when dispatch must decide (a task, or an error about one)."""
-    return "tasks" in capabilities() and (params.get("task") is not None or spec.task_support == "required")
+    return (params.get("task") is not None or spec.task_support == "required") and declares("tasks")
 
 
 def make_context(spec, params, call):
@@ -530,7 +545,7 @@ def serve_tasks(utility) -> None:
 
 async def dispatch(request: Request, call: Call) -> dict:
     spec = METHODS.get(request.method)
-    if spec is None or (spec.capability is not None and spec.capability not in capabilities()):
+    if spec is None or (spec.capability is not None and not declares(spec.capability)):
         raise MethodNotFound(f"Method not found: {request.method}.")
     return await spec.handler(request.params, call)
 

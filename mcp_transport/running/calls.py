@@ -11,7 +11,9 @@ and a task of the loop makes their rows and bulk-inserts them every ``INTERVAL``
 loop never waits on the database. At most ``MAX_WAITING`` rows
 wait: past that (a database outage) new rows are dropped and counted (``calls_log_dropped``),
 since the log is an operator's view, not a durable record. ``CALL_LOG_SAMPLE`` chooses which
-calls are kept; the cleanup deletes rows older than ``CALL_LOG_RETENTION``.
+calls are kept, ``CALL_LOG_MAX_PER_SECOND`` caps the rows a process keeps per second (calls
+answered ok and the rest counted apart, the calls past it counted as ``calls_log_skipped``);
+the cleanup deletes rows older than ``CALL_LOG_RETENTION``.
 """
 import asyncio
 import json
@@ -109,11 +111,42 @@ def finished(request, call, message, *, status=None, job_id="") -> None:
     background job). The request pays for a tuple: the row is made on the writer's thread."""
     ended = time.monotonic()
     tracing.finish(call.span, request, message, status, ended - call.began)
-    rate = get_config()["CALL_LOG_SAMPLE"]
+    config = get_config()
+    rate = config["CALL_LOG_SAMPLE"]
     if rate <= 0 or (rate < 1 and random.random() >= rate):
+        return
+    if not _within_cap(config["CALL_LOG_MAX_PER_SECOND"], status is None and _answered_ok(message)):
         return
     add((time.time() - (ended - call.began), ended - call.began, request, call.session, call.principal,
          call.request_bytes, message, status, job_id or call.job_id))
+
+
+#: This second (monotonic), and the rows kept in it so far: of calls answered ok, of the rest.
+_this_second = [0, 0, 0]
+
+
+def _within_cap(cap, ok: bool) -> bool:
+    """Whether this process keeps one more row this second: at most ``cap`` of calls answered ok
+    and ``cap`` of the rest, so that a busy server's log costs a bounded share of its CPU (making
+    and inserting a row costs as much as serving an echo) and a flood of one kind of call never
+    hides the other kind. None: no cap."""
+    if cap is None:
+        return True
+    second, kind = int(time.monotonic()), 1 if ok else 2
+    if _this_second[0] != second:
+        _this_second[:] = [second, 0, 0]
+    if _this_second[kind] >= cap:
+        metrics.incr("calls_log_skipped")
+        return False
+    _this_second[kind] += 1
+    return True
+
+
+def _answered_ok(message) -> bool:
+    if message is None or "error" in message:
+        return False
+    result = message.get("result")
+    return not (isinstance(result, dict) and result.get("isError") is True)
 
 
 def row(request, call, message, status=None, job_id="") -> dict:

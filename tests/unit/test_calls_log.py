@@ -56,7 +56,7 @@ def test_a_row_names_era_target_sizes_and_the_task_it_created():
 
 def sampled(rate, n=400) -> int:
     added = []
-    with override_settings(MCP_TRANSPORT={**settings.MCP_TRANSPORT, "CALL_LOG_SAMPLE": rate}):
+    with override_settings(MCP_TRANSPORT={**settings.MCP_TRANSPORT, "CALL_LOG_SAMPLE": rate, "CALL_LOG_MAX_PER_SECOND": None}):
         original, calls.add = calls.add, added.append
         try:
             for _ in range(n):
@@ -98,3 +98,30 @@ def test_the_calls_list_clips_what_a_client_sent():
     assert clipped("echo", 40) == "echo"
     long = clipped("x" * 500 + "<b>", 40)
     assert long.startswith('<span title="' + "x" * 500 + '&lt;b&gt;">') and long.endswith("x" * 39 + "…</span>")
+
+
+def test_a_process_keeps_at_most_the_cap_of_rows_per_second_for_each_kind(monkeypatch):
+    """Making and inserting a row costs about what serving an echo does: at a thousand calls a
+    second the log took a fifth of the process. Errors keep a cap of their own, so a flood of
+    good calls never hides them (nor a flood of errors the good calls)."""
+    from mcp_transport.state import metrics
+
+    added, second = [], [1000.2]
+    monkeypatch.setattr(calls, "add", added.append)
+    monkeypatch.setattr(calls.time, "monotonic", lambda: second[0])
+    monkeypatch.setattr(calls, "_this_second", [0, 0, 0])
+    ok = {"jsonrpc": "2.0", "id": 1, "result": {}}
+    failed = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "x"}}
+    skipped = metrics._pending["calls_log_skipped"]
+    with override_settings(MCP_TRANSPORT={**settings.MCP_TRANSPORT, "CALL_LOG_MAX_PER_SECOND": 3}):
+        for message in [ok] * 5 + [failed] * 4:
+            calls.finished(Request(id=1, method="ping", params={}), call(), message)
+        assert [row[6] for row in added] == [ok] * 3 + [failed] * 3
+        assert metrics._pending["calls_log_skipped"] == skipped + 3
+        second[0] = 1001.0  # the next second keeps its own rows
+        calls.finished(Request(id=1, method="ping", params={}), call(), ok)
+        assert len(added) == 7
+    with override_settings(MCP_TRANSPORT={**settings.MCP_TRANSPORT, "CALL_LOG_MAX_PER_SECOND": None}):
+        for _ in range(10):
+            calls.finished(Request(id=1, method="ping", params={}), call(), ok)
+        assert len(added) == 17

@@ -213,6 +213,31 @@ def test_capabilities_everything(reg):
     assert set(dispatch.capabilities()) == {"logging", "tools", "resources", "prompts", "completions"}
 
 
+ALL_CAPABILITIES = ("logging", "tools", "resources", "prompts", "completions", "tasks", "extensions", "sampling")
+
+
+@pytest.mark.parametrize("offers", [(), ("tool",), ("background",), ("resource",), ("template",), ("prompt",),
+                                    ("tool", "resource", "prompt", "background")])
+def test_declares_agrees_with_what_both_eras_declare(reg, offers):
+    """Requests ask ``declares`` (cheap) where discover and initialize build ``capabilities()``:
+    the two must never disagree."""
+    from mcp_transport.eras.modern_2026 import http as modern_http
+
+    if "tool" in offers:
+        add_tools(reg, ["a"])
+    if "background" in offers:
+        reg.tool(lambda n: n, name="b", background=True)
+    if "resource" in offers:
+        reg.resource("test://a")(lambda: "")
+    if "template" in offers:
+        reg.resource("test://a/{x}")(lambda x: "")
+    if "prompt" in offers:
+        reg.prompt(lambda: "", name="p")
+    for declared, declares in ((dispatch.capabilities(), dispatch.declares),
+                               (modern_http.capabilities(), modern_http.declares)):
+        assert {name for name in ALL_CAPABILITIES if declares(name)} == set(declared)
+
+
 def test_initialize_result(reg):
     add_tools(reg, ["a"])
     with override_settings(MCP_TRANSPORT={"SERVER_NAME": "n", "SERVER_TITLE": "T", "SERVER_VERSION": "9",

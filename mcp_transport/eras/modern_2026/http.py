@@ -76,6 +76,13 @@ def capabilities() -> dict:
     return caps
 
 
+def declares(capability: str) -> bool:
+    """Whether ``capabilities()`` has ``capability``, without building them all."""
+    if capability == "extensions":
+        return any(offer() is not None for offer in EXTENSIONS.values())
+    return capability != "tasks" and dispatch.declares(capability)
+
+
 async def discover(params, call):
     result = {"supportedVersions": list(modern.MODERN_VERSIONS), "capabilities": capabilities()}
     if get_config()["INSTRUCTIONS"]:
@@ -104,16 +111,19 @@ def spec_for(method):
     spec = METHODS.get(method)
     if spec is None:
         raise modern.UnknownMethod(f"Method not found: {method}.")
-    if spec.capability == "extensions" and "extensions" not in capabilities():
+    if spec.capability == "extensions" and not declares("extensions"):
         raise modern.UnknownMethod(f"Method not found: {method} (no tool of this server runs as a task).")
-    if spec.capability is not None and spec.capability not in capabilities():
+    if spec.capability is not None and not declares(spec.capability):
         raise modern.UnknownMethod(f"Method not found: {method}.")
     return spec
 
 
-def handler_for(spec):
-    if spec.round_trip:
-        return functools.partial(rounds.serve, spec.handler, spec.name)  # its handler may ask the client (MRTR)
+def handler_for(spec, params: dict):
+    """The method's handler, run in a round (MRTR) when it may ask its client something or the
+    request continues a round; a call that can do neither (a tool without a context) is awaited
+    as it is, without the round's task and settling (a tenth of an echo call's cost)."""
+    if spec.round_trip and (spec.may_send(params) or rounds.continues_a_round(params)):
+        return functools.partial(rounds.serve, spec.handler, spec.name)  # its handler may ask the client
     return spec.handler
 
 
@@ -192,7 +202,7 @@ class ModernResponder:
     async def check(self):
         """The pipeline's era checks: the envelope, the method (404), the tool's param headers."""
         self.check_envelope()
-        self.handler = handler_for(spec_for(self.request.method))
+        self.handler = handler_for(spec_for(self.request.method), self.request.params)
         check_tool_headers(self.request, self.exchange.headers)
 
     def admit(self, background) -> Awaitable[quotas.Slot]:

@@ -47,6 +47,12 @@ async def run(coroutine, live: LiveRound):
                                    ending=lambda: mrtr.InputRequired(dict(live.round.asked)))
 
 
+def continues_a_round(params: dict) -> bool:
+    """The request answers an earlier round: it carries that round's state or its answers (which
+    ``serve`` checks, so a malformed one is refused even by a method that cannot ask)."""
+    return params.get("requestState") is not None or params.get("inputResponses") is not None
+
+
 async def serve(handler, method: str, params: dict, call) -> dict:
     """Run a carrier method's handler (tools/call, prompts/get, resources/read) for one round:
     its result, or the ``InputRequiredResult`` that asks what it needs."""
