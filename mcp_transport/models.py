@@ -244,6 +244,9 @@ class McpCall(models.Model):
     job_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
     #: The JSON-RPC id of the request (a number as its digits).
     request_id = SafeCharField(max_length=200, blank=True)
+    #: The OpenTelemetry trace of the call's span (32 hex digits), when spans are recorded: where
+    #: a tracing backend shows the call across web process, Redis, database and worker.
+    trace_id = models.CharField(max_length=32, blank=True, default="", db_index=True)
 
     class Meta:
         verbose_name = "MCP call"

@@ -257,6 +257,14 @@ def job_ended(job) -> None:
         span.set_status(Status(StatusCode.ERROR, job.error or None))
 
 
+def trace_id(span) -> str:
+    """The trace id of ``span`` (a call's, from ``start``) as 32 hex digits; "" for None."""
+    if span is None:
+        return ""
+    context = span.get_span_context()
+    return format(context.trace_id, "032x") if context.is_valid else ""
+
+
 def current_ids():
     """The trace and span ids of the current span, as hex, or None (for log lines)."""
     if trace is None:

@@ -39,7 +39,7 @@ class McpCallAdmin(admin.ModelAdmin):
                     "principal_text", "client_text", "job", "session")
     list_display_links = ("started",)
     list_filter = ("era", "status", "method")
-    search_fields = ("target", "client_name", "principal", "=request_id")
+    search_fields = ("target", "client_name", "principal", "=request_id", "=trace_id")
     search_help_text = "Tool, prompt or resource; client name; principal; exact request id."
     list_per_page = 100
     paginator = CappedPaginator
@@ -47,10 +47,10 @@ class McpCallAdmin(admin.ModelAdmin):
     fieldsets = (
         (None, {"fields": ("started_at", "era", "method", "target", "status", "error_code", "duration",
                            "request_bytes", "response_bytes")}),
-        ("Caller", {"fields": ("principal", "client_name", "request_id", "session", "job")}),
+        ("Caller", {"fields": ("principal", "client_name", "request_id", "session", "job", "trace_id")}),
     )
     readonly_fields = ("started_at", "era", "method", "target", "status", "error_code", "duration", "request_bytes",
-                       "response_bytes", "principal", "client_name", "request_id", "session", "job")
+                       "response_bytes", "principal", "client_name", "request_id", "session", "job", "trace_id")
 
     class Media:
         css = {"all": ("mcp_transport/admin.css",)}

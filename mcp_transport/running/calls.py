@@ -118,7 +118,7 @@ def finished(request, call, message, *, status=None, job_id="") -> None:
     if not _within_cap(config["CALL_LOG_MAX_PER_SECOND"], status is None and _answered_ok(message)):
         return
     add((time.time() - (ended - call.began), ended - call.began, request, call.session, call.principal,
-         call.request_bytes, message, status, job_id or call.job_id))
+         call.request_bytes, message, status, job_id or call.job_id, call.span))
 
 
 #: This second (monotonic), and the rows kept in it so far: of calls answered ok, of the rest.
@@ -153,13 +153,13 @@ def row(request, call, message, status=None, job_id="") -> dict:
     """The row of a call that ends now (what ``finished`` queues, made at once)."""
     seconds = time.monotonic() - call.began
     return _row((time.time() - seconds, seconds, request, call.session, call.principal, call.request_bytes,
-                 message, status, job_id))
+                 message, status, job_id, call.span))
 
 
 def _row(captured) -> dict:
     """The model fields of a captured call (on the writer's thread: serializing the answer to
     measure it would cost the request as much again as sending it)."""
-    started, seconds, request, session, principal, request_bytes, message, status, job_id = captured
+    started, seconds, request, session, principal, request_bytes, message, status, job_id, span = captured
     code = None
     if message is not None and isinstance(message.get("error"), dict):
         code = message["error"].get("code") if isinstance(message["error"].get("code"), int) else None
@@ -173,7 +173,8 @@ def _row(captured) -> dict:
               "request_bytes": request_bytes,
               "response_bytes": None if message is None else len(jsonrpc.dumps(message)),
               "session_id": session.id or "", "job_id": (job_id or _task_id(message) or _asked_task(request))[:64],
-              "request_id": (request.id if isinstance(request.id, str) else json.dumps(request.id))[:200]}
+              "request_id": (request.id if isinstance(request.id, str) else json.dumps(request.id))[:200],
+              "trace_id": tracing.trace_id(span)}
     return {name: _storable(value) for name, value in fields.items()}
 
 

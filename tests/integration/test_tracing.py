@@ -3,6 +3,9 @@ OpenTelemetry SDK (the example project's OTEL_SPANS_FILE hook writes them to a f
 reads). The request's span continues the client's trace, the worker's job span is its child,
 and the job's progress reports and final message are events of it."""
 import json
+import os
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -183,3 +186,24 @@ def test_a_log_line_of_the_call_names_its_span(traced):
         return records[0]
     record = eventually(logged)
     assert (record["trace_id"], f"0x{record['span_id']}") == (trace_id, span["context"]["span_id"])
+
+
+def test_the_calls_log_row_names_the_trace_of_its_call(traced, server_env):
+    """The admin's page of a call shows its trace id, found by search, so an operator goes from
+    a slow call to its trace."""
+    server, spans = traced
+    trace_id = uuid.uuid4().hex
+    request_id = f"traced-{trace_id[:12]}"
+    reply = ModernClient(server.url).post("tools/call", {"name": "echo", "arguments": {"text": "hi"},
+                                                         "_meta": {"traceparent": f"00-{trace_id}-{CLIENT_SPAN}-01"}},
+                                          request_id=request_id)
+    assert reply.json["result"]["structuredContent"] == {"result": "hi"}
+    spans_of_trace(spans, trace_id, ["tools/call echo"])
+    code = ("from mcp_transport.models import McpCall; "
+            f"print([row.trace_id for row in McpCall.objects.filter(request_id={request_id!r})])")
+
+    def stored():  # the calls log writes its rows about once a second
+        out = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], capture_output=True, text=True,
+                             env={**os.environ, **server_env}, cwd=server_env["PYTHONPATH"], check=True).stdout
+        assert out.strip().splitlines()[-1] == repr([trace_id])
+    eventually(stored)

@@ -125,3 +125,14 @@ def test_a_process_keeps_at_most_the_cap_of_rows_per_second_for_each_kind(monkey
         for _ in range(10):
             calls.finished(Request(id=1, method="ping", params={}), call(), ok)
         assert len(added) == 17
+
+
+def test_a_row_names_the_trace_of_the_calls_span():
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+    traced = call()
+    traced.span = NonRecordingSpan(SpanContext(trace_id=0x4BF92F3577B34DA6A3CE929D0E0E4736, span_id=0xF067AA0BA902B7,
+                                               is_remote=False, trace_flags=TraceFlags(1)))
+    request = Request(id=1, method="ping", params={})
+    assert calls.row(request, traced, None)["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736"
+    assert calls.row(request, call(), None)["trace_id"] == ""  # no span: tracing off
