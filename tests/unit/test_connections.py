@@ -163,3 +163,35 @@ def test_the_blocking_cluster_client_waits_out_a_failover(monkeypatch):
     cluster = object.__new__(riding_cluster_class())
     assert cluster.execute_command("SET", "k", "v") is True
     assert len(attempts) == 3
+
+
+@pytest.mark.parametrize("args", [
+    ("EVALSHA", "a" * 40, 3, "k1", "k2", "k3", 1.5, 0.1, 7, 2 ** 70, b"raw", "ü", *["x" * 150] * 200),
+    ("SET", "k", "v", "PX", 100),
+    ("CONFIG GET", "maxmemory"),                   # a command name of two words
+])
+def test_commands_packed_in_c_are_the_bytes_redis_py_packs(args):
+    from redis.asyncio.connection import Connection
+
+    from mcp_transport.connections import packing_in_c
+
+    assert packing_in_c(Connection) is not Connection  # hiredis is a requirement
+    packed, reference = packing_in_c(Connection)(), Connection()
+    assert b"".join(packed.pack_command(*args)) == b"".join(reference.pack_command(*args))
+
+
+def test_what_redis_py_refuses_to_pack_is_refused_packed_in_c():
+    from redis.asyncio.connection import Connection
+    from redis.exceptions import DataError
+
+    from mcp_transport.connections import packing_in_c
+
+    with pytest.raises(DataError):
+        packing_in_c(Connection)().pack_command("SET", "k", None)
+
+
+async def test_the_async_client_packs_in_c():
+    from mcp_transport.connections import async_redis
+
+    assert type(async_redis().connection_pool).__name__ == "BlockingConnectionPool"
+    assert async_redis().connection_pool.connection_class.__name__.startswith("PackingInC")
