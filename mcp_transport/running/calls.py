@@ -84,7 +84,15 @@ async def flush() -> None:
         try:
             await asyncio.get_running_loop().run_in_executor(_executor, _write, rows[start:start + BATCH])
         except Exception:
-            logger.warning("%d call log rows could not be written", len(rows[start:start + BATCH]), exc_info=True)
+            # The database failed (down, or out of connections): keep the rows for the next
+            # write, in order, within MAX_WAITING; before, the whole batch was lost at once.
+            unwritten = rows[start:]
+            logger.warning("%d call log rows could not be written yet", len(unwritten), exc_info=True)
+            kept = unwritten[:max(0, MAX_WAITING - len(_waiting))]
+            _waiting[:0] = kept
+            if len(kept) < len(unwritten):
+                metrics.incr("calls_log_dropped", len(unwritten) - len(kept))
+            return
 
 
 def _write(rows) -> None:

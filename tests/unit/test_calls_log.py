@@ -136,3 +136,23 @@ def test_a_row_names_the_trace_of_the_calls_span():
     request = Request(id=1, method="ping", params={})
     assert calls.row(request, traced, None)["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736"
     assert calls.row(request, call(), None)["trace_id"] == ""  # no span: tracing off
+
+
+async def test_rows_a_failed_write_could_not_store_wait_for_the_next_one(monkeypatch):
+    """A database that fails a batch (down, out of connections) lost the whole batch at once,
+    though the log promises to hold up to MAX_WAITING rows through an outage."""
+    written = []
+
+    def write(rows):
+        if not written:
+            written.append(None)
+            raise RuntimeError("the database is away")
+        written.extend(rows)
+
+    monkeypatch.setattr(calls, "_write", write)
+    monkeypatch.setattr(calls, "_waiting", ["a", "b"])
+    await calls.flush()
+    assert calls._waiting == ["a", "b"]
+    calls._waiting.append("c")
+    await calls.flush()
+    assert written[1:] == ["a", "b", "c"] and calls._waiting == []
