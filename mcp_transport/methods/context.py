@@ -5,10 +5,12 @@ its methods); sync tools, which run in a worker thread, get ``SyncContext`` with
 methods as plain calls. Everything a tool sends goes on its own request's stream: "These
 messages SHOULD relate to the originating client request." -- spec 2025-11-25 basic/transports
 """
+import contextvars
 import logging
 from typing import Any, Optional
 
 from asgiref.sync import async_to_sync
+from django.db import connections
 
 from . import threads
 
@@ -180,12 +182,39 @@ class Context:
         await self._channel.close_stream(retry_ms)
 
 
+#: The SyncContext methods that wait for the client's answer (minutes, CLIENT_REQUEST_TIMEOUT).
+WAITS_FOR_CLIENT = frozenset({"send_request", "sample", "elicit", "list_roots"})
+
+#: Whether sync code's threads close and check their database connections around a call (and
+#: before waiting for a client). A test client turns it off, as Django's test Client disconnects
+#: close_old_connections: a test's data lives in its connection (an in-memory SQLite database,
+#: a transaction), and pytest-django refuses a non-database test that touches one a thread kept.
+manage_connections = contextvars.ContextVar("mcp_manage_db_connections", default=True)
+
+
+def release_database_connections() -> None:
+    """Close this thread's database connections, but one inside a transaction.
+
+    A sync tool waiting for its client holds its OS thread, and a process has up to
+    SYNC_WAITING_THREADS of them: had each kept the connection of a query made before it asked,
+    one client's unanswered questions could take the database's max_connections from everyone.
+    The tool's next query connects again (as after CONN_MAX_AGE)."""
+    if not manage_connections.get():
+        return
+    for connection in connections.all(initialized_only=True):
+        if not connection.in_atomic_block:
+            connection.close()
+
+
 def make_sync_method(method_name, run=None):
     """A blocking version of the Context method ``method_name``: ``run(coroutine)`` runs it on
     the loop that owns the channel (by default async_to_sync: the loop of the calling request)."""
     async_method = getattr(Context, method_name)
+    waits_for_client = method_name in WAITS_FOR_CLIENT
 
     def method(self, *args, **kwargs):
+        if waits_for_client:
+            release_database_connections()
         if run is None:
             return async_to_sync(async_method)(self, *args, **kwargs)
         return run(async_method(self, *args, **kwargs))

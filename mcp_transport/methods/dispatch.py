@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 
 from .. import __version__
 from ..state import metrics, sessions
@@ -22,7 +22,8 @@ from . import threads
 from ..auth import may_use
 from ..conf import get_config
 from .content import error_result
-from .context import LOG_LEVELS, ClientCapabilityError, ClientRequestError, Context, SyncContext, ToolCancelled
+from .context import (LOG_LEVELS, ClientCapabilityError, ClientRequestError, Context, SyncContext, ToolCancelled,
+                      manage_connections, release_database_connections)
 from ..protocol.errors import ErrorCode, InvalidParams, MethodNotFound, ProtocolError, ResourceNotFound
 from ..protocol.jsonrpc import Request, error_message, result_message
 from .registry import ArgumentError, ToolError, registry
@@ -311,13 +312,21 @@ def waiting_caller(call):
     return f"address:{address}" if address else None
 
 
+def _holds_a_connection() -> bool:
+    return any(wrapper.connection is not None for wrapper in connections.all(initialized_only=True))
+
+
 def _with_fresh_connections(func):
     def run(*args, **kwargs):
+        if not manage_connections.get():
+            return func(*args, **kwargs)
         close_old_connections()
         try:
             return func(*args, **kwargs)
         finally:
             close_old_connections()
+            if _holds_a_connection() and not threads.connection_keepers.may_keep():
+                release_database_connections()
     return run
 
 

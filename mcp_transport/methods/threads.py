@@ -30,6 +30,7 @@ import asyncio
 import collections
 import contextvars
 import functools
+import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
@@ -56,7 +57,7 @@ class Lane:
     def __init__(self, name: str, threads: int, per_session: int, spare_threads: int = 0):
         self.name, self.threads, self.per_session = name, threads, per_session
         # Spare OS threads for callers parked while they wait for a client (their slot is free).
-        self.executor = ThreadPoolExecutor(max_workers=threads + spare_threads, thread_name_prefix=f"mcp-{name}")
+        self.executor = _executor(name, threads + spare_threads)
         self.running = 0
         self.by_owner = collections.Counter()
         self._queue = collections.deque()
@@ -184,6 +185,44 @@ class Lanes:
 
 
 _lanes = weakref.WeakKeyDictionary()
+
+
+class ConnectionKeepers:
+    """The threads that may keep a database connection between calls (CONN_MAX_AGE).
+
+    A lane's pool grows past its running threads by the spare threads of tools parked while they
+    wait for a client (SYNC_WAITING_THREADS); any idle thread takes the next call, so were every
+    thread to keep its connection, a process would end up holding one per thread it ever made.
+    The first ``SYNC_TOOL_THREADS + SYNC_HANDLER_THREADS`` threads to ask keep theirs."""
+
+    def __init__(self):
+        self.idents = set()
+        self._lock = threading.Lock()
+
+    def may_keep(self) -> bool:
+        config = get_config()
+        limit = config["SYNC_TOOL_THREADS"] + config["SYNC_HANDLER_THREADS"]
+        ident = threading.get_ident()
+        with self._lock:
+            if ident not in self.idents and len(self.idents) < limit:
+                self.idents.add(ident)
+            return ident in self.idents
+
+
+connection_keepers = ConnectionKeepers()
+_executors = {}
+_executors_lock = threading.Lock()
+
+
+def _executor(name: str, max_workers: int) -> ThreadPoolExecutor:
+    """The process's threads of a lane, shared by every event loop: a thread keeps its database
+    connection between calls (CONN_MAX_AGE), so threads made per loop (async_to_sync makes a loop
+    per call, as LocalClient's sync methods do) would each leave one open until collected."""
+    with _executors_lock:
+        found = _executors.get((name, max_workers))
+        if found is None:
+            found = _executors[name, max_workers] = ThreadPoolExecutor(max_workers, thread_name_prefix=f"mcp-{name}")
+        return found
 
 
 def lanes() -> Lanes:

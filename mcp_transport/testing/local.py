@@ -17,7 +17,7 @@ from asgiref.sync import async_to_sync
 from django.contrib.auth.models import AnonymousUser
 
 from ..auth import Principal
-from ..methods.context import ClientCapabilityError
+from ..methods.context import ClientCapabilityError, manage_connections
 from ..methods.dispatch import Call, dispatch
 from ..protocol import ids, versions
 from ..protocol.jsonrpc import Request
@@ -104,7 +104,11 @@ class LocalClient:
         request = Request(id=next(self._ids), method=method, params=params or {})
         channel = channel or _Recorder(request.id, self.answer)
         call = Call(session=self.session, user=self.user, principal=self.principal, channel=channel)
-        return await dispatch(request, call)
+        token = manage_connections.set(False)  # the test's connections are the test's own
+        try:
+            return await dispatch(request, call)
+        finally:
+            manage_connections.reset(token)
 
     async def call_tool(self, name: str, arguments=None, *, progress_token="progress") -> ToolCall:
         recorder = _Recorder(None, self.answer)

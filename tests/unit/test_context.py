@@ -1,4 +1,5 @@
 """context: Context and SyncContext against a fake channel (no streams, no Redis)."""
+import asyncio
 import inspect
 import threading
 
@@ -354,3 +355,86 @@ async def test_every_sync_context_helper_works_in_a_worker(call, expected):
     kind, method, params = expected
     sent = channel.notifications if kind == "notify" else channel.requests
     assert sent == [(method, params)]
+
+
+class ConnectionWatchingChannel(FakeChannel):
+    """Records, when the client is asked, whether the asking thread's connection is open."""
+
+    def __init__(self):
+        super().__init__({"action": "accept", "content": {}})
+        self.connection, self.open_while_asked = None, []
+
+    async def request(self, method, params, **_options):
+        self.open_while_asked.append(self.connection.connection is not None)
+        return await super().request(method, params)
+
+
+@pytest.fixture
+def managed_connections():
+    """Sync code manages its database connections, as in a server (the suite turns it off)."""
+    from mcp_transport.methods.context import manage_connections
+    token = manage_connections.set(True)
+    yield
+    manage_connections.reset(token)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_sync_tool_waiting_for_its_client_holds_no_database_connection(managed_connections):
+    """A process has SYNC_WAITING_THREADS such waits: with a connection each, one client's
+    unanswered questions could take the database's max_connections from everyone."""
+    from django.contrib.auth.models import User
+    from django.db import connections, transaction
+
+    if connections["default"].vendor == "sqlite" and connections["default"].is_in_memory_db():
+        pytest.skip("Django never closes an in-memory SQLite test database (CI runs this on PostgreSQL)")
+    ctx, channel = make(SyncContext, client_capabilities={"elicitation": {}}, channel=ConnectionWatchingChannel())
+
+    def tool():
+        User.objects.count()  # this thread's connection is open now
+        channel.connection = connections["default"]  # this thread's, not a proxy read on the loop
+        assert channel.connection.connection is not None
+        ctx.elicit("Go on?", {"type": "object"})
+        with transaction.atomic():  # a transaction open across the question keeps its connection
+            User.objects.count()
+            ctx.elicit("Sure?", {"type": "object"})
+        return User.objects.count()  # and a query after the answer connects again
+
+    assert await in_worker(tool)() == 0
+    assert channel.open_while_asked == [False, True]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_threads_past_the_keepers_close_their_connection_when_the_call_ends(monkeypatch, managed_connections):
+    """A lane grows spare threads for tools parked on their clients, and any idle thread takes
+    the next call: were each to keep its connection, a process would hold one per thread it ever
+    made. The first SYNC_TOOL_THREADS + SYNC_HANDLER_THREADS threads keep theirs (CONN_MAX_AGE)."""
+    from django.contrib.auth.models import User
+    from django.db import connections
+
+    from mcp_transport.methods import dispatch, threads
+
+    if connections["default"].vendor == "sqlite" and connections["default"].is_in_memory_db():
+        pytest.skip("Django never closes an in-memory SQLite test database (CI runs this on PostgreSQL)")
+    monkeypatch.setitem(connections["default"].settings_dict, "CONN_MAX_AGE", 60)  # the suite's is 0
+    used = []
+
+    def tool():
+        User.objects.count()
+        used.append(connections["default"])
+
+    open_after = []
+    try:
+        for keepers in (threads.ConnectionKeepers(), threads.ConnectionKeepers()):
+            monkeypatch.setattr(threads, "connection_keepers", keepers)
+            if open_after:  # the second time every keeper's place is taken by other threads
+                keepers.idents.update(range(-1000, 0))  # more than any limit
+            await dispatch.run_sync_or_async(tool, lane=threads.TOOLS)
+            open_after.append(used[-1].connection is not None)
+    finally:
+        def close(wrapper):
+            wrapper.inc_thread_sharing()
+            wrapper.close()
+            wrapper.dec_thread_sharing()
+        for wrapper in used:  # the next test's sync code runs in its thread: leave it no connection
+            await asyncio.to_thread(close, wrapper)
+    assert open_after == [True, False]

@@ -117,3 +117,14 @@ async def test_one_callers_sessions_share_its_waiting_places():
         assert await asyncio.wait_for(wait, 1) == "yes"
         hold.done()
     assert every.waits.total == 0 and not every.waits.by_caller
+
+
+def test_event_loops_share_the_process_threads_and_their_database_connections():
+    """async_to_sync makes an event loop per call (LocalClient's sync methods do): each loop's lanes
+    used to make their own threads, and each thread kept its database connection open (91
+    PostgreSQL connections for tests/toolsets in one process, past max_connections in CI)."""
+    async def executors():
+        return {name: lane.executor for name, lane in threads.lanes().by_name.items()}
+
+    first, second = asyncio.run(executors()), asyncio.run(executors())
+    assert all(first[name] is second[name] for name in first)
