@@ -183,6 +183,10 @@ DATABASES = {
         conn_max_age=int(os.environ.get("DJANGO_CONN_MAX_AGE", "60")),
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # libpq waits for a new connection without end: a database that drops packets (a network
+    # partition, a failover in progress) would hold every thread that connects, for minutes.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several processes (daphne, celery, tests) share one file: wait for the write lock.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20

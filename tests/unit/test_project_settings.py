@@ -48,3 +48,14 @@ def test_production_settings_pass_check_deploy():
     done = manage("check", "--deploy", "--fail-level", "WARNING", *(f"--tag={tag}" for tag in tags), **PRODUCTION)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no issues" in done.stdout
+
+
+def test_a_silent_postgresql_server_fails_the_connection_instead_of_holding_it():
+    """A server that accepts and never answers (as behind a dropped route): libpq alone would wait
+    without end, and every thread that connects with it."""
+    import socket
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        url = f"postgres://nobody@127.0.0.1:{silent.getsockname()[1]}/none"
+        done = manage("shell", "-c", "from django.db import connection; connection.ensure_connection()",
+                      DJANGO_DEBUG="1", DATABASE_URL=url)
+    assert done.returncode != 0 and "timeout expired" in done.stderr, done.stderr[-2000:]
