@@ -23,7 +23,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone as dt_timezone
 
-from django.db import close_old_connections
+from django.db import InterfaceError, OperationalError, close_old_connections
 
 from .. import tracing
 from ..conf import get_config
@@ -80,11 +80,13 @@ async def flush() -> None:
         _full.clear()
     rows = _waiting[:]
     del _waiting[:]
+    loop = asyncio.get_running_loop()
     for start in range(0, len(rows), BATCH):
+        batch = rows[start:start + BATCH]
         try:
-            await asyncio.get_running_loop().run_in_executor(_executor, _write, rows[start:start + BATCH])
-        except Exception:
-            # The database failed (down, or out of connections): keep the rows for the next
+            await loop.run_in_executor(_executor, _write, batch)
+        except (OperationalError, InterfaceError):
+            # The database is away (down, or out of connections): keep the rows for the next
             # write, in order, within MAX_WAITING; before, the whole batch was lost at once.
             unwritten = rows[start:]
             logger.warning("%d call log rows could not be written yet", len(unwritten), exc_info=True)
@@ -93,6 +95,20 @@ async def flush() -> None:
             if len(kept) < len(unwritten):
                 metrics.incr("calls_log_dropped", len(unwritten) - len(kept))
             return
+        except Exception:
+            # The database refused a row and would refuse it again: kept, it would stall the log
+            # for every client. The others go in one by one.
+            logger.warning("a call log batch was refused; writing its rows one by one", exc_info=True)
+            await loop.run_in_executor(_executor, _write_one_by_one, batch)
+
+
+def _write_one_by_one(rows) -> None:
+    for row in rows:
+        try:
+            _write([row])
+        except Exception:
+            logger.warning("a call log row was refused", exc_info=True)
+            metrics.incr("calls_log_dropped")
 
 
 def _write(rows) -> None:

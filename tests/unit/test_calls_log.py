@@ -3,6 +3,7 @@ import asyncio
 
 import pytest
 from django.conf import settings
+from django.db import DataError, OperationalError
 from django.test import override_settings
 
 from mcp_transport.methods.dispatch import Call
@@ -146,7 +147,7 @@ async def test_rows_a_failed_write_could_not_store_wait_for_the_next_one(monkeyp
     def write(rows):
         if not written:
             written.append(None)
-            raise RuntimeError("the database is away")
+            raise OperationalError("the database is away")
         written.extend(rows)
 
     monkeypatch.setattr(calls, "_write", write)
@@ -156,3 +157,18 @@ async def test_rows_a_failed_write_could_not_store_wait_for_the_next_one(monkeyp
     calls._waiting.append("c")
     await calls.flush()
     assert written[1:] == ["a", "b", "c"] and calls._waiting == []
+
+
+async def test_a_row_the_database_refuses_costs_only_itself(monkeypatch):
+    """Kept for a retry, a refused row would fail every later write and stall the log."""
+    written = []
+
+    def write(rows):
+        if "bad" in rows:
+            raise DataError("value too long")
+        written.extend(rows)
+
+    monkeypatch.setattr(calls, "_write", write)
+    monkeypatch.setattr(calls, "_waiting", ["a", "bad", "b"])
+    await calls.flush()
+    assert written == ["a", "b"] and calls._waiting == []
