@@ -45,6 +45,9 @@ def parse_args():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keys", help="comma list of summary keys to tabulate")
     ap.add_argument("--env", action="append", default=[], help="NAME=VALUE for our servers (repeatable)")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=SERVER:PATCH+PATCH",
+                    help="add a target with bench-only patches (bench/experiments/patched_asgi.py), "
+                         "as bench/run.py's --variant; e.g. floor=daphne:floor")
     ap.add_argument("--shared", default=str(run.SHARED_DEFAULT), help="folder of mcpbench.py and server_sdk.py")
     ap.add_argument("scenario", help="an mcpbench subcommand, hold, or modern (then an mcpbench subcommand, "
                                      "run on the 2026-07-28 wire by bench/modern.py)")
@@ -71,7 +74,8 @@ def main():
     args = parse_args()
     shared = Path(args.shared)
     os.environ["MCP_BENCH_SHARED"] = str(shared)  # for bench/modern.py
-    targets = run._targets(args.targets)
+    variants = dict((name, (server, patches)) for name, server, patches in map(run.parse_variant, args.variant))
+    targets = run._targets(",".join([args.targets, *variants]), variants)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out_dir = run.OUT_ROOT / f"{stamp}-side"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -91,8 +95,11 @@ def main():
             order = targets if repeat % 2 == 0 else list(reversed(targets))
             for name in order:
                 port = run.free_port()
-                child = run.Child(name, run.server_commands(name, port, shared, {}),
-                                  env=sdk_env if name == "sdk" else env, cwd=str(run.ROOT),
+                child_env = sdk_env if name == "sdk" else env
+                if name in variants:
+                    child_env = dict(env, BENCH_PATCHES=variants[name][1], PYTHONPATH=os.pathsep.join(
+                        filter(None, [str(run.EXPERIMENTS), env.get("PYTHONPATH")])))
+                child = run.Child(name, run.server_commands(name, port, shared, variants), env=child_env, cwd=str(run.ROOT),
                                   log_path=out_dir / f"{name}.{repeat}.log")
                 child.start()
                 try:

@@ -70,6 +70,11 @@ DEFAULTS = {
     #: The same for sessionless 2026-07-28 requests, per caller: its principal when AUTH is on,
     #: else its client address (TRUSTED_PROXIES). Tasks count until they end.
     "MAX_CALLS_PER_CALLER": 64,
+    #: Seconds a web process may admit a caller's inline 2026-07-28 call on its last count of that
+    #: caller's background calls (one Redis read) instead of reading it again. A job the process
+    #: starts for the caller renews it at once, one another process starts may go unseen this
+    #: long, and a refusal is always read afresh. 0: one read per call.
+    "CALLER_COUNT_MEMORY_SECONDS": 1,
     #: Seconds an inline tool (one the web process runs) may run; then it is stopped and the call
     #: gets an error result. None: no limit. Background tools have Celery's time limits.
     "TOOL_MAX_SECONDS": 600,

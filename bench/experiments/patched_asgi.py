@@ -13,6 +13,12 @@ only in the benchmark's server process. ``BENCH_PATCHES`` (comma or plus separat
                itself).
 ``asyncecho``  run the ``echo`` tool as a coroutine (as the SDK anchor's ``async def echo`` is), so
                ``run_sync_or_async`` awaits it instead of hopping to an executor thread.
+``floor``      CEILING ONLY, not our app: a bare ASGI callable that reads the POST, parses its JSON and
+               answers the smallest valid reply (initialize, server/discover, tools/list, an echo
+               of tools/call, 202 to notifications). What the server (daphne's Twisted, or
+               uvicorn) allows at best on this machine, before any MCP work.
+``chfloor``    CEILING ONLY: the same smallest replies from a Channels ``AsyncHttpConsumer`` (no
+               Django middleware, no MCP): what the design's shell (Channels on the server) allows.
 ``sessioncache`` UPPER BOUND ONLY, not a proposal as is: serve ``sessions.load`` from an in-process
                cache for 1 s, i.e. no Redis GETEX per request.
 """
@@ -71,6 +77,57 @@ if "sessioncache" in PATCHES:
 
     sessions.load = cached_load
     APPLIED.append("sessioncache")
+
+FLOOR_RESULTS = {
+    "initialize": {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+                   "serverInfo": {"name": "floor", "version": "0"}},
+    "server/discover": {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}},
+    "tools/list": {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]},
+}
+
+
+def floor_reply(body: bytes):
+    """(status, headers, body) of the smallest valid reply to ``body`` (the ceiling patches)."""
+    import json
+    import secrets
+
+    message = json.loads(body or b"{}")
+    if "id" not in message:
+        return 202, [], b""
+    method = message.get("method")
+    result = FLOOR_RESULTS.get(method) or {
+        "content": [{"type": "text", "text": str((message.get("params") or {}).get("arguments"))}]}
+    headers = [(b"content-type", b"application/json")]
+    if method == "initialize":
+        headers.append((b"mcp-session-id", secrets.token_hex(16).encode()))
+    return 200, headers, json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode()
+
+
+if "floor" in PATCHES:
+    async def floor(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        body, more = b"", True
+        while more:
+            event = await receive()
+            body, more = body + event.get("body", b""), event.get("more_body", False)
+        status, headers, reply = floor_reply(body)
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": reply})
+
+    application = floor  # noqa: F811
+    APPLIED.append("floor")
+
+if "chfloor" in PATCHES:
+    from channels.generic.http import AsyncHttpConsumer
+
+    class FloorConsumer(AsyncHttpConsumer):
+        async def handle(self, body):
+            status, headers, reply = floor_reply(body)
+            await self.send_response(status, reply, headers=headers)
+
+    application = FloorConsumer.as_asgi()  # noqa: F811
+    APPLIED.append("chfloor")
 
 unknown = PATCHES - set(APPLIED)
 if unknown:

@@ -17,7 +17,11 @@
   added to that set's count at admission: what it spends (this event loop, its threads) is the
   process's, so a count in Redis would buy nothing but two round trips per call (issue 19). The
   set's count comes with the session's read (sessions.load_for_call), so a 2025-11-25 inline
-  call costs that one round trip and a 2026-07-28 one the count's;
+  call costs that one round trip. A 2026-07-28 caller has no such read: the process keeps its
+  last reading of each caller's count for ``CALLER_COUNT_MEMORY_SECONDS`` (``_readings``), so a
+  busy caller's inline calls cost none. A job this process starts for the caller drops the
+  reading at once; one started by another process goes unseen that long at most, and a
+  refusal is always read afresh (nobody is refused on an old reading);
 - ``resources/subscribe`` URIs per session (``MAX_SUBSCRIPTIONS_PER_SESSION``);
 - bytes replayed to a caller per window (``REPLAY_BYTES_PER_CALLER`` per
   ``REPLAY_WINDOW_SECONDS``): a 198-byte resume can replay a 1 MB result, again and again;
@@ -31,7 +35,7 @@ import math
 import secrets
 import time
 import weakref
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Optional
 
@@ -246,7 +250,9 @@ async def _admit(key: str, limit: int, running: Optional[int], background: bool,
 
 async def _admit_inline(key: str, limit: int, running: Optional[int]) -> Optional[Slot]:
     if running is None:
-        running = await running_calls(key)
+        running = _recent_reading(key)
+        if running is None or running + _inline[key] >= limit:  # a refusal is read afresh
+            running = _remember(key, await running_calls(key))
     # No await between the check and the count: this process's own calls are counted exactly.
     if running + _inline[key] >= limit:
         return None
@@ -254,7 +260,35 @@ async def _admit_inline(key: str, limit: int, running: Optional[int]) -> Optiona
     return Slot(key, LOCAL, local=True)
 
 
+#: The last count of each owner's background calls this process read (``running_calls``), and
+#: when: (count, time.monotonic()). At most READINGS_KEPT owners, the least recent dropped first.
+_readings = OrderedDict()
+READINGS_KEPT = 10_000
+
+
+def _recent_reading(key: str) -> Optional[int]:
+    """The owner's background calls as last read, if within CALLER_COUNT_MEMORY_SECONDS."""
+    reading = _readings.get(key)
+    if reading is None or time.monotonic() - reading[1] >= (get_config()["CALLER_COUNT_MEMORY_SECONDS"] or 0):
+        return None
+    return reading[0]
+
+
+def _remember(key: str, running: int) -> int:
+    _readings[key] = (running, time.monotonic())
+    _readings.move_to_end(key)
+    if len(_readings) > READINGS_KEPT:
+        _readings.popitem(last=False)
+    return running
+
+
+def _forget_reading(key: str) -> None:
+    """The owner's count changed here (a job of this process took a place): read it next time."""
+    _readings.pop(key, None)
+
+
 async def _admit_background(key: str, limit: int) -> Optional[Slot]:
+    _forget_reading(key)
     # An entry outlives the longest a call may run, then goes by itself if never released.
     lifetime_ms = int(((get_config()["TOOL_MAX_SECONDS"] or 24 * 3600) + 60) * 1000)
     token, now = secrets.token_hex(8), _now_ms()
@@ -302,6 +336,7 @@ async def hand_to_job(slot: Optional[Slot], job_id: str) -> None:
         return
     token, slot.token = slot.token, None
     ttl_ms = JOB_ENTRY_SECONDS * 1000
+    _forget_reading(slot.key)
     try:
         await script(HAND_TO_JOB_LUA)(keys=[slot.key, keys().job_slot(job_id)],
                                       args=["" if slot.local else token or "", JOB_ENTRY + job_id,

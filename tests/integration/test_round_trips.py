@@ -1,5 +1,6 @@
 """The Redis cost of a short inline call is a tested number (issue 19): ``tools/call echo``
-costs at most one round trip in either era, so no later change adds one silently.
+costs one round trip in the 2025-11-25 era and none in the 2026-07-28 era (once its caller's
+count is remembered), so no later change adds one silently.
 
 A daphne process of its own talks to a Redis of its own, which MONITOR watches: every command
 a client sends is counted (a command inside a script is the script's, not a round trip; a
@@ -26,8 +27,12 @@ ROOT = Path(__file__).resolve().parents[2]
 CALLS = 20
 ECHO = {"name": "echo", "arguments": {"text": "counted"}}
 #: Round trips one call may cost: 2025-11-25, the session's read (its admission rides along);
-#: 2026-07-28, the count of the caller's running background work.
-BUDGET = {"2025-11-25": 1, "2026-07-28": 1}
+#: 2026-07-28, none: the warm-up call read the count of the caller's background calls, which the
+#: process remembers (CALLER_COUNT_MEMORY_SECONDS, an hour here so a slow machine cannot renew
+#: it during the count; the default 1 s costs a busy caller one read a second).
+BUDGET = {"2025-11-25": 1, "2026-07-28": 0}
+#: The servers' settings (the docstring, BUDGET).
+QUIET = {"HEARTBEAT_SECONDS": 3600, "CALLER_COUNT_MEMORY_SECONDS": 3600}
 
 
 @pytest.fixture(scope="module")
@@ -41,12 +46,12 @@ def own_redis():
 def counted(request, start_server, own_redis, server_env):
     """(server, token): a server on the counted Redis, without and with authorization (a
     static token, trusted from process memory between revocations: auth/)."""
-    env = {"REDIS_URL": own_redis.url, "MCP_TRANSPORT_JSON": json.dumps({"HEARTBEAT_SECONDS": 3600})}
+    env = {"REDIS_URL": own_redis.url, "MCP_TRANSPORT_JSON": json.dumps(QUIET)}
     token = None
     if request.param == "static token":
         # Trusted for longer than the default 10 s: a loaded machine may take that long for the
         # calls, and one renewal would be counted as theirs.
-        settings = {"HEARTBEAT_SECONDS": 3600, "AUTH_REVOCABLE_MEMORY_SECONDS": 3600}
+        settings = {**QUIET, "AUTH_REVOCABLE_MEMORY_SECONDS": 3600}
         env.update(MCP_AUTH="on", MCP_TRANSPORT_JSON=json.dumps(settings))
         created = subprocess.run(
             [sys.executable, "manage.py", "mcp_tokens", "create", "--user", f"counted-{secrets.token_hex(4)}"],
@@ -118,7 +123,7 @@ def test_a_2025_inline_call_costs_one_round_trip(counted, own_redis):
     assert len(commands) <= CALLS * BUDGET["2025-11-25"], commands
 
 
-def test_a_2026_inline_call_costs_at_most_one_round_trip(counted, own_redis):
+def test_a_busy_callers_2026_inline_call_costs_no_round_trip(counted, own_redis):
     server, token = counted
     client = ModernClient(server.url)
     client.token = token
