@@ -6,6 +6,7 @@ import logging
 
 import redis
 from channels.consumer import AsyncConsumer
+from channels.exceptions import StopConsumer
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http.request import split_domain_port, validate_host
@@ -86,6 +87,18 @@ class HttpEndpoint(AsyncConsumer):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.body = RequestBody()
+
+    async def __call__(self, scope, receive, send):
+        # AsyncConsumer.__call__ joins the project's channel layer (a new channel and its receive
+        # loop per request, with channels_redis a Redis client's) and awaits each ASGI message in
+        # a task of its own (await_many_dispatch). These consumers use no channel layer: one
+        # await per message, handled in order as Channels does.
+        self.scope, self.base_send = scope, send
+        try:
+            while True:
+                await self.dispatch(await receive())
+        except StopConsumer:
+            pass
 
     async def dispatch(self, message):
         # AsyncConsumer.dispatch calls close_old_connections() through sync_to_async before
