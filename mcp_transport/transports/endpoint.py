@@ -6,7 +6,6 @@ import logging
 
 import redis
 from channels.consumer import AsyncConsumer
-from channels.exceptions import StopConsumer
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http.request import split_domain_port, validate_host
@@ -76,7 +75,14 @@ class RequestBody:
 
 
 class HttpEndpoint(AsyncConsumer):
-    """One HTTP request of an MCP endpoint, up to its transport's own handling."""
+    """One HTTP request of an MCP endpoint, up to its transport's own handling.
+
+    Channels' own message loop (``AsyncConsumer.__call__``) is kept on purpose: it awaits each
+    message in a task, so a task a handler starts takes its first step before the next message
+    (``http.disconnect``) is handled. A resumed GET's tail counts the resume in that step. A
+    plain loop that awaited ``receive`` directly (tried for issue 19) lost that count when the
+    client left at once, and a 2026-07-28 call left at once never reached its job's creation,
+    which the test of a cancel during that creation needs: both failed under CI's load."""
 
     #: Tasks writing this request's response; the consumer lives until they are done.
     tasks = ()
@@ -87,18 +93,6 @@ class HttpEndpoint(AsyncConsumer):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.body = RequestBody()
-
-    async def __call__(self, scope, receive, send):
-        # AsyncConsumer.__call__ joins the project's channel layer (a new channel and its receive
-        # loop per request, with channels_redis a Redis client's) and awaits each ASGI message in
-        # a task of its own (await_many_dispatch). These consumers use no channel layer: one
-        # await per message, handled in order as Channels does.
-        self.scope, self.base_send = scope, send
-        try:
-            while True:
-                await self.dispatch(await receive())
-        except StopConsumer:
-            pass
 
     async def dispatch(self, message):
         # AsyncConsumer.dispatch calls close_old_connections() through sync_to_async before
