@@ -1,8 +1,9 @@
 """Routes a project adds to its ASGI router: ``mcp_path()`` (Streamable HTTP) and, for clients
-of the 2024-11-05 HTTP+SSE transport, ``sse_paths()``.
+of the 2024-11-05 HTTP+SSE transport, ``sse_paths()``; and ``lifespan``, which writes what
+waits for the database when a server that speaks the ASGI lifespan protocol (uvicorn) stops.
 
     application = ProtocolTypeRouter({"http": URLRouter([
-        mcp_path("mcp"), *sse_paths(), re_path(r"", django_asgi_app)])})
+        mcp_path("mcp"), *sse_paths(), re_path(r"", django_asgi_app)]), "lifespan": lifespan})
 """
 from django.apps import apps
 from django.urls import path
@@ -10,6 +11,7 @@ from django.urls import path
 from .transports.streamable_http import McpHttpConsumer
 from .transports.endpoints import MCP_PATHS
 from .transports.http_sse import MessagesConsumer, SseConsumer
+from .transports.serving import lifespan  # noqa: F401 (a route of the router: see above)
 
 #: The endpoints' paths ("/mcp", "/sse"), for their protected resource metadata (views.py).
 endpoint_paths = []

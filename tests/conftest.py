@@ -109,13 +109,14 @@ class _PostgresDatabase:
 
 @pytest.fixture(scope="session")
 def start_server(server_env):
-    """Start another daphne process: ``start_server(**extra_env)``; all stop at the end."""
+    """Start another daphne process: ``start_server(**extra_env)``; all stop at the end. A
+    ``LiveServer`` subclass first serves the app another way (test_uvicorn.py)."""
     from mcp_transport.testing import LiveServer
 
     servers = []
 
-    def start(**extra_env):
-        server = LiveServer(env={**server_env, **extra_env}, cwd=ROOT).start()
+    def start(server_class=LiveServer, **extra_env):
+        server = server_class(env={**server_env, **extra_env}, cwd=ROOT).start()
         servers.append(server)
         return server
 

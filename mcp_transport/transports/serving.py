@@ -1,7 +1,7 @@
 """What the app needs from the ASGI server in front of it.
 
-``flush_events_at_shutdown()`` and ``enforce_request_limits()`` run by themselves
-(``AppConfig.ready``). ``tune_daphne()`` and ``tune_gc()`` are opt-in tuning; call them from the
+``flush_events_at_shutdown()`` and ``enforce_request_limits()`` run by themselves under daphne
+(``AppConfig.ready``); ``lifespan`` does the first under uvicorn (routing.py exports it). ``tune_daphne()`` and ``tune_gc()`` are opt-in tuning; call them from the
 project's asgi.py (``tune_gc()`` last, once the application is built)::
 
     from mcp_transport.transports.serving import tune_daphne, tune_gc
@@ -12,7 +12,10 @@ project's asgi.py (``tune_gc()`` last, once the application is built)::
 import asyncio
 import functools
 import gc
+import logging
 import sys
+
+logger = logging.getLogger(__name__)
 
 #: ``gc.set_threshold`` of a serving process: allocations between young collections (Python's
 #: default 700), young collections per middle one, middle ones per full one (Python's 10, 10).
@@ -128,21 +131,38 @@ def enforce_request_limits() -> bool:
 
 
 def flush_events_at_shutdown() -> bool:
-    """Under daphne, write the events (and the calls log's rows) still waiting for the database
-    before the process exits.
+    """Under daphne, write the events (and the sessions' and calls log's rows) still waiting for
+    the database before the process exits.
 
-    The Redis store batches its database writes (``persist="batched"``). Under uvicorn the loop
-    cancels the batching task at shutdown, which then writes what waits; daphne sends no ASGI
-    lifespan events and stops its loop without cancelling anything, so a SIGTERM would drop
-    up to ``flush_interval`` seconds of rows that Redis still holds. Twisted runs "before
-    shutdown" triggers, and waits for the Deferred they return, while the loop still runs.
-    Returns False (and does nothing) when no Twisted reactor is installed: Celery, manage.py,
-    uvicorn."""
+    The Redis store batches its database writes (``persist="batched"``), so a SIGTERM would
+    drop up to ``flush_interval`` seconds of rows that Redis still holds. daphne sends no ASGI
+    lifespan events; Twisted runs "before shutdown" triggers, and waits for the Deferred they
+    return, while the loop still runs. Under uvicorn (or any server that speaks the ASGI
+    lifespan protocol) ``lifespan`` below does it. Returns False (and does nothing) when no
+    Twisted reactor is installed: Celery, manage.py, uvicorn."""
     reactor = sys.modules.get("twisted.internet.reactor")
     if reactor is None or not hasattr(reactor, "addSystemEventTrigger"):
         return False
     reactor.addSystemEventTrigger("before", "shutdown", _flush_for_twisted)
     return True
+
+
+async def lifespan(scope, receive, send) -> None:
+    """The ASGI lifespan protocol, for ``ProtocolTypeRouter({..., "lifespan": lifespan})``:
+    at shutdown, write the rows still waiting for the database, as daphne's trigger does.
+    uvicorn stops its loop without cancelling the app's tasks, so without it a SIGTERM dropped
+    them (tests/integration/test_uvicorn.py)."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            try:
+                await _flush_rows()
+            except Exception as exc:  # the database is down: say so, the server exits anyway
+                logger.exception("writing the rows still waiting for the database at shutdown failed")
+                return await send({"type": "lifespan.shutdown.failed", "message": str(exc)})
+            return await send({"type": "lifespan.shutdown.complete"})
 
 
 def _flush_for_twisted():
