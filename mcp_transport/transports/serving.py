@@ -1,8 +1,9 @@
 """What the app needs from the ASGI server in front of it.
 
 ``flush_events_at_shutdown()`` and ``enforce_request_limits()`` run by themselves under daphne
-(``AppConfig.ready``); ``lifespan`` does the first under uvicorn (routing.py exports it). ``tune_daphne()`` and ``tune_gc()`` are opt-in tuning; call them from the
-project's asgi.py (``tune_gc()`` last, once the application is built)::
+(``AppConfig.ready``); ``lifespan`` does the first under uvicorn (routing.py exports it).
+``tune_daphne()`` and ``tune_gc()`` are opt-in tuning; call them from the project's asgi.py
+(``tune_gc()`` last, once the application is built)::
 
     from mcp_transport.transports.serving import tune_daphne, tune_gc
     tune_daphne()
