@@ -41,6 +41,7 @@ running = {}
 #: (session id, stream key) -> SseWriters of this process writing that stream.
 writers = {}
 _listening = weakref.WeakKeyDictionary()
+_last_loop = type(None)  # () -> the loop ensure_listening() last subscribed, or None
 #: kind -> what other modules do on a control message of that kind (``on_message``).
 listeners = {}
 
@@ -85,13 +86,22 @@ async def publish(kind: str, session_id: str, **fields) -> None:
     await publish_on(async_redis(), keys().control_channel(), message(kind, session_id, **fields))
 
 
+def listening() -> bool:
+    """Whether this event loop listens already (``ensure_listening`` is then not needed):
+    asked on every request, so the process's one loop is known without a weak dictionary."""
+    loop = asyncio.get_running_loop()
+    return _last_loop() is loop or loop in _listening
+
+
 async def ensure_listening() -> None:
     """Subscribe this process (event loop) to the control channel and start housekeeping."""
+    global _last_loop
     loop = asyncio.get_running_loop()
     if loop in _listening:
         return
     subscription = doorbell().listen(keys().control_channel())
     _listening[loop] = subscription
+    _last_loop = weakref.ref(loop)
     await subscription.__aenter__()
     loop.create_task(_listen(subscription))
     loop.create_task(_housekeeping())

@@ -2,10 +2,13 @@
 request's body as it arrives, the checks every request passes before its transport reads it
 (Origin 403, Host 400, method 405, the bearer token 401/403), the JSON and error replies."""
 import asyncio
+import functools
 import logging
 
 import redis
 from channels.consumer import AsyncConsumer
+from channels.exceptions import StopConsumer
+from channels.utils import await_many_dispatch
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http.request import split_domain_port, validate_host
@@ -50,9 +53,16 @@ def _allowed_hosts():
 
 
 def check_host(host):
-    domain, _port = split_domain_port(host or "")
-    if not domain or not validate_host(domain, _allowed_hosts()):
+    if not _host_allowed(host or "", tuple(_allowed_hosts())):
         raise TransportError(f"Host {host!r} is not allowed.")
+
+
+@functools.lru_cache(maxsize=256)
+def _host_allowed(host: str, allowed: tuple) -> bool:
+    # Django's own checks, remembered per (Host, ALLOWED_HOSTS): a client sends the same Host on
+    # every request, and splitting and matching it was 2 % of a busy process.
+    domain, _port = split_domain_port(host)
+    return bool(domain) and validate_host(domain, allowed)
 
 
 class RequestBody:
@@ -77,7 +87,7 @@ class RequestBody:
 class HttpEndpoint(AsyncConsumer):
     """One HTTP request of an MCP endpoint, up to its transport's own handling.
 
-    Channels' own message loop (``AsyncConsumer.__call__``) is kept on purpose: it awaits each
+    Channels' own message loop (``await_many_dispatch``) is kept on purpose: it awaits each
     message in a task, so a task a handler starts takes its first step before the next message
     (``http.disconnect``) is handled. A resumed GET's tail counts the resume in that step. A
     plain loop that awaited ``receive`` directly (tried for issue 19) lost that count when the
@@ -93,6 +103,17 @@ class HttpEndpoint(AsyncConsumer):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.body = RequestBody()
+
+    async def __call__(self, scope, receive, send):
+        # AsyncConsumer.__call__ with its channel layer left out: it looks the project's layer up
+        # on every request (with none configured, through a caught exception: 5 % of a busy
+        # daphne) and, with one, opens a channel per request. These consumers take no messages
+        # but their own request's; each is still awaited in a task by Channels' own loop.
+        self.scope, self.base_send, self.channel_layer = scope, send, None
+        try:
+            await await_many_dispatch([receive], self.dispatch)
+        except StopConsumer:
+            pass
 
     async def dispatch(self, message):
         # AsyncConsumer.dispatch calls close_old_connections() through sync_to_async before

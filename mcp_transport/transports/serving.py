@@ -16,6 +16,8 @@ import gc
 import logging
 import sys
 
+from . import tcp_writes
+
 logger = logging.getLogger(__name__)
 
 #: ``gc.set_threshold`` of a serving process: allocations between young collections (Python's
@@ -46,7 +48,7 @@ def tune_daphne() -> bool:
     cache changes nothing but the cost: about 115 µs per request, 12 % of an echo call
     (bench/RESULTS.md). Returns False when Twisted is not installed or has changed.
 
-    See ``_send_at_once`` for the writes.
+    See ``tcp_writes.send_at_once`` for the writes.
     """
     try:
         from twisted.internet import tcp
@@ -58,7 +60,7 @@ def tune_daphne() -> bool:
         return False
     if not hasattr(parse, "cache_info"):
         twisted_http._parseContentType = functools.lru_cache(maxsize=64)(_never_raising(parse))
-    _send_at_once(tcp.Connection)
+    tcp_writes.send_at_once(tcp.Connection)
     return True
 
 
@@ -74,49 +76,6 @@ def _never_raising(parse):
         except ValueError:
             return b""
     return parse_content_type
-
-
-def _send_at_once(connection_class) -> None:
-    """Make plain TCP writes send at once when the connection has nothing queued.
-
-    Twisted queues every write and registers the socket for writability; the next loop turn
-    sends and unregisters it: two ``epoll_ctl`` calls and a loop turn per write, about a tenth
-    of the event loop per SSE event with a thousand streams (bench/RESULTS.md). asyncio's own
-    transports try ``send()`` first, as this does; what the socket does not take (and anything
-    while data is queued, or under TLS) goes through Twisted's queue unchanged, so ordering,
-    flow control and connection loss stay Twisted's."""
-    if getattr(connection_class, "_sends_at_once", False):
-        return
-    queued_write, queued_write_sequence = connection_class.write, connection_class.writeSequence
-
-    def write(self, data):
-        if data and _idle(self):
-            data = _send_some(self, data)
-        if data:
-            queued_write(self, data)
-
-    def write_sequence(self, iovec):
-        if iovec and _idle(self):
-            return write(self, b"".join(iovec))
-        queued_write_sequence(self, iovec)
-
-    connection_class.write, connection_class.writeSequence = write, write_sequence
-    connection_class._sends_at_once = True
-
-
-def _idle(connection) -> bool:
-    return (connection.connected and not connection.TLS and not connection.disconnecting
-            and not connection._writeDisconnected and not connection.dataBuffer
-            and not connection._tempDataBuffer)
-
-
-def _send_some(connection, data: bytes) -> bytes:
-    """Send what the socket takes now; returns the rest (all of it on an error, which the
-    queued write then reports the way Twisted does)."""
-    sent = connection.writeSomeData(data)
-    if isinstance(sent, int) and sent > 0:
-        return data[sent:]
-    return data
 
 
 def enforce_request_limits() -> bool:

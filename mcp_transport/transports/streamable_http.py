@@ -61,7 +61,8 @@ class McpHttpConsumer(HttpEndpoint):
         check_stream_method(method, self.headers)
         # Once per process: the control channel, and the housekeeping that flushes the counters
         # (a process serving only JSON replies would otherwise never report its sessions).
-        await control.ensure_listening()
+        if not control.listening():
+            await control.ensure_listening()
         if method == "POST":  # each half is an object of its own (streamable_post.py, streamable_get.py)
             await PostHandling(self).post(body)
         elif method == "GET":

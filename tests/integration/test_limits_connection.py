@@ -218,6 +218,33 @@ def test_an_idle_connection_is_closed(small_server):
         assert sock.recv(1) == b""
 
 
+def test_a_connection_idle_after_its_response_is_closed(small_server):
+    """The idle timer, set when the connection opened, counts from the end of the response."""
+    body = init_body()
+    with connect(small_server) as sock:
+        sock.sendall(head([*JSON_HEADERS, f"Content-Length: {len(body)}"]) + body)
+        answered = time.monotonic()
+        status, _header, _body, closed = read_response(sock)
+        assert status == 200 and closed
+        assert time.monotonic() - answered >= SMALL["IDLE_CONNECTION_SECONDS"] * 0.9, "closed before its time"
+
+
+def test_a_response_that_outlasts_the_idle_timeout_is_not_cut(small_server):
+    """A call that takes longer than IDLE_CONNECTION_SECONDS gets its whole answer."""
+    steps = int(SMALL["IDLE_CONNECTION_SECONDS"] * 10 * 1.5)  # 100 ms each
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "slow_progress", "arguments": {"steps": steps, "interval_ms": 100},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {},
+                  "io.modelcontextprotocol/clientInfo": {"name": "limits", "version": "0"}}}}).encode()
+    modern = ["MCP-Protocol-Version: 2026-07-28", "Mcp-Method: tools/call", "Mcp-Name: slow_progress"]
+    with connect(small_server) as sock:
+        sock.sendall(head([*JSON_HEADERS, *modern, f"Content-Length: {len(body)}"]) + body)
+        status, header, reply, _closed = read_response(sock)
+    assert status == 200, (header, reply)
+    assert json.loads(reply)["result"]["content"][0]["text"], reply
+
+
 def test_a_keep_alive_connection_serves_several_requests(small_server):
     """The deadline is per request: it is not armed while a response is served, nor carried over."""
     body = init_body()
