@@ -3,6 +3,7 @@
 Each check takes strings and either returns a decision or raises a ``TransportError`` that
 carries the status to answer with. No scope, no request object, no I/O.
 """
+import functools
 import ipaddress
 import json
 from dataclasses import dataclass
@@ -177,6 +178,7 @@ def _rank(ranges, media_type):
     return None if best is None or best[1] <= 0 else best
 
 
+@functools.lru_cache(maxsize=128)  # a client sends the same Accept on every request
 def negotiate_post(accept: Optional[str]) -> PostAccept:
     """Spec 2025-11-25 says the client MUST list both types; we are lenient (checklist A7):
     either one is enough, and 406 is only for an Accept that allows neither."""

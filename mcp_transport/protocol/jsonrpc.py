@@ -61,7 +61,7 @@ def parse(body: bytes, bounds: shape.Bounds = shape.DEFAULT) -> Message:
     encode it (RFC 8259 section 8.2 leaves its meaning "unpredictable")."""
     try:
         text = body.decode("utf-8")
-        obj = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+        obj = _DECODER.decode(text)
     except _NotFinite as exc:
         raise ParseError(str(exc)) from None
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -210,12 +210,17 @@ def notification_message(method: str, params: Any = None) -> dict:
     return msg
 
 
+# Made once: json.loads and json.dumps with any option build a new decoder or encoder per call.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def dumps(message: Any) -> bytes:
     """Compact UTF-8 JSON: never contains a raw newline, so it fits one SSE data line, and
     never ``NaN`` or ``Infinity`` (not JSON: a tool's non-finite float goes out as null, as
     JavaScript's ``JSON.stringify`` writes it)."""
     try:
-        text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = _ENCODER.encode(message)
     except ValueError:
         text = json.dumps(without_non_finite(message), ensure_ascii=False, separators=(",", ":"))
     try:

@@ -29,6 +29,7 @@
 
 A refusal is counted as ``limit_refusals:<limit>`` (metrics.py).
 """
+import functools
 import hashlib
 import logging
 import math
@@ -199,6 +200,7 @@ async def admit_call(session_id: str, running: Optional[int] = None, background:
                         f"This session already runs {limit} requests at once: wait for one to finish.")
 
 
+@functools.lru_cache(maxsize=4096)  # asked on every sessionless call, by the same few callers
 def caller_key(principal_key: str, address: str) -> str:
     """Who a per-caller limit counts: the principal when authorization is on, else the client
     address (TRUSTED_PROXIES honoured); hashed, so a key of bounded length."""

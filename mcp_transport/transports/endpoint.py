@@ -108,9 +108,12 @@ class HttpEndpoint(AsyncConsumer):
         # AsyncConsumer.__call__ with its channel layer left out: it looks the project's layer up
         # on every request (with none configured, through a caught exception: 5 % of a busy
         # daphne) and, with one, opens a channel per request. These consumers take no messages
-        # but their own request's; each is still awaited in a task by Channels' own loop.
+        # but their own request's. The first is waiting already and nothing can come before it:
+        # a JSON reply is sent without Channels' task and wait (three loop turns) per message;
+        # every later message goes through Channels' loop, in the order described above.
         self.scope, self.base_send, self.channel_layer = scope, send, None
         try:
+            await self.dispatch(await receive())
             await await_many_dispatch([receive], self.dispatch)
         except StopConsumer:
             pass

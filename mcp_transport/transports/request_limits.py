@@ -154,6 +154,21 @@ class LimitedChannel(twisted_http.HTTPChannel):
         self._active_at = time.monotonic()
         self._idle_timer = self.callLater(self.idle_seconds, self._check_idle)
 
+    # Twisted asks both on every request (a getsockname() system call, an interface lookup);
+    # neither changes during a connection.
+
+    def getHost(self):
+        host = self.__dict__.get("_local_address")
+        if host is None:
+            host = self._local_address = super().getHost()
+        return host
+
+    def isSecure(self):
+        secure = self.__dict__.get("_secure")
+        if secure is None:
+            secure = self._secure = super().isSecure()
+        return secure
+
     def setTimeout(self, period):
         if period is None:  # Twisted stops the idle timeout (the connection ends, or turns HTTP/2)
             self._stop_idle_timer()

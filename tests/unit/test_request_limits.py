@@ -140,3 +140,13 @@ def test_twisted_access_lines_are_made_only_where_daphne_shows_them(verbosity, l
     http_channel.makeConnection(StringTransport())
     factory.log(twisted_http.Request(http_channel))
     assert len(lines) == logged
+
+
+def test_the_connection_s_own_address_is_asked_once(channel):
+    asked = []
+    address = channel.transport.getHost()
+    channel.transport.getHost = lambda: asked.append(1) or address
+    for _ in range(5):
+        _answer(channel)
+    assert len(asked) == 1
+    assert channel.requests == [] and channel.isSecure() is False
