@@ -362,6 +362,8 @@ def _task_augmentation(spec, params):
     without task support answers -32601, and so does a plain call of a tool that requires a task
     -- spec 2025-11-25 basic/utilities/tasks (Tool-Level Negotiation)."""
     task = params.get("task")
+    if task is None and spec.task_support != "required":
+        return None  # a plain call that may be one: nothing to decide (declares() walks every tool)
     if not declares("tasks"):
         return None
     if task is not None and not spec.task_support:

@@ -22,7 +22,7 @@ logger = logging.getLogger(__name__)
 
 #: ``gc.set_threshold`` of a serving process: allocations between young collections (Python's
 #: default 700), young collections per middle one, middle ones per full one (Python's 10, 10).
-GC_THRESHOLDS = (50_000, 20, 10)
+GC_THRESHOLDS = (200_000, 20, 10)
 
 
 def tune_gc(thresholds=GC_THRESHOLDS) -> None:
@@ -31,10 +31,15 @@ def tune_gc(thresholds=GC_THRESHOLDS) -> None:
     Each of 1,000 open streams keeps tasks, futures, timers and buffers alive, so Python's
     collector, run every 700 allocations, kept finding a large young generation to move and
     full collections of about a million objects to scan: 57 s of one 120 s run of issue 19's
-    1,000 x 10 s streams (3,364 collections, by ``gc.callbacks``), against 2.6 s (13) with these
-    thresholds. ``gc.freeze()`` moves what start-up loaded (Django, Twisted, the app: objects
-    that live as long as the process) out of every later collection. Cyclic garbage still goes,
-    a little later: a few megabytes more at most."""
+    1,000 x 10 s streams (3,364 collections, by ``gc.callbacks``), against 2.6 s (13) with a
+    young generation of 50,000. daphne keeps each finished request's objects (its Twisted
+    request, ASGI queue and task) until its application checker reaps them, once a second: at
+    2,500 requests a second some 100,000 objects come and go between reapings, so a young
+    generation of 50,000 was collected twice a second for nothing (4 % of a busy process); at
+    200,000 a young collection waits for real growth. ``gc.freeze()`` moves what start-up loaded
+    (Django, Twisted, the app: objects that live as long as the process) out of every later
+    collection. Cyclic garbage still goes, later: some tens of megabytes more at most (a served
+    request leaves none; tests/unit/test_garbage.py)."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(*thresholds)

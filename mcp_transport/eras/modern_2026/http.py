@@ -14,6 +14,7 @@ import collections
 import functools
 import json
 import logging
+import weakref
 from typing import Awaitable, Protocol
 
 import redis
@@ -414,12 +415,14 @@ class ModernReply:
             self.done = True
             if self.finished is not None:
                 self.finished(None)
+                self.finished = None  # it holds the call, and the call holds this reply
 
     async def finish(self, status, message):
         if self.done:
             return
         if self.finished is not None:
             self.finished(message)
+            self.finished = None  # it holds the call, and the call holds this reply
         if not self.streaming and (self.exchange.accept.json or status != 200):
             self.done = True
             return await self.exchange.send_json(status, message)
@@ -441,10 +444,20 @@ class ModernChannel:
         self.cancelled = False
         #: The multi-round-trip round the handler runs in (rounds.serve sets it).
         self.round = None
-        #: The request's dispatch.Call (what a task started from it needs).
-        self.call = None
+        self._call = None
         #: The creation of the one task the call hands its work to (start_task).
         self._handover = None
+
+    @property
+    def call(self):
+        """The request's dispatch.Call (what a task started from it needs). Held weakly, since
+        the call holds its channel: a reference cycle would leave each request's objects to the
+        garbage collector (bench/RESULTS.md, issue 19)."""
+        return self._call() if self._call is not None else None
+
+    @call.setter
+    def call(self, call):
+        self._call = weakref.ref(call) if call is not None else None
 
     async def notify(self, method, params):
         # "The server MUST NOT emit notifications/message for a request that does not include
