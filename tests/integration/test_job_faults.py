@@ -150,5 +150,8 @@ def test_a_burst_far_beyond_the_ring_reaches_the_client_whole(own_queue_server, 
         messages = client.stream("POST", call).messages()
     finally:
         burst_worker.stop()
-    assert _progress(messages) == list(range(1, 2001))
-    assert [answer["result"]["content"][0]["text"] for answer in _answers(messages, call)] == ["done 2000"]
+    progress = _progress(messages)
+    # On a failure, say how the stream ended: its last messages, and the server's log.
+    ending = (len(messages), messages[-2:], own_queue_server.log()[-3000:])
+    assert progress == list(range(1, 2001)), (progress[:3], progress[-3:], ending)
+    assert [answer["result"]["content"][0]["text"] for answer in _answers(messages, call)] == ["done 2000"], ending
