@@ -280,9 +280,9 @@ class LimitedChannel(twisted_http.HTTPChannel):
             return
         self.refuse(408, f"The request was not received within {self.receive_seconds:g} s.", "receive_seconds")
 
-    # The idle timeout, the same way: Twisted stops its timer at each request line and starts a
-    # new one when the response ends (a cancelled and a new timer per request, 4 % of a busy
-    # process); this one stays, and when it fires it looks at what the connection did since.
+    # The idle timeout, the same way: Twisted stops its timer once a request has arrived and
+    # starts a new one when the response ends (a cancelled and a new timer per request, 4 % of a
+    # busy process); this one stays, and when it fires it looks at what the connection did since.
 
     def _check_idle(self):
         self._idle_timer = None
