@@ -54,6 +54,15 @@ class Call:
     job_id: str = ""
     #: Its OpenTelemetry span (tracing.py), or None; it ends with the call (calls.finished).
     span: Any = None
+    #: The client's address (TRUSTED_PROXIES honoured): who a sessionless call is, without a principal.
+    address: str = ""
+    #: Whose share of the sync threads its code takes (threads.py): its session, else its caller
+    #: (running/pipeline.py: ``begin``).
+    owner: Any = None
+    #: A background tool's call (running/pipeline.py decides it, before the call runs).
+    background: bool = False
+    #: Its calls-log record is made (exactly one per call).
+    recorded: bool = False
 
 
 #: What each capability declares when it is declared (``declares``); tasks' comes from its module.
@@ -289,14 +298,23 @@ def _object_param(params, name):
 
 async def run_sync_or_async(func, args=(), kwargs=None, *, call=None, lane=threads.HANDLERS, calls_back=False):
     """Await an async function; run a sync one in a thread of ``lane``, in the share of the
-    call's session (threads.py: one session's waiting never blocks another's); it may use the ORM.
+    call's owner: its session, else its caller (threads.py: one owner's waiting never blocks
+    another's; a sessionless call is not nobody's); it may use the ORM.
 
     ``calls_back``: the function uses a SyncContext (its methods hop back onto this loop)."""
     if inspect.iscoroutinefunction(func):
         return await func(*args, **(kwargs or {}))
-    owner = threads.owner_of(call.session.id if call is not None and call.session is not None else None)
+    owner = threads.owner_of(_owner(call))
     return await threads.run(lane, owner, _with_fresh_connections(func), args, kwargs, calls_back=calls_back,
                              caller=waiting_caller(call))
+
+
+def _owner(call):
+    if call is None:
+        return None
+    if call.owner is not None:
+        return call.owner
+    return call.session.id if call.session is not None else None
 
 
 def waiting_caller(call):

@@ -9,11 +9,13 @@ Tree::
     │   ├── MethodNotFound         -32601, in-band (HTTP 200)
     │   ├── InvalidParams          -32602, in-band (HTTP 200)
     │   └── TransportError         -32600, HTTP 403/404/405/406/409/413/415/400
+    │       └── LimitReached       -32600, HTTP 429 with Retry-After
     └── LocalProtocolError         we broke it: a bug (-32603)
 
 Parsing client input raises nothing but ``RemoteProtocolError`` (the h11 fuzz invariant);
 anything else escaping the core is a bug. The shell maps these to responses in one place.
 """
+import math
 from enum import IntEnum
 
 
@@ -91,3 +93,12 @@ class TransportError(RemoteProtocolError):
     """An HTTP-level rejection; the body is a JSON-RPC error without an id."""
 
     code = ErrorCode.INVALID_REQUEST
+
+
+class LimitReached(TransportError):
+    """429 Too Many Requests, with the seconds after which trying again may work."""
+
+    http_status = 429
+
+    def __init__(self, message, retry_after):
+        super().__init__(message, headers=[("retry-after", str(math.ceil(retry_after)))])

@@ -39,6 +39,16 @@ def encode(event: SseEvent) -> bytes:
     return ("\n".join(lines) + "\n\n").encode("utf-8")
 
 
+def message_frame(data: bytes, event_id=None) -> bytes:
+    """An MCP message event: ``data`` is one JSON-RPC message already encoded by
+    ``jsonrpc.dumps``, which never holds a line break, so one ``data`` line is the whole payload
+    (what ``encode`` would build, without splitting and checking it again). Without an id on
+    2026-07-28 streams: "CL26 #9 removes the Last-Event-ID header and SSE event IDs"."""
+    if event_id is None:
+        return b"event: message\ndata: %s\n\n" % data
+    return b"id: %s\nevent: message\ndata: %s\n\n" % (str(event_id).encode(), data)
+
+
 def comment(text: str = "") -> bytes:
     """A comment line (``: ping``): ignored by clients, keeps proxies from timing out."""
     _check_field("comment", text)

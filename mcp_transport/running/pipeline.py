@@ -1,137 +1,244 @@
-"""One call's life, whichever transport carried it: from a parsed request of an authenticated
-caller to its one answer.
+"""One call's life, whichever era and transport carried it: from a parsed request of an
+authenticated caller to its one answer. This is the run phase, written once.
 
-Each transport (2025-11-25 Streamable HTTP, stdio, 2024-11-05 HTTP+SSE; the 2026-07-28 era for
-the steps it shares) adapts to it through a small ``Responder``: answer with one message, open
-the stream a call's messages go on, open the stream a background job writes. The pipeline
-owns the rest, in this order, so that a safeguard added here holds on every front door (as
-Django's ``BaseHandler`` does for its middleware, Celery's ``build_tracer`` for a task's life):
+Each transport (Streamable HTTP in both eras, stdio, 2024-11-05 HTTP+SSE) adapts to it through
+a small ``Responder``: what its era's answers look like, and how they reach the client. The
+pipeline owns everything else, in this order, so that a safeguard added here holds on every
+front door (as Django's ``BaseHandler`` does for its middleware, Celery's ``build_tracer`` for a
+task's life):
 
 1. the span (tracing.py) and the calls-log record (calls.py): exactly one each per request,
    including ``initialize`` and the requests refused before they run (``refused``);
-2. the era's own checks (``check``: the session's state, the progress token), then the scopes
-   of the target (403, raised: the transport answers it as HTTP);
-3. the quota (``admit``): MAX_CALLS_PER_SESSION or MAX_CALLS_PER_CALLER, 429 as an answer;
-4. inline, on a stream of its own (its task answers and releases: streams.py), or in a Celery
-   worker (jobs.py; "could not be started" is an answer too);
-5. the release of the quota before the answer goes out (the client may send its next call as
-   soon as it has it), and the record.
+2. the era's own checks (``Responder.check``: a session's state, a request's ``_meta``), then
+   the scopes of the target (403, raised: the transport answers it as HTTP);
+3. admission (``admit``): MAX_CALLS_PER_SESSION for a session's call, MAX_CALLS_PER_CALLER for a
+   sessionless one, 429 as an answer;
+4. the run, in one of three ways (a fact of the method and the tool, ``Plan``): inline with a
+   one-message answer; on a stream of its own (a task of its own answers); or, for a background
+   tool in an era whose streams are resumable, in a Celery worker that writes the call's stream
+   (jobs.py; "could not be started" is an answer too). A stateless era relays a background
+   tool's job on the call's own stream, so its call runs the second way;
+5. the release of the call's place before the answer goes out (the client may send its next
+   call as soon as it has it), and the record.
+
+The fairness key of the call's sync code (methods/threads.py) is its ``owner``: its session, or
+its caller (principal, else client address) when it has none, set here for every era.
 """
 import asyncio
 import contextlib
 import logging
-from typing import Awaitable, Callable, Optional, Protocol
+from typing import Any, Awaitable, Callable, Optional, Protocol
 
 from .. import auth, tracing
 from . import calls, jobs, streams
-from ..methods.dispatch import Call, answer, counts_as_call, may_send, runs_in_background, target_spec
+from ..methods.context import ToolCancelled
+from ..methods.dispatch import Call, runs_in_background, target_spec
 from ..methods.registry import registry
+from ..methods.specs import UNKNOWN, MethodTable
 from ..protocol import ids, jsonrpc
 from ..protocol.errors import ErrorCode, ProtocolError
 from ..protocol.jsonrpc import Request
-from ..state import control, quotas
+from ..state import quotas
 from ..storage import get_event_store
 
 logger = logging.getLogger(__name__)
 
 
+class CallStream(Protocol):
+    """The stream one call's messages and answer go on (``Responder.open_stream``)."""
+
+    #: What the call's Context talks to (notify, request, close_stream, cancelled).
+    channel: Any
+
+    def start(self, work: Awaitable[None]) -> asyncio.Task:
+        """Run the call's work in a task: one that outlives the connection (2025-11-25: a
+        disconnect is not a cancel), or one cancelled with it (2026-07-28: it is)."""
+
+    def answers_cancel(self) -> bool:
+        """The work was cancelled: True if the call still ends with an answer (a cancel by
+        request ends a resumable stream with its terminal marker), False if nobody is left."""
+
+    async def claim(self) -> bool:
+        """The right to give the call's one answer (False: another process answered it)."""
+
+    async def finish(self, message: Optional[dict], error: Optional[ProtocolError]) -> None:
+        """Send the call's answer (None: cancelled) and end the stream."""
+
+
 class Responder(Protocol):
-    """How one transport delivers one call's answer."""
+    """What one era and transport contribute to a call: how its request is checked, what its
+    answers look like, and how they reach the client. Nothing else."""
+
+    #: The era's methods (their facts: counts as a call, may send before its result).
+    methods: MethodTable
+    #: A background tool's job writes the call's own stream, which a client may resume
+    #: anywhere (sessions); False: the job is relayed on the call's stream like any streamed
+    #: call (stateless), by the handler ``handle`` runs it.
+    resumable_jobs: bool
+    #: A handler's ProtocolError is answered in-band, with 200 (2025-11-25); False: with the
+    #: status the era gives it (2026-07-28: 404 for an unknown method...).
+    in_band_errors: bool
+
+    async def check(self, request: Request, call: Call) -> None:
+        """The era's checks, raising the ProtocolError the request is refused with."""
 
     def wants_stream(self, may_send: bool) -> bool:
-        """Whether the call's messages and answer go on a stream (``may_send``: the method may
-        send before its result) rather than as one message. (``open_stream`` and
-        ``open_job_stream`` are not needed of an era that runs its calls itself: ``serve(run=)``.)"""
+        """Whether the call runs on a stream of its own (``may_send``: its method may send
+        before its result) rather than answering with one message."""
+
+    async def handle(self, request: Request, call: Call) -> dict:
+        """The request's result in this era, or the ProtocolError it raises (``call.background``:
+        a background tool's call, in an era that relays its job on the call's stream)."""
+
+    def result_reply(self, request: Request, result: dict) -> dict:
+        """The era's form of a result."""
+
+    def error_reply(self, request_id, exc: ProtocolError) -> dict:
+        """The era's form of an error."""
+
+    def inline_channel(self, request: Request, call: Call):
+        """The channel of a call answered with one message."""
 
     async def answer(self, request: Request, message: dict, error: Optional[ProtocolError] = None) -> None:
         """Send the call's one answer as a single message (``error``: the refusal it says, whose
         HTTP status and headers an HTTP transport answers with)."""
 
-    async def open_stream(self, stream: streams.RequestStream) -> None:
-        """Open the stream the call's messages and answer go on (its task writes them)."""
+    async def open_stream(self, request: Request, call: Call) -> CallStream:
+        """Open the stream the call's messages and answer go on."""
 
     async def open_job_stream(self, stream_key: str) -> Optional[Callable[[], Awaitable[None]]]:
-        """Open the stream a background job will write; returns what follows it once the job is
-        submitted (or None: the transport's follower finds it)."""
+        """(``resumable_jobs`` only) Open the stream a background job will write; returns what
+        follows it once the job is submitted (or None: the transport's follower finds it)."""
 
 
-def begin(request: Request, session, headers=None, transport: str = "http", **facts) -> Call:
-    """The Call of a request that starts now, with its span (current in this task)."""
-    call = Call(session=session, **facts)
+def begin(request: Request, session, headers=None, transport: str = "http", *, address: str = "", **facts) -> Call:
+    """The Call of a request that starts now, with its span (current in this task) and its
+    fairness owner: its session, else its caller."""
+    call = Call(session=session, address=address, **facts)
+    key = call.principal.key if call.principal is not None else ""
+    call.owner = session.id or quotas.caller_key(key, address)
     call.span = tracing.start(request, session, headers, transport)
     return call
+
+
+def record(request: Request, call: Call, message: Optional[dict], **outcome) -> None:
+    """The call's one calls-log record (and the end of its span); a second one is not made."""
+    if not call.recorded:
+        call.recorded = True
+        calls.finished(request, call, message, **outcome)
 
 
 async def answered(request: Request, call: Call, responder: Responder, message: dict,
                    error: Optional[ProtocolError] = None) -> None:
     """Send the call's one answer as a single message, and record it."""
+    record(request, call, message)
     await responder.answer(request, message, error)
-    calls.finished(request, call, message)
 
 
-async def refused(request: Request, call: Call, responder: Responder, exc: ProtocolError,
-                  message: Optional[dict] = None) -> None:
-    """Answer a request refused before it ran (its state, its arguments, a quota) with the error,
-    or ``message`` (the era's form of it)."""
-    message = message or jsonrpc.error_message(request.id, exc.code, exc.message)
-    await answered(request, call, responder, message, exc)
+async def refused(request: Request, call: Call, responder: Responder, exc: ProtocolError) -> None:
+    """Answer a request refused before it ran (its state, its arguments, a quota) with the error."""
+    await answered(request, call, responder, responder.error_reply(request.id, exc), exc)
 
 
-async def serve(request: Request, call: Call, responder: Responder, *, admit, check=None, scope=None,
-                headers=None, run: Optional[Callable[[bool, bool], Awaitable[None]]] = None,
-                refusal: Optional[Callable[[ProtocolError], dict]] = None) -> None:
-    """Serve one request (``call`` from ``begin``). ``admit(background)`` returns the call's
-    quota slot or raises the 429; ``check()``: the era's own checks, raising the ProtocolError it
-    is answered with; ``scope`` and ``headers``: the HTTP request that carried it, whose
-    principal needs the target's scopes (none for stdio). ``run(streamed, background)``: an era
-    that answers its admitted calls on responses of its own (2026-07-28: no event store, no
-    resumption) runs them so, answering and recording each (a task it starts sets
-    ``call.started`` and frees the call's place at its end); ``refusal(exc)``: the era's form of
-    an error answer."""
+async def serve(request: Request, call: Call, responder: Responder, *, scope=None, headers=None) -> None:
+    """Serve one request (``call`` from ``begin``). ``scope`` and ``headers``: the HTTP request
+    that carried it, whose principal needs the target's scopes (none for stdio)."""
+    spec = responder.methods.get(request.method, UNKNOWN)
     try:
-        if check is not None:
-            await check()
+        await responder.check(request, call)
     except ProtocolError as exc:
-        return await refused(request, call, responder, exc, refusal and refusal(exc))
+        return await refused(request, call, responder, exc)
     if scope is not None:
         check_scopes(request, call, scope, headers)
-    streamed = responder.wants_stream(may_send(request))
-    background = streamed and runs_in_background(request, call.principal)
-    if counts_as_call(request):  # a background tool's job counts too, until it ends
+    streamed = responder.wants_stream(spec.may_send(request.params))
+    call.background = streamed and runs_in_background(request, call.principal)
+    if spec.counts_as_call:  # a background tool's job counts too, until it ends
         try:
-            call.quota = await admit(background)
+            call.quota = await admit(call, call.background, getattr(responder, "running_calls", None))
         except ProtocolError as exc:  # 429: the session or caller runs its most calls already
-            return await refused(request, call, responder, exc, refusal and refusal(exc))
-    if run is not None:
-        try:
-            return await run(streamed, background)
-        finally:
-            if not call.started:
-                await quotas.release_call(call.quota)  # a no-op once a job holds its place
+            return await refused(request, call, responder, exc)
     try:
-        if background:
-            try:
-                return await hand_to_job(request, call, responder)
-            finally:
-                await quotas.release_call(call.quota)  # nothing left to free once its job holds it
+        if call.background and responder.resumable_jobs:
+            return await hand_to_job(request, call, responder)
         if streamed:
             return await run_on_stream(request, call, responder)
-        # A one-message answer has nowhere to put messages sent before the result: dropped.
-        call.channel = streams.JsonReplyChannel(request.id)
-        message = await answer(request, call)
-    except BaseException:
+        await run_inline(request, call, responder)
+    finally:
         if not call.started:
-            await quotas.release_call(call.quota)
+            await quotas.release_call(call.quota)  # a no-op once released, or once a job holds it
+
+
+def admit(call: Call, background: bool, running: Optional[int] = None) -> Awaitable[quotas.Slot]:
+    """The call's place: among its session's calls, or its caller's when it has no session."""
+    if call.session.id:
+        return quotas.admit_call(call.session.id, running, background=background)
+    key = call.principal.key if call.principal is not None else ""
+    return quotas.admit_caller_call(key, call.address, background)
+
+
+async def respond(request: Request, call: Call, responder: Responder) -> tuple:
+    """(the era's answer, the error whose status it is answered with) of running the request:
+    its result, or the error it raised (-32603, and a log record, for one nobody meant). A
+    cancel (ToolCancelled, asyncio's) goes through."""
+    try:
+        result = await responder.handle(request, call)
+    except ProtocolError as exc:
+        return responder.error_reply(request.id, exc), None if responder.in_band_errors else exc
+    except ToolCancelled:
         raise
+    except Exception:
+        logger.exception("%s failed", request.method)  # the record carries the (short) session id
+        return jsonrpc.error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error."), None
+    return responder.result_reply(request, result), None
+
+
+async def run_inline(request: Request, call: Call, responder: Responder) -> None:
+    """A one-message answer: it has nowhere to put messages sent before the result."""
+    call.channel = responder.inline_channel(request, call)
+    message, error = await respond(request, call, responder)
     await quotas.release_call(call.quota)
-    await answered(request, call, responder, message)
+    await answered(request, call, responder, message, error)
 
 
 async def run_on_stream(request: Request, call: Call, responder: Responder) -> None:
-    """Run the request on a stream of its own; its task answers, releases the quota, records."""
-    stream = call.channel = streams.RequestStream(call.session.id, request.id, ids.new_stream_key())
-    await asyncio.gather(control.register_call(stream), responder.open_stream(stream))
-    await streams.start(stream, request, call)
+    """Run the request on a stream of its own, in a task of its own that answers, releases the
+    call's place and records it."""
+    stream = await responder.open_stream(request, call)
+    call.channel = stream.channel
+    call.started = True
+    task = stream.start(_answer_on(stream, request, call, responder))
+    # A done callback runs however the task ends, even cancelled before its first step.
+    task.add_done_callback(lambda _task: _unanswered(request, call))
+
+
+async def _answer_on(stream: CallStream, request: Request, call: Call, responder: Responder) -> None:
+    try:
+        message, error = await respond(request, call, responder)
+    except (asyncio.CancelledError, ToolCancelled):
+        if not stream.answers_cancel():
+            raise
+        # "Receivers ... SHOULD: Not send a response for the cancelled request." -- spec
+        # 2025-11-25 basic/utilities/cancellation. The stream ends with a terminal marker.
+        message = error = None
+    finally:
+        # Before the response goes out: the client may send its next call as soon as it has it.
+        await quotas.release_call(call.quota)
+    if getattr(call.channel, "cancelled", False):
+        message = error = None
+    if not await stream.claim():  # exactly one response, even after a long stall
+        call.recorded = True  # another process answered it (an orphan's answer), and records nothing
+        return
+    record(request, call, message)
+    await stream.finish(message, error)
+
+
+def _unanswered(request: Request, call: Call) -> None:
+    """The call's task ended without its answer (its client left, or it failed): its record
+    says cancelled, and its place is freed (a task cancelled before its first step never ran
+    the ``finally`` that frees it)."""
+    record(request, call, None)
+    if call.quota is not None and call.quota.token is not None:
+        asyncio.ensure_future(quotas.release_call(call.quota))
 
 
 async def hand_to_job(request: Request, call: Call, responder: Responder) -> None:
@@ -149,9 +256,9 @@ async def hand_to_job(request: Request, call: Call, responder: Responder) -> Non
         logger.exception("submitting a job of %s failed", params["name"])
         failed = job_failed(request)
         await get_event_store().append(session.id, stream_key, failed, final=True)
-        calls.finished(request, call, failed)
+        record(request, call, failed)
     else:
-        calls.finished(request, call, None, status=calls.McpCall.Outcome.BACKGROUND, job_id=job.id)
+        record(request, call, None, status=calls.McpCall.Outcome.BACKGROUND, job_id=job.id)
     if follow is not None:
         await follow()
 
@@ -165,11 +272,8 @@ def job_failed(request: Request) -> dict:
 def check_scopes(request: Request, call: Call, scope, headers) -> None:
     """403 ``insufficient_scope`` before anything starts (auth.require_spec_scopes): raised for
     the transport to answer as HTTP, and recorded as the call's answer."""
-    try:
+    with recording_failure(request, call):
         auth.require_spec_scopes(target_spec(request), call.principal, scope, headers)
-    except ProtocolError as exc:
-        calls.finished(request, call, jsonrpc.error_message(request.id, exc.code, exc.message))
-        raise
 
 
 @contextlib.contextmanager
@@ -179,5 +283,5 @@ def recording_failure(request: Request, call: Call):
     try:
         yield
     except ProtocolError as exc:
-        calls.finished(request, call, jsonrpc.error_message(request.id, exc.code, exc.message))
+        record(request, call, jsonrpc.error_message(request.id, exc.code, exc.message))
         raise

@@ -17,13 +17,11 @@ import json
 import logging
 
 from ..state import control, metrics, quotas, sessions
-from . import calls
 from ..state.bell import doorbell
 from ..conf import get_config
 from ..connections import async_redis, keys, publish
 from ..methods.context import ClientCapabilityError, ClientRequestError, ToolCancelled
-from ..methods.dispatch import answer
-from ..protocol import sse
+from ..protocol import ids, sse
 from ..protocol.errors import ErrorCode
 from ..protocol.jsonrpc import dumps, error_message, notification_message, request_message
 from ..storage import get_event_store
@@ -43,9 +41,7 @@ def event_frame(event_id, message) -> bytes:
 
 
 def message_frame(event_id, data: bytes) -> bytes:
-    """An event carrying one JSON-RPC message already encoded by ``jsonrpc.dumps``, which never
-    holds a line break: one ``data`` line is the whole payload (what ``sse.encode`` would build)."""
-    return b"id: %s\nevent: message\ndata: %s\n\n" % (str(event_id).encode(), data)
+    return sse.message_frame(data, event_id)
 
 
 #: Streams of the requests this process runs, by (session id, stream key): a resume that reaches
@@ -84,6 +80,8 @@ class RequestStream:
         #: and the first error one of them met.
         self._notifying = collections.deque()
         self._notify_failure = None
+        #: Its entry in control.running while its work runs here (``start``).
+        self._running_key = None
 
     @property
     def cancelled(self) -> bool:
@@ -198,6 +196,45 @@ class RequestStream:
         writer, self._writer = self._writer, None
         if writer is not None:
             writer.finish_with_retry(retry_ms)
+
+    # -- as the request pipeline's stream (running/pipeline.py: CallStream) --------------------
+
+    @property
+    def channel(self):
+        return self  # a tool's Context talks to the stream itself
+
+    def start(self, work) -> asyncio.Task:
+        """Run the request's work in its own task; it outlives the connection ("Disconnection
+        SHOULD NOT be interpreted as the client cancelling its request"), and a cancel from any
+        process reaches it (control.py)."""
+        key = (self.session_id, self.stream_key)
+        local_streams[key] = self
+        task = asyncio.get_running_loop().create_task(self._running(work))
+        _tasks.add(task)
+        task.add_done_callback(_tasks.discard)
+        task.add_done_callback(lambda _task: local_streams.pop(key, None))
+        return task
+
+    async def _running(self, work):
+        await control.ensure_listening()
+        self._running_key = (self.session_id, control.request_key(self.request_id))
+        control.running[self._running_key] = (self, asyncio.current_task())
+        try:
+            await work
+        finally:
+            control.running.pop(self._running_key, None)
+
+    def answers_cancel(self) -> bool:
+        """A cancel by request (or the session's end) gets the stream's terminal marker."""
+        return self.cancelled
+
+    async def claim(self) -> bool:
+        # No cancel reaches the request once its answer is being written.
+        control.running.pop(self._running_key, None)
+        return await control.claim_answer(self)
+
+    async def finish(self, message, error=None) -> None:
+        await _emit_final(self, message)
 
     async def request(self, method: str, params: dict, timeout=None, park=True, **_options) -> dict:
         """Send a server-to-client request on this stream and wait for the reply, which may
@@ -344,38 +381,12 @@ async def deliver_reply(session_id: str, reply: dict) -> None:
 
 # -- running requests and cancellation -------------------------------------------------------
 
-async def start(stream: RequestStream, request, call) -> None:
-    """Run the request in its own task; it outlives the connection (a disconnect is not a cancel)."""
-    await control.ensure_listening()
-    key = (stream.session_id, stream.stream_key)
-    local_streams[key] = stream
-    task = asyncio.create_task(_run(stream, request, call))
-    call.started = True
-    _tasks.add(task)
-    task.add_done_callback(_tasks.discard)
-    task.add_done_callback(lambda _task: local_streams.pop(key, None))
-
-
-async def _run(stream, request, call):
-    key = (stream.session_id, control.request_key(request.id))
-    control.running[key] = (stream, asyncio.current_task())
-    try:
-        message = await answer(request, call)
-    except (asyncio.CancelledError, ToolCancelled):
-        if not stream.cancelled:
-            raise
-        message = None
-    finally:
-        control.running.pop(key, None)
-        # Before the response goes out: the client may send its next call as soon as it has it.
-        await quotas.release_call(call.quota)
-    if stream.cancelled:
-        # "Receivers ... SHOULD: Not send a response for the cancelled request." -- spec
-        # 2025-11-25 basic/utilities/cancellation. The stream ends with a terminal marker.
-        message = None
-    if await control.claim_answer(stream):  # exactly one response, even after a long stall
-        await _emit_final(stream, message)
-        calls.finished(request, call, message)
+async def open_request_stream(session_id: str, request_id, attach) -> RequestStream:
+    """A request's stream of its own (pipeline.CallStream), listed for liveness checks while
+    ``attach(stream)`` opens it on the transport (both at once: one wait)."""
+    stream = RequestStream(session_id, request_id, ids.new_stream_key())
+    await asyncio.gather(control.register_call(stream), attach(stream))
+    return stream
 
 
 async def _emit_final(stream, message, attempts=5):

@@ -32,7 +32,6 @@ A refusal is counted as ``limit_refusals:<limit>`` (metrics.py).
 import functools
 import hashlib
 import logging
-import math
 import secrets
 import time
 import weakref
@@ -46,7 +45,7 @@ from . import metrics
 from ..conf import get_config
 from ..connections import async_redis, keys
 from ..protocol import jsonrpc
-from ..protocol.errors import InvalidParams, TransportError
+from ..protocol.errors import InvalidParams, LimitReached
 
 logger = logging.getLogger(__name__)
 
@@ -143,15 +142,6 @@ ADMISSION_GRACE_SECONDS = 60
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-class LimitReached(TransportError):
-    """429 Too Many Requests, with the seconds after which trying again may work."""
-
-    http_status = 429
-
-    def __init__(self, message, retry_after):
-        super().__init__(message, headers=[("retry-after", str(math.ceil(retry_after)))])
 
 
 async def admit_session(address: str, session_id: str) -> None:

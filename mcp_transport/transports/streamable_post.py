@@ -3,13 +3,12 @@ request goes to its era (as a ``ModernExchange``), an ``initialize`` opens a ses
 goes to the request pipeline (running/pipeline.py) through ``PostResponder``, a notification or
 a response to the server's request is taken in."""
 import asyncio
-import functools
 import logging
 
 from .. import logs
 from ..state import control, metrics, quotas, sessions
 from ..running import calls, pipeline, streams
-from ..eras.modern_2026 import http as modern
+from . import modern_post
 from ..state.bell import doorbell
 from ..conf import get_config, message_bounds
 from ..connections import keys
@@ -18,20 +17,23 @@ from ..protocol import http, ids, jsonrpc, versions
 from ..protocol.modern import is_modern
 from ..protocol.errors import InvalidParams
 from ..protocol.jsonrpc import Notification, Request, Response
-from ..eras.legacy_2025.session import enter_state, receive_notification
+from ..eras.legacy_2025 import era as era_2025
+from ..eras.legacy_2025.era import receive_notification
 from .streamable_get import StreamTail
 
 logger = logging.getLogger(__name__)
 
 
-class PostResponder:
+class PostResponder(era_2025.SessionResponder):
     """The request pipeline's side of a 2025-11-25 POST (running/pipeline.py): a JSON reply, or an
     SSE stream of the call's events, which a client that drops it resumes on any process."""
 
-    __slots__ = ("post", "consumer", "session")
+    __slots__ = ("post", "consumer", "running_calls")
 
     def __init__(self, post: "PostHandling", session):
-        self.post, self.consumer, self.session = post, post.consumer, session
+        super().__init__(session)
+        self.post, self.consumer = post, post.consumer
+        self.running_calls = self.consumer.running_calls
 
     def wants_stream(self, may_send: bool) -> bool:
         return self.post.wants_sse(may_send)
@@ -39,7 +41,10 @@ class PostResponder:
     async def answer(self, request, message, error=None) -> None:
         await self.consumer.send_json(error.http_status if error else 200, message, error.asgi_headers() if error else ())
 
-    async def open_stream(self, stream) -> None:
+    async def open_stream(self, request, call):
+        return await streams.open_request_stream(self.session.id, request.id, self._attach)
+
+    async def _attach(self, stream) -> None:
         consumer, session = self.consumer, self.session
         sessions.remember_for_resume(session)
         writer = await consumer.start_sse(session.id, stream.stream_key)
@@ -63,7 +68,7 @@ class PostResponder:
 
 
 class ModernExchange:
-    """A 2026-07-28 POST as its era sees it (``modern.Exchange``): what the request says, and the
+    """A 2026-07-28 POST as its era sees it (``modern_post.Exchange``): what the request says, and the
     consumer's ways to answer it, bound once (no layer below this one holds the consumer)."""
 
     __slots__ = ("headers", "scope", "principal", "user", "user_id", "body_size", "accept", "client_address",
@@ -92,7 +97,7 @@ class PostHandling:
         http.check_body_size(self.consumer.body.size, get_config()["MAX_REQUEST_BYTES"])
         message = jsonrpc.parse(body, message_bounds())
         if is_modern(message, self.consumer.headers):  # spec-checklist §3.2, step 4
-            return await modern.post(ModernExchange(self.consumer, self.accept), message)
+            return await modern_post.post(ModernExchange(self.consumer, self.accept), message)
         if "mcp-session-id" not in self.consumer.headers and isinstance(message, Request) \
                 and message.method == "initialize":
             return await self.initialize(message)
@@ -149,11 +154,9 @@ class PostHandling:
         logs.bind_request(request.id)
         consumer = self.consumer
         call = pipeline.begin(request, session, consumer.headers, principal=consumer.principal, user=consumer.user,
-                              request_bytes=consumer.body.size)
-        await pipeline.serve(request, call, PostResponder(self, session),
-                             scope=consumer.scope, headers=consumer.headers,
-                             check=functools.partial(enter_state, session, request),
-                             admit=functools.partial(quotas.admit_call, session.id, consumer.running_calls))
+                              request_bytes=consumer.body.size, address=session.address)
+        await pipeline.serve(request, call, PostResponder(self, session), scope=consumer.scope,
+                             headers=consumer.headers)
 
     async def post_notification(self, session, notification):
         await receive_notification(session, notification)

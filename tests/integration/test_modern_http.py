@@ -2,6 +2,7 @@
 requests on the same /mcp as the sessions of 2025-11-25, routed per request."""
 import base64
 import json
+from unittest.mock import ANY
 import os
 import subprocess
 import sys
@@ -331,8 +332,10 @@ def test_listen_ends_gracefully_with_its_final_result(start_server):
     server = start_server(MCP_TRANSPORT_JSON=json.dumps({"LISTEN_MAX_SECONDS": 0.5}))
     stream, _ = open_listen(ModernClient(server.url), {"toolsListChanged": True}, "s")
     messages = stream.messages(timeout=TIMEOUT)
+    # Its result is stamped as every result is ("servers SHOULD put serverInfo in its _meta").
     assert messages == [{"jsonrpc": "2.0", "id": "s",
-                         "result": {"resultType": "complete", "_meta": {SUBSCRIPTION_ID: "s"}}}]
+                         "result": {"resultType": "complete",
+                                    "_meta": {SUBSCRIPTION_ID: "s", "io.modelcontextprotocol/serverInfo": ANY}}}]
     assert stream.closed_by_server
 
 

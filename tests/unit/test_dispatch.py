@@ -221,7 +221,7 @@ ALL_CAPABILITIES = ("logging", "tools", "resources", "prompts", "completions", "
 def test_declares_agrees_with_what_both_eras_declare(reg, offers):
     """Requests ask ``declares`` (cheap) where discover and initialize build ``capabilities()``:
     the two must never disagree."""
-    from mcp_transport.eras.modern_2026 import http as modern_http
+    from mcp_transport.eras.modern_2026 import methods as modern_http
 
     if "tool" in offers:
         add_tools(reg, ["a"])

@@ -1,7 +1,7 @@
 """Each MCP method's facts are declared once, with its handler (methods/specs.py), and every
 era reads them from its table: what the parallel tables of dispatch.py, the 2026-07-28 era and
 protocol/mrtr.py used to say, per method, is what the declarations say now."""
-from mcp_transport.eras.modern_2026 import http as modern_http
+from mcp_transport.eras.modern_2026 import methods as modern_http
 from mcp_transport.methods import dispatch
 from mcp_transport.methods.specs import MethodSpec, MethodTable
 from mcp_transport.protocol import modern

@@ -1,4 +1,4 @@
-"""The HTTP side of a 2026-07-28 reply (modern.ModernReply, modern.guarded) against a recording
+"""The HTTP side of a 2026-07-28 reply (transports/modern_post.py: ModernReply, guarded) against a recording
 consumer: one response whatever the work does."""
 import asyncio
 import json
@@ -6,7 +6,9 @@ import json
 import pytest
 import redis
 
-from mcp_transport.eras.modern_2026 import http as modern
+from mcp_transport.protocol.errors import ProtocolError
+from mcp_transport.eras.modern_2026 import methods as modern_methods
+from mcp_transport.transports import modern_post as modern
 from mcp_transport.protocol.http import PostAccept
 
 pytestmark = pytest.mark.asyncio
@@ -44,7 +46,7 @@ async def test_work_that_fails_unexpectedly_still_gets_one_error_response_with_i
     assert consumer.status == status
     body = json.loads(consumer.body())
     assert body["id"] == 9 and body["error"]["code"] == -32603
-    await reply.finish(200, {"late": True})  # a second answer is never written
+    await reply.finish({"late": True})  # a second answer is never written
     assert len(consumer.sent) == 2
 
 
@@ -64,13 +66,14 @@ async def test_a_failure_after_streaming_began_ends_the_stream_with_the_error():
 
 async def test_an_error_before_anything_was_sent_keeps_its_own_status():
     consumer = RecordingConsumer()
-    await modern.ModernReply(consumer, 1).finish(400, {"jsonrpc": "2.0", "id": 1, "error": {"code": -32021}})
+    await modern.ModernReply(consumer, 1).finish({"jsonrpc": "2.0", "id": 1, "error": {"code": -32021}},
+                                                 ProtocolError("missing", code=-32021, http_status=400))
     assert consumer.status == 400
 
 
 async def test_a_client_that_accepts_only_sse_gets_its_result_as_an_event():
     consumer = RecordingConsumer(json_ok=False)
-    await modern.ModernReply(consumer, 1).finish(200, {"jsonrpc": "2.0", "id": 1, "result": {}})
+    await modern.ModernReply(consumer, 1).finish({"jsonrpc": "2.0", "id": 1, "result": {}})
     assert consumer.status == 200 and consumer.body().startswith(b"event: message\ndata: ")
 
 
@@ -85,7 +88,7 @@ async def test_cancelling_guarded_work_propagates():
 
 
 async def test_registered_extensions_are_declared_when_they_offer_something(monkeypatch):
-    monkeypatch.setitem(modern.EXTENSIONS, "example.com/on", lambda: {"x": 1})
-    monkeypatch.setitem(modern.EXTENSIONS, "example.com/off", lambda: None)
-    extensions = modern.capabilities()["extensions"]
+    monkeypatch.setitem(modern_methods.EXTENSIONS, "example.com/on", lambda: {"x": 1})
+    monkeypatch.setitem(modern_methods.EXTENSIONS, "example.com/off", lambda: None)
+    extensions = modern_methods.capabilities()["extensions"]
     assert extensions["example.com/on"] == {"x": 1} and "example.com/off" not in extensions

@@ -16,37 +16,30 @@ id): a client that reconnects with it as Last-Event-ID gets every message it mis
 whichever process, and none twice.
 """
 import asyncio
-import functools
 import logging
 
 from django.contrib.auth.models import AnonymousUser
 
 from ... import auth, logs
 from ...state import quotas, sessions
-from ...running import jobs, pipeline, streams
+from ...running import pipeline, streams
+from . import era
+from .era import receive_notification
 from ...state.bell import doorbell
 from ...conf import get_config
 from ...connections import async_redis, keys, publish
-from ...methods.dispatch import initialize_result
-from ...protocol import ids, jsonrpc, versions
+from ...protocol import ids
 from ...protocol.cursor import MAX_OPEN, START, Cursor
 from ...protocol.errors import InvalidRequest, ProtocolError
 from ...protocol.ids import GET_STREAM, EventId
-from ...protocol.jsonrpc import Notification, Request, result_message
-from ...protocol.session import SessionState, next_state
+from ...protocol.jsonrpc import Notification, Request
+from ...protocol.session import SessionState
 from ...storage import UnknownEvent, get_event_store
 
 logger = logging.getLogger(__name__)
 
-#: Revisions a client may ask for here: Streamable HTTP's, and 2024-11-05, the revision that
-#: defined HTTP+SSE (its clients speak no later one).
-VERSIONS = (*versions.SUPPORTED, "2024-11-05")
-
-
 def negotiate(requested) -> str:
-    """"If the server supports the requested protocol version, it MUST respond with the same
-    version. Otherwise ... the latest version supported by the server." -- basic/lifecycle"""
-    return requested if requested in VERSIONS else versions.LATEST
+    return era.negotiate(requested, era.MESSAGE_VERSIONS)
 
 
 def _list_ttl() -> int:
@@ -108,51 +101,37 @@ async def receive(session, message, principal: auth.Principal, scope=None, heade
 async def _receive_request(session, request, principal, scope, headers):
     logs.bind_request(request.id)
     call = pipeline.begin(request, session, headers, "http" if scope is not None else "pipe", principal=principal,
-                          user=principal.user or AnonymousUser())
-    responder = MessageResponder(session.id)
+                          user=principal.user or AnonymousUser(), address=session.address)
+    responder = MessageResponder(session)
     if request.method == "initialize":
         return await _initialize(session, request, call, responder)
-    await pipeline.serve(request, call, responder, check=functools.partial(enter_state, session, request),
-                         admit=functools.partial(_admit, session.id), scope=scope, headers=headers)
+    await pipeline.serve(request, call, responder, scope=scope, headers=headers)
 
 
-async def enter_state(session, request) -> None:
-    """The session's next state for ``request`` (InvalidRequest where its lifecycle forbids it,
-    -32602 for a bad progress token, before anything is stored under it), kept."""
-    state = next_state(SessionState(session.state), request.method)
-    jsonrpc.progress_token(request.params)
-    if state.value != session.state and request.method != "initialize":  # _initialize keeps its own
-        await sessions.update(session, state=state.value)
-
-
-def _admit(session_id, background):
-    return quotas.admit_call(session_id, background=background)
-
-
-class MessageResponder:
+class MessageResponder(era.SessionResponder):
     """The pipeline's side of a transport that carries messages (stdio, HTTP+SSE): every
     message reaches the client through the session's follower, from the streams it lists."""
-
-    def __init__(self, session_id: str):
-        self.session_id = session_id
 
     def wants_stream(self, may_send: bool) -> bool:
         return True  # each request on a stream of its own, so the follower hands over its messages in order
 
     async def answer(self, request, message, error=None) -> None:
-        await reply(self.session_id, message)
+        await reply(self.session.id, message)
 
-    async def open_stream(self, stream) -> None:
-        await add_stream(self.session_id, stream.stream_key)
+    async def open_stream(self, request, call):
+        return await streams.open_request_stream(self.session.id, request.id, self._list)
+
+    async def _list(self, stream) -> None:
+        await add_stream(self.session.id, stream.stream_key)
 
     async def open_job_stream(self, stream_key):
-        await add_stream(self.session_id, stream_key)  # listed: followers wait for its answer
+        await add_stream(self.session.id, stream_key)  # listed: followers wait for its answer
         return None
 
 
 async def _initialize(session, request, call, responder):
     try:
-        await enter_state(session, request)
+        await era.enter_state(session, request)
     except ProtocolError as exc:
         return await pipeline.refused(request, call, responder, exc)
     params = request.params
@@ -161,20 +140,7 @@ async def _initialize(session, request, call, responder):
     info = info if isinstance(info, dict) else {}
     await sessions.update(session, state=SessionState.INITIALIZING.value, protocol_version=version, client_info=info,
                           client_capabilities=capabilities if isinstance(capabilities, dict) else {})
-    await pipeline.answered(request, call, responder, result_message(request.id, initialize_result(version)))
-
-
-async def receive_notification(session, notification):
-    """What a client notification does to its session, whichever transport carried it."""
-    method = notification.method
-    if method == "notifications/initialized" and session.state == SessionState.INITIALIZING.value:
-        await sessions.update(session, state=SessionState.READY.value)
-    elif method == "notifications/cancelled":
-        request_id = notification.params.get("requestId")
-        # "Invalid cancellation notifications SHOULD be ignored." -- basic/utilities/cancellation
-        if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
-            await asyncio.gather(streams.request_cancel(session.id, request_id),
-                                 jobs.cancel_request(session.id, request_id))
+    await pipeline.answered(request, call, responder, era.initialize_reply(request, version))
 
 
 # -- what the server sends ----------------------------------------------------------------------

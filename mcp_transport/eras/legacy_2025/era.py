@@ -1,0 +1,83 @@
+"""What the session era (2025-11-25, and 2024-11-05 before it) says of a request, whatever
+carries it (Streamable HTTP, stdio, HTTP+SSE): the session's lifecycle, the version it
+negotiates, what a client notification does, and the form of its answers. How those answers
+reach the client is the transport's (``SessionResponder``'s subclasses in transports/).
+"""
+import asyncio
+
+from ...methods import dispatch
+from ...methods.specs import MethodTable
+from ...protocol import jsonrpc, versions
+from ...protocol.errors import ProtocolError
+from ...protocol.session import SessionState, next_state
+from ...running import jobs, streams
+from ...state import sessions
+
+#: Revisions a client may ask for over a transport that carries messages: Streamable HTTP's,
+#: and 2024-11-05, the revision that defined HTTP+SSE (its clients speak no later one).
+MESSAGE_VERSIONS = (*versions.SUPPORTED, "2024-11-05")
+
+
+def negotiate(requested, supported=versions.SUPPORTED) -> str:
+    """"If the server supports the requested protocol version, it MUST respond with the same
+    version. Otherwise ... the latest version supported by the server." -- basic/lifecycle"""
+    return requested if requested in supported else versions.LATEST
+
+
+async def enter_state(session, request) -> None:
+    """The session's next state for ``request`` (InvalidRequest where its lifecycle forbids it,
+    -32602 for a bad progress token, before anything is stored under it), kept."""
+    state = next_state(SessionState(session.state), request.method)
+    jsonrpc.progress_token(request.params)
+    if state.value != session.state and request.method != "initialize":  # initialize keeps its own
+        await sessions.update(session, state=state.value)
+
+
+async def receive_notification(session, notification) -> None:
+    """What a client notification does to its session, whichever transport carried it."""
+    method = notification.method
+    if method == "notifications/initialized" and session.state == SessionState.INITIALIZING.value:
+        await sessions.update(session, state=SessionState.READY.value)
+    elif method == "notifications/cancelled":
+        request_id = notification.params.get("requestId")
+        # "Invalid cancellation notifications SHOULD be ignored." -- basic/utilities/cancellation
+        if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
+            await asyncio.gather(streams.request_cancel(session.id, request_id),
+                                 jobs.cancel_request(session.id, request_id))
+
+
+def initialize_reply(request, version: str) -> dict:
+    return jsonrpc.result_message(request.id, dispatch.initialize_result(version))
+
+
+class SessionResponder:
+    """The era's half of a request pipeline responder (running/pipeline.py) for a request in a
+    session: its checks, its methods, its answers' form. A transport adds how they are sent."""
+
+    __slots__ = ("session",)
+
+    methods: MethodTable = dispatch.METHODS
+    #: A background tool's job writes the request's stream; the client may resume it anywhere.
+    resumable_jobs = True
+    #: "Errors in the request ... are answered with a JSON-RPC error": in-band, 200.
+    in_band_errors = True
+    #: The session's running background calls, when the session's read counted them.
+    running_calls = None
+
+    def __init__(self, session):
+        self.session = session
+
+    async def check(self, request, call) -> None:
+        await enter_state(self.session, request)
+
+    async def handle(self, request, call) -> dict:
+        return await dispatch.dispatch(request, call)
+
+    def result_reply(self, request, result: dict) -> dict:
+        return jsonrpc.result_message(request.id, result)
+
+    def error_reply(self, request_id, exc: ProtocolError) -> dict:
+        return jsonrpc.error_message(request_id, exc.code, exc.message, exc.data)
+
+    def inline_channel(self, request, call):
+        return streams.JsonReplyChannel(request.id)
