@@ -36,7 +36,7 @@ class Keys:
 
     def opened_streams(self, session_id):
         """The streams of a session served over stdio or HTTP+SSE, in the order they were
-        opened (eras/legacy_2025/session.py)."""
+        opened (transports/message_session.py)."""
         return f"{self.prefix}:opened:{session_id}"
 
     def closed(self, session_id):

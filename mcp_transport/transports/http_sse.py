@@ -38,7 +38,7 @@ from ..protocol import http, ids, jsonrpc, sse
 from ..protocol.cursor import Cursor
 from ..protocol.errors import InvalidRequest, TransportError
 from ..protocol.ids import GET_STREAM
-from ..eras.legacy_2025 import session as message_session
+from . import message_session
 
 logger = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from ..conf import get_config, message_bounds
 from ..protocol import jsonrpc
 from ..protocol.errors import ErrorCode, ProtocolError
 from ..storage import get_event_store
-from ..eras.legacy_2025 import session as message_session
+from . import message_session
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from mcp_transport import auth
-from mcp_transport.eras.legacy_2025 import session as message_session
+from mcp_transport.transports import message_session
 from mcp_transport.protocol.jsonrpc import Request
 from mcp_transport.running import calls
 from mcp_transport.state import sessions

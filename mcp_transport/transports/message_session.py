@@ -20,21 +20,21 @@ import logging
 
 from django.contrib.auth.models import AnonymousUser
 
-from ... import auth, logs
-from ...state import quotas, sessions
-from ...running import pipeline, streams
-from . import era
-from .era import receive_notification
-from ...state.bell import doorbell
-from ...conf import get_config
-from ...connections import async_redis, keys, publish
-from ...protocol import ids
-from ...protocol.cursor import MAX_OPEN, START, Cursor
-from ...protocol.errors import InvalidRequest, ProtocolError
-from ...protocol.ids import GET_STREAM, EventId
-from ...protocol.jsonrpc import Notification, Request
-from ...protocol.session import SessionState
-from ...storage import UnknownEvent, get_event_store
+from .. import auth, logs
+from ..state import quotas, sessions
+from ..running import pipeline, streams
+from ..eras.legacy_2025 import era
+from ..eras.legacy_2025.era import receive_notification
+from ..state.bell import doorbell
+from ..conf import get_config
+from ..connections import async_redis, keys, publish
+from ..protocol import ids
+from ..protocol.cursor import MAX_OPEN, START, Cursor
+from ..protocol.errors import InvalidRequest, ProtocolError
+from ..protocol.ids import GET_STREAM, EventId
+from ..protocol.jsonrpc import Notification, Request
+from ..protocol.session import SessionState
+from ..storage import UnknownEvent, get_event_store
 
 logger = logging.getLogger(__name__)
 
