@@ -147,6 +147,7 @@ from django.db.models import Q
 from django.utils import timezone
 from mcp_transport.models import McpJob
 from mcp_transport.running import jobs
+from mcp_transport.running.jobs import sweep
 
 @database_sync_to_async
 def waiting_ahead_of(job):  # the candidates the sweep reads before it, in its (updated_at, id) order
@@ -154,7 +155,7 @@ def waiting_ahead_of(job):  # the candidates the sweep reads before it, in its (
                                  status="input_required").count()
 
 async def main():
-    jobs.SWEEP_BATCH, jobs.SWEEP_SECONDS = 500, 0  # each run stops after its first page
+    sweep.SWEEP_BATCH, sweep.SWEEP_SECONDS = 500, 0  # each run stops after its first page
     while (timezone.now() - (await jobs.load({job_id!r})).updated_at).total_seconds() <= {timeout}:
         await asyncio.sleep(0.1)  # until the call is one of the candidates (waiting past its timeout)
     await jobs._save_sweep_cursor(None)  # from the oldest, whatever an earlier cleanup left
@@ -187,8 +188,8 @@ def test_runs_with_a_budget_go_on_where_the_last_one_stopped(server, sweep_env, 
 CLEANUP = """
 import asyncio, json
 from mcp_transport.operations import cleanup
-from mcp_transport.running import jobs
-jobs.PARKED_KEY_GRACE = 0  # the test removed the keys that lapse PARKED_KEY_GRACE after the deadline
+from mcp_transport.running.jobs import waiting
+waiting.PARKED_KEY_GRACE = 0  # the test removed the keys that lapse PARKED_KEY_GRACE after the deadline
 asyncio.run(cleanup())
 print(json.dumps(True))
 """

@@ -12,6 +12,7 @@ from mcp_transport import checks as mcp_checks
 from mcp_transport.conf import get_config
 from mcp_transport.models import McpJob
 from mcp_transport.running import jobs
+from mcp_transport.running.jobs import lost as jobs_lost  # where the code under test reads them
 
 
 def tolerating(seconds):
@@ -56,7 +57,7 @@ async def test_the_error_result_names_the_tolerance_in_force(monkeypatch):
         ended.append((status, error))
         return True
 
-    monkeypatch.setattr(jobs, "finish", finish)
+    monkeypatch.setattr(jobs_lost, "finish", finish)
     job = McpJob(id="j" * 32, tool="no_such_tool_registered", status=McpJob.Status.WORKING)
     with tolerating(90):
         await jobs.worker_lost(job, database=True)

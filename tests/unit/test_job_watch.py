@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from mcp_transport.models import McpJob
 from mcp_transport.running import jobs
+from mcp_transport.running.jobs import lost as jobs_lost  # where watch reads them
 from mcp_transport.state import control
 
 
@@ -20,7 +21,7 @@ def lost(monkeypatch):
     async def worker_lost(job, **flags):
         called.append(job.id)
 
-    monkeypatch.setattr(jobs, "worker_lost", worker_lost)
+    monkeypatch.setattr(jobs_lost, "worker_lost", worker_lost)
     monkeypatch.setattr(control, "looks_dead", lambda call: True)
     return called
 
@@ -32,7 +33,7 @@ def watched(monkeypatch, started_ago):
     async def load(job_id):
         return job
 
-    monkeypatch.setattr(jobs, "load", load)
+    monkeypatch.setattr(jobs_lost, "load", load)
     return asyncio.run(jobs.watch("s1", "k1", {"job": "j1", "beat": "0"}))
 
 

@@ -8,6 +8,7 @@ from celery import shared_task
 
 from mcp_transport.methods import dispatch
 from mcp_transport.running import jobs
+from mcp_transport.running.jobs import modern as jobs_modern  # where the code under test reads them
 from mcp_transport.eras.legacy_2025 import tasks
 from mcp_transport.models import McpJob
 from mcp_transport.protocol.errors import InvalidParams, MethodNotFound
@@ -231,7 +232,7 @@ def stored(monkeypatch):
         asked.append(job_id)
         return rows.get(job_id)
 
-    monkeypatch.setattr(jobs, "load", load)
+    monkeypatch.setattr(jobs_modern, "load", load)
     return rows, asked
 
 

@@ -17,6 +17,7 @@ from django.db import OperationalError
 from mcp_transport.eras.modern_2026 import jobs as modern_jobs
 from mcp_transport.models import McpJob
 from mcp_transport.running import jobs
+from mcp_transport.running.jobs import cancelling as jobs_cancelling  # where the code under test reads them
 
 Status = McpJob.Status
 
@@ -175,11 +176,11 @@ async def test_a_cancel_racing_a_worker_that_takes_the_job_stops_the_worker(monk
     async def stop_running(job):
         done.append("stop")
 
-    monkeypatch.setattr(jobs, "load", load)
-    monkeypatch.setattr(jobs, "finish", finish)
-    monkeypatch.setattr(jobs.control, "publish", publish)
-    monkeypatch.setattr(jobs, "_revoke", revoke)
-    monkeypatch.setattr(jobs, "_stop_running", stop_running)
+    monkeypatch.setattr(jobs_cancelling, "load", load)
+    monkeypatch.setattr(jobs_cancelling, "finish", finish)
+    monkeypatch.setattr(jobs_cancelling.control, "publish", publish)
+    monkeypatch.setattr(jobs_cancelling, "_revoke", revoke)
+    monkeypatch.setattr(jobs_cancelling, "_stop_running", stop_running)
     assert await jobs.acancel("j" * 32) is True
     assert row["status"] == Status.CANCELLED
     assert done == (["cancel", "stop"] if taken else ["cancel", "revoke"])

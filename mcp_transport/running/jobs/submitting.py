@@ -1,0 +1,67 @@
+"""Submitting a job: its row, its call record, and the Celery task that runs it."""
+import logging
+import uuid
+
+from ... import tracing
+from ...state import control, metrics, quotas
+from ...methods import threads
+from ...methods.content import error_result
+from ...logs import short_id
+from ...models import McpJob
+from .answers import finish
+from .limits import celery_options
+from .modern import internal_failure
+from .rows import Status, _insert, new_job_id
+
+logger = logging.getLogger(__name__)
+
+
+#: The Celery task that runs a job (worker/run.py), as the queues and the workers know it.
+RUN_JOB = "mcp_transport.run_job"
+
+
+async def submit(spec, arguments: dict, *, session_id: str, request_id, stream_key: str, user_id=None,
+                 principal="", progress_token=None, is_task=False, ttl_ms=None, context=None, slot=None) -> McpJob:
+    """Create the job and queue it; its answer will come on ``stream_key`` (``context``: what a
+    2026-07-28 call brings instead of a session, ``modern_context()``; ``slot``: the request's
+    place among its owner's running calls, which the job holds until it ends, quotas.py)."""
+    place = quotas.take_for_job(slot)  # before anything is spent: a call's place funds one job
+    job = McpJob(id=new_job_id(), session_id=session_id, user_id=user_id, principal=principal, request_id=request_id,
+                 stream_key=stream_key, tool=spec.name, arguments=arguments, progress_token=progress_token,
+                 is_task=is_task, ttl_ms=ttl_ms, celery_task_id=str(uuid.uuid4()),
+                 context=tracing.job_context(context) or {})
+    try:
+        await _insert(job)
+    except BaseException:
+        await quotas.release_call(place)  # no job holds it: the request's own release no longer can
+        raise
+    await quotas.hand_to_job(place, job.id)  # before it is queued: finish() frees it
+    metrics.incr("jobs_submitted")
+    await control.register_call(_CallRecord(job), job=job.id)
+    try:
+        await enqueue(job, spec)
+    except Exception:
+        logger.exception("queueing job %s (%s) failed", short_id(job.id), spec.name)
+        text = f"Tool {spec.name} could not be queued: the task broker is unreachable."
+        await finish(job, Status.FAILED, error_result(text), error=text, **internal_failure(job))
+    return job
+
+
+class _CallRecord:
+    """What control.register_call needs to know of a request."""
+
+    def __init__(self, job):
+        self.session_id, self.stream_key, self.request_id = job.session_id, job.stream_key, job.request_id
+        self.last_beat = 0.0
+
+
+async def enqueue(job, spec) -> None:
+    # By name: worker/, which registers the task, imports this package.
+    from celery import current_app  # imports Celery: only where jobs are sent
+
+    def send():
+        current_app.tasks[RUN_JOB].apply_async(args=[job.id, job.session_id, job.stream_key],
+                                               task_id=job.celery_task_id, **celery_options(spec))
+
+    # kombu's publish is blocking I/O: keep it off the event loop, in the broker's own threads.
+    await threads.run(threads.BROKER, threads.owner_of(job.session_id), send)
