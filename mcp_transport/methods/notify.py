@@ -136,7 +136,7 @@ async def list_changed(kind: str) -> int:
 
 async def _ring_listeners(message: dict) -> None:
     """The 2026-07-28 era has no sessions: its subscriptions/listen streams, on any process,
-    hear every change on one channel and keep what their filter asks for (eras/modern_2026/http.py)."""
+    hear every change on one channel and keep what their filter asks for (eras/modern_2026/listen.py)."""
     await publish(async_redis(), keys().listen_bell(), dumps(message))
 
 

@@ -1,9 +1,8 @@
 """The log of recent calls (``models.McpCall``), both eras, written in batches off the request path.
 
 ``finished()`` is called once per request where it is finished (its answer is written, or its
-work handed to a background job): by the request pipeline (pipeline.py: one-message answers,
-refusals, jobs) on every transport, by a request's own task (streams.py), and by a 2026-07-28
-reply (eras/modern_2026/http.py; with no answer when its client closed the response). It hands
+work handed to a background job), by the request pipeline alone (pipeline.py: ``record``), in
+both eras and on every transport (with no answer when its client left before it). It hands
 ``add()`` what it knows (a tuple of references) and returns at once: no database write, no
 Redis round trip and no serializing on the hot path. The captured calls wait in the process,
 and a task of the loop makes their rows and bulk-inserts them every ``INTERVAL`` seconds or

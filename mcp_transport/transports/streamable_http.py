@@ -7,7 +7,7 @@ so the consumer's dispatch loop stays free to see the client go away.
 Order of checks on every request (status codes are part of the contract):
 Origin (403) -> Host (400) -> method (405) -> bearer token (401, 403; auth/) -> headers (415,
 406, 413) -> body (400 -32700 / -32600) -> era (spec-checklist §3.2 step 4: a 2026-07-28 request
-goes to eras/modern_2026/http.py, which runs the rest of its ladder) -> session (400 missing, 404 unknown or
+goes to modern_post.py, whose era runs the rest of its ladder) -> session (400 missing, 404 unknown or
 another principal's) -> version header (400) -> dispatch.
 """
 import asyncio
