@@ -20,7 +20,7 @@ def doc_blocks() -> dict:
 def test_the_documented_tool_is_the_example_projects():
     block = doc_blocks()["reports/mcp_tools.py"]
     tool = block[block.index("@tool(background=True)"):]
-    assert tool in (ROOT / "tools" / "mcp_tools.py").read_text()
+    assert tool in (ROOT / "tools" / "mcp_tools" / "background.py").read_text()
 
 
 def run_documented_tests(tmp_path, test_file, **env):

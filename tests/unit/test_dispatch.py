@@ -1,7 +1,7 @@
 """dispatch: the pure parts (pagination, capabilities, handlers that need no session store).
 
-``dispatch.registry`` is replaced by a fresh ``Registry()`` in every test. logging/setLevel and
-resources/(un)subscribe touch Redis and are covered by the integration tests.
+The registry dispatch's methods read is replaced by a fresh ``Registry()`` in every test.
+logging/setLevel and resources/(un)subscribe touch Redis and are covered by the integration tests.
 """
 import base64
 import json
@@ -11,7 +11,7 @@ import threading
 import pytest
 from django.test import override_settings
 
-from mcp_transport.methods import dispatch
+from mcp_transport.methods import dispatch, listing, method_table, resources_prompts, tool_calls
 from mcp_transport.methods.context import Context, SyncContext, ToolCancelled
 from mcp_transport.protocol.errors import ErrorCode, InvalidParams, MethodNotFound, ResourceNotFound
 from mcp_transport.protocol.jsonrpc import Request
@@ -41,7 +41,8 @@ class FakeChannel:
 @pytest.fixture
 def reg(monkeypatch):
     fresh = Registry()
-    monkeypatch.setattr(dispatch, "registry", fresh)
+    for module in (method_table, listing, tool_calls, resources_prompts):  # where dispatch's methods read it
+        monkeypatch.setattr(module, "registry", fresh)
     return fresh
 
 

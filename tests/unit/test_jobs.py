@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 import pytest
 from celery import shared_task
 
-from mcp_transport.methods import dispatch
+from mcp_transport.methods import dispatch, listing, method_table, resources_prompts, tool_calls
 from mcp_transport.running import jobs
 from mcp_transport.running.jobs import modern as jobs_modern  # where the code under test reads them
 from mcp_transport.eras.legacy_2025 import tasks
@@ -20,7 +20,8 @@ from mcp_transport.state.sessions import SessionRecord
 @pytest.fixture
 def reg(monkeypatch):
     fresh = Registry()
-    monkeypatch.setattr(dispatch, "registry", fresh)
+    for module in (method_table, listing, tool_calls, resources_prompts):  # where dispatch's methods read it
+        monkeypatch.setattr(module, "registry", fresh)
     return fresh
 
 

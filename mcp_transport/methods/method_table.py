@@ -1,0 +1,151 @@
+"""The Call being served, and the method table's facts: the methods there are (``METHODS``, each
+declared with its handler in the modules dispatch.py imports), what the server declares
+(``capabilities``, ``initialize_result``) and what a request's method says of it (it counts as a
+call, may send, names a target). The tasks utility plugs in here (``serve_tasks``).
+"""
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import __version__
+from ..state import sessions
+from ..conf import get_config
+from ..protocol.jsonrpc import Request
+from .registry import registry
+from .specs import UNKNOWN, MethodTable
+
+
+@dataclass
+class Call:
+    """One request being served."""
+
+    session: sessions.SessionRecord
+    user: Any = None
+    #: The auth.Principal of the request (its key, scopes and user).
+    principal: Any = None
+    #: Reaches the client while the request runs (notify, request, close_stream, cancelled).
+    channel: Any = None
+    #: Its place among its owner's running calls (a quotas.Slot), freed at its end unless the
+    #: background job it creates takes it over.
+    quota: Any = None
+    #: True once a task of its own runs it (that task releases the quota).
+    started: bool = False
+    #: For the calls log (running/calls.py): when it began (monotonic), its body's size, and
+    #: the background job it started or continued.
+    began: float = field(default_factory=time.monotonic)
+    request_bytes: int = 0
+    job_id: str = ""
+    #: Its OpenTelemetry span (tracing.py), or None; it ends with the call (calls.finished).
+    span: Any = None
+    #: The client's address (TRUSTED_PROXIES honoured): who a sessionless call is, without a principal.
+    address: str = ""
+    #: Whose share of the sync threads its code takes (threads.py): its session, else its caller
+    #: (running/pipeline.py: ``begin``).
+    owner: Any = None
+    #: A background tool's call (running/pipeline.py decides it, before the call runs).
+    background: bool = False
+    #: Its calls-log record is made (exactly one per call).
+    recorded: bool = False
+
+
+#: What each capability declares when it is declared (``declares``); tasks' comes from its module.
+_DECLARATIONS = {"logging": {}, "tools": {"listChanged": True}, "resources": {"subscribe": True, "listChanged": True},
+                 "prompts": {"listChanged": True}, "completions": {}}
+
+
+def capabilities() -> dict:
+    """"Servers MUST ... declare" what they support; declare only what is registered."""
+    caps = {name: dict(settings) for name, settings in _DECLARATIONS.items() if declares(name)}
+    if declares("tasks"):
+        caps["tasks"] = tasks_utility.capability()
+    return caps
+
+
+def declares(capability: str) -> bool:
+    """Whether ``capabilities()`` has ``capability``: what every request asks, without building
+    them all (the tasks check alone walks every tool)."""
+    if capability == "logging":
+        return True
+    if capability == "tools":
+        return bool(registry.tools)
+    if capability == "resources":
+        return bool(registry.resources or registry.templates)
+    if capability == "prompts":
+        return bool(registry.prompts)
+    if capability == "completions":
+        return bool(registry.prompts or registry.templates)
+    if capability == "tasks":
+        return tasks_utility is not None and any(spec.task_support for spec in registry.tools.values())
+    return False
+
+
+def server_info() -> dict:
+    config = get_config()
+    info = {"name": config["SERVER_NAME"], "version": config["SERVER_VERSION"] or __version__}
+    if config["SERVER_TITLE"]:
+        info["title"] = config["SERVER_TITLE"]
+    return info
+
+
+def initialize_result(protocol_version: str) -> dict:
+    result = {"protocolVersion": protocol_version, "capabilities": capabilities(), "serverInfo": server_info()}
+    if get_config()["INSTRUCTIONS"]:
+        result["instructions"] = get_config()["INSTRUCTIONS"]
+    return result
+
+
+#: The methods of the 2025-11-25 era, each declared with its handler (specs.py) in the modules
+#: dispatch.py imports; the 2026-07-28 era derives its table from this one.
+METHODS = MethodTable()
+
+
+def spec_of(request: Request):
+    """The facts of the request's method (``specs.UNKNOWN`` for a method no table has)."""
+    return METHODS.get(request.method, UNKNOWN)
+
+
+def is_known_target(method: str, name: str) -> bool:
+    """A tool or prompt of this name is registered (tracing names spans only after those)."""
+    return name in (registry.tools if method == "tools/call" else registry.prompts)
+
+
+def target_of(request: Request):
+    """(kind, value) of the tool, prompt or resource the request names, or None."""
+    spec = spec_of(request)
+    value = spec.target_of(request.params) if spec.target_kind else ""
+    return (spec.target_kind, value) if value else None
+
+
+def counts_as_call(request: Request) -> bool:
+    return spec_of(request).counts_as_call
+
+
+def may_send(request: Request) -> bool:
+    """Whether the handler can send messages before its result (then the reply must be SSE)."""
+    return spec_of(request).may_send(request.params)
+
+
+def target_spec(request: Request):
+    """The tool, resource or prompt a call names, if it exists (for auth's scope check)."""
+    spec = spec_of(request)
+    target = spec.target_of(request.params) if spec.scoped else ""
+    if not target:
+        return None
+    if spec.target_kind == "tool":
+        return registry.tools.get(target)
+    if spec.target_kind == "prompt":
+        return registry.prompts.get(target)
+    return registry.find_resource(target)[0]
+
+
+#: The 2025-11-25 tasks utility (eras/legacy_2025/tasks.py), once ``serve_tasks`` plugged it in.
+tasks_utility = None
+
+
+def serve_tasks(utility) -> None:
+    """Serve the tasks utility's methods (``utility.METHODS``), its capability
+    (``utility.capability()``) and task-augmented calls (``utility.create``). The app plugs in
+    eras/legacy_2025/tasks.py when it is ready (apps.py): the methods, below the eras, import none."""
+    global tasks_utility
+    tasks_utility = utility
+    METHODS.update(utility.METHODS)

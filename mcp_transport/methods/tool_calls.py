@@ -1,0 +1,123 @@
+"""tools/call: the tool's arguments bound, a task-augmented call handed to the tasks utility, the
+tool run within TOOL_MAX_SECONDS; and which plain calls a worker runs (``runs_in_background``).
+"""
+import asyncio
+import logging
+
+from ..state import metrics
+from . import method_table, threads
+from ..auth import may_use
+from ..conf import get_config
+from .content import error_result
+from .context import ClientCapabilityError, ClientRequestError, ToolCancelled
+from ..protocol.errors import InvalidParams, MethodNotFound, ProtocolError
+from ..protocol.jsonrpc import Request
+from .invoke import make_context, run_sync_or_async
+from .method_table import METHODS, declares
+from .params import object_param, string_param
+from .registry import ArgumentError, ToolError, registry
+
+#: A tool that raised is logged under the name it always had (dispatch's), which LOGGING may name.
+logger = logging.getLogger("mcp_transport.methods.dispatch")
+
+
+def _tool_may_send(params) -> bool:
+    name = params.get("name")
+    spec = registry.tools.get(name) if isinstance(name, str) else None  # a list is unhashable
+    return spec is not None and spec.may_send
+
+
+@METHODS.method("tools/call", capability="tools", counts_as_call=True, may_send=_tool_may_send, target="name",
+                target_kind="tool", scoped=True, round_trip=True)
+async def tools_call(params, call):
+    name = string_param(params, "name")
+    spec = registry.tools.get(name)
+    if spec is None or not may_use(spec, call.principal):
+        # "Unknown tools" are protocol errors -- spec 2025-11-25 server/tools (Error Handling).
+        # A tool the caller may not use is one it does not know.
+        raise InvalidParams(f"Unknown tool: {name}.")
+    arguments = object_param(params, "arguments")
+    task = _task_augmentation(spec, params)
+    try:
+        kwargs = spec.bind(arguments)
+    except ArgumentError as exc:
+        if task is not None:
+            raise InvalidParams(str(exc)) from None
+        return error_result(str(exc))
+    if task is not None:
+        return await method_table.tasks_utility.create(spec, arguments, params, call)
+    if spec.context_param:
+        kwargs[spec.context_param] = make_context(spec, params, call)
+    return await _run_tool(spec, kwargs, call)
+
+
+def _task_augmentation(spec, params):
+    """The ``task`` field of a task-augmented call, or None for a plain call.
+
+    "Receivers that do not declare the task capability for a request type MUST process requests
+    of that type normally, ignoring any task-augmentation metadata"; with the capability, a tool
+    without task support answers -32601, and so does a plain call of a tool that requires a task
+    -- spec 2025-11-25 basic/utilities/tasks (Tool-Level Negotiation)."""
+    task = params.get("task")
+    if task is None and spec.task_support != "required":
+        return None  # a plain call that may be one: nothing to decide (declares() walks every tool)
+    if not declares("tasks"):
+        return None
+    if task is not None and not spec.task_support:
+        raise MethodNotFound(f"Tool {spec.name} cannot be called as a task.")
+    if task is None and spec.task_support == "required":
+        raise MethodNotFound(f"Tool {spec.name} must be called as a task.")
+    if task is not None and not isinstance(task, dict):
+        raise InvalidParams('"task" must be an object.')
+    return task
+
+
+def runs_in_background(request: Request, principal=None) -> bool:
+    """A plain tools/call of a background tool with valid arguments, that ``principal`` may
+    use: a worker runs it. Otherwise dispatch answers (with the error, for one it may not use)."""
+    if request.method != "tools/call" or not isinstance(request.params.get("name"), str):
+        return False
+    spec = registry.tools.get(request.params["name"])
+    if spec is None or not spec.background or _task_requested(spec, request.params) or not may_use(spec, principal):
+        return False
+    try:
+        spec.bind(object_param(request.params, "arguments"))
+    except (ArgumentError, InvalidParams):
+        return False
+    return True
+
+
+def _task_requested(spec, params) -> bool:
+    """True when dispatch must decide (a task, or an error about one)."""
+    return (params.get("task") is not None or spec.task_support == "required") and declares("tasks")
+
+
+
+async def _run_tool(spec, kwargs, call):
+    limit = asyncio.timeout(get_config()["TOOL_MAX_SECONDS"])
+    try:
+        async with limit:
+            value = await run_sync_or_async(spec.func, kwargs=kwargs, call=call, lane=threads.TOOLS,
+                                            calls_back=spec.may_send)
+    except (ToolError, ClientCapabilityError, ClientRequestError) as exc:
+        return error_result(str(exc))
+    except (ToolCancelled, ProtocolError):
+        raise  # a ProtocolError is a tool asking for a JSON-RPC error (e.g. -32021)
+    except Exception as exc:
+        if limit.expired():
+            return _stopped(spec, kwargs)
+        logger.exception("tool %s raised", spec.name)
+        return error_result(f"Tool {spec.name} failed: {type(exc).__name__}.")
+    return spec.to_result(value)
+
+
+def _stopped(spec, kwargs):
+    """TOOL_MAX_SECONDS passed: an async tool was cancelled; a sync one's thread cannot be, so
+    its Context says cancelled from now on (``check_cancelled()`` raises) and its result is
+    dropped."""
+    context = kwargs.get(spec.context_param) if spec.context_param else None
+    if context is not None:
+        context.stop()
+    metrics.incr("limit_refusals:tool_seconds")
+    seconds = get_config()["TOOL_MAX_SECONDS"]
+    return error_result(f"Tool {spec.name} ran longer than this server's limit of {seconds:g} s and was stopped.")
