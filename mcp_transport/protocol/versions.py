@@ -14,8 +14,10 @@ MODERN = ("2026-07-28",)
 MODERN_META_VERSION = "io.modelcontextprotocol/protocolVersion"
 
 
-def negotiate(requested) -> str:
-    return requested if requested in SUPPORTED else LATEST
+def negotiate(requested, supported=SUPPORTED) -> str:
+    """"If the server supports the requested protocol version, it MUST respond with the same
+    version. Otherwise ... the latest version supported by the server." -- basic/lifecycle"""
+    return requested if requested in supported else LATEST
 
 
 def primes_streams(version: str) -> bool:

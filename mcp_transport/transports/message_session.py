@@ -38,10 +38,6 @@ from ..storage import UnknownEvent, get_event_store
 
 logger = logging.getLogger(__name__)
 
-def negotiate(requested) -> str:
-    return era.negotiate(requested, era.MESSAGE_VERSIONS)
-
-
 def _list_ttl() -> int:
     """The stream list lives as long as the session and its streams can."""
     return max(sessions.side_key_ttl(), get_config()["STREAM_TTL"])
@@ -132,14 +128,11 @@ class MessageResponder(era.SessionResponder):
 async def _initialize(session, request, call, responder):
     try:
         await era.enter_state(session, request)
+        version = era.take_initialize(session, request.params, era.MESSAGE_VERSIONS)
     except ProtocolError as exc:
         return await pipeline.refused(request, call, responder, exc)
-    params = request.params
-    version = negotiate(params.get("protocolVersion"))
-    info, capabilities = params.get("clientInfo"), params.get("capabilities")
-    info = info if isinstance(info, dict) else {}
-    await sessions.update(session, state=SessionState.INITIALIZING.value, protocol_version=version, client_info=info,
-                          client_capabilities=capabilities if isinstance(capabilities, dict) else {})
+    await sessions.update(session, state=SessionState.INITIALIZING.value, protocol_version=version,
+                          client_info=session.client_info, client_capabilities=session.client_capabilities)
     await pipeline.answered(request, call, responder, era.initialize_reply(request, version))
 
 

@@ -6,16 +6,16 @@ import asyncio
 import logging
 
 from .. import logs
-from ..state import control, metrics, quotas, sessions
-from ..running import calls, pipeline, streams
+from ..state import control, quotas, sessions
+from ..running import pipeline, streams
 from . import modern_post
 from ..state.bell import doorbell
 from ..conf import get_config, message_bounds
 from ..connections import keys
-from ..methods.dispatch import counts_as_call, initialize_result
-from ..protocol import http, ids, jsonrpc, versions
+from ..methods.dispatch import counts_as_call
+from ..protocol import http, ids, jsonrpc
 from ..protocol.modern import is_modern
-from ..protocol.errors import InvalidParams
+from ..protocol.errors import ProtocolError
 from ..protocol.jsonrpc import Notification, Request, Response
 from ..eras.legacy_2025 import era as era_2025
 from ..eras.legacy_2025.era import receive_notification
@@ -111,38 +111,31 @@ class PostHandling:
             await self.post_response(session, message)
 
     async def initialize(self, request):
-        params = request.params
-        version = versions.negotiate(params.get("protocolVersion"))
-        capabilities, client_info = params.get("capabilities"), params.get("clientInfo")
-        session = sessions.SessionRecord(
-            id=ids.new_session_id(), protocol_version=version, user_id=self.consumer.user_id,
-            principal=self.consumer.principal.key,
-            client_info=client_info if isinstance(client_info, dict) else {},
-            client_capabilities=capabilities if isinstance(capabilities, dict) else {},
-            log_level=get_config()["DEFAULT_LOG_LEVEL"])
-        logs.bind_request(request.id)
         consumer = self.consumer
+        session = sessions.SessionRecord(id=ids.new_session_id(), protocol_version="", user_id=consumer.user_id,
+                                         principal=consumer.principal.key,
+                                         log_level=get_config()["DEFAULT_LOG_LEVEL"])
+        logs.bind_request(request.id)
         call = pipeline.begin(request, session, consumer.headers, principal=consumer.principal, user=consumer.user,
                               request_bytes=consumer.body.size)
-        too_large = _client_info_error(session)
-        if too_large:
-            metrics.incr("limit_refusals:client_info_bytes")
-            return await pipeline.refused(request, call, PostResponder(self, session), InvalidParams(too_large))
-        session.address = self.consumer.client_address()
+        try:
+            version = era_2025.take_initialize(session, request.params)
+        except ProtocolError as exc:
+            return await pipeline.refused(request, call, PostResponder(self, session), exc)
+        session.address = consumer.client_address()
         with pipeline.recording_failure(request, call):  # 429: MAX_SESSIONS_PER_ADDRESS
             await quotas.admit_session(session.address, session.id)
         logs.bind_session(session.id)
         await sessions.create(session)
-        reply = jsonrpc.result_message(request.id, initialize_result(version))
+        reply = era_2025.initialize_reply(request, version)
+        pipeline.record(request, call, reply)
         if not self.wants_sse():
-            await self.consumer.send_json(200, reply, [(b"mcp-session-id", session.id.encode())])
-        else:
-            stream = streams.RequestStream(session.id, request.id, ids.new_stream_key())
-            writer = await self.consumer.start_sse(session.id, stream.stream_key)
-            await self.consumer.prime(writer, session, stream.stream_key)
-            stream.attach(writer)
-            await stream.emit(reply, final=True)
-        calls.finished(request, call, reply)
+            return await consumer.send_json(200, reply, [(b"mcp-session-id", session.id.encode())])
+        stream = streams.RequestStream(session.id, request.id, ids.new_stream_key())
+        writer = await consumer.start_sse(session.id, stream.stream_key)
+        await consumer.prime(writer, session, stream.stream_key)
+        stream.attach(writer)
+        await stream.emit(reply, final=True)
 
     def wants_sse(self, may_send=False) -> bool:
         """SSE when the client accepts it and the handler may send before its result, or the
@@ -166,12 +159,3 @@ class PostHandling:
         await streams.deliver_reply(session.id, {"id": response.id, "result": response.result,
                                                  "error": response.error})
         await self.consumer.send_accepted()
-
-
-def _client_info_error(session) -> str:
-    """Why the client's capabilities and info are too large to keep with the session, or ""."""
-    limit = get_config()["MAX_CLIENT_INFO_BYTES"]
-    size = len(jsonrpc.dumps(session.client_capabilities)) + len(jsonrpc.dumps(session.client_info))
-    if size <= limit:
-        return ""
-    return f"capabilities and clientInfo take {size} bytes; this server keeps at most {limit} per session."

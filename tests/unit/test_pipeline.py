@@ -108,6 +108,25 @@ async def test_a_message_transport_over_http_gives_each_request_one_span_and_one
     assert found["again"].attributes["rpc.response.status_code"] == "-32600"
 
 
+async def test_stdio_bounds_what_initialize_keeps_as_streamable_http_does(records, settings):
+    # One initialize path (eras/legacy_2025/era.py: take_initialize): before, a stdio or HTTP+SSE
+    # session kept client info of any size, where Streamable HTTP refused it.
+    settings.MCP_TRANSPORT = {**settings.MCP_TRANSPORT, "MAX_CLIENT_INFO_BYTES": 1000}
+    reader, out = asyncio.StreamReader(), []
+    huge = {"name": "t", "version": "1", "description": "x" * 2000}
+    for data in (line(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": huge}),
+                 line(2, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                        "clientInfo": {"name": "t", "version": "1"}})):
+        reader.feed_data(data)
+    reader.feed_eof()
+    await asyncio.wait_for(stdio.serve(reader, out.append), 30)
+
+    answers = {message["id"]: message for message in map(json.loads, b"".join(out).splitlines())}
+    assert answers[1]["error"]["code"] == -32602 and "bytes" in answers[1]["error"]["message"]
+    assert answers[2]["result"]["protocolVersion"] == "2025-11-25"
+    assert rows(records) == [("initialize", 1, "error", -32602), ("initialize", 2, "ok", None)]
+
+
 # -- 2026-07-28: disconnect = cancel ---------------------------------------------------------------
 # The /mcp consumer in process, over the ASGI messages daphne sends. Before: the cancelled task
 # never reached its answer, so such a call had neither a record nor an ended span.

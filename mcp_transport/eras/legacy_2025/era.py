@@ -5,23 +5,18 @@ reach the client is the transport's (``SessionResponder``'s subclasses in transp
 """
 import asyncio
 
+from ...conf import get_config
 from ...methods import dispatch
 from ...methods.specs import MethodTable
 from ...protocol import jsonrpc, versions
-from ...protocol.errors import ProtocolError
+from ...protocol.errors import InvalidParams, ProtocolError
 from ...protocol.session import SessionState, next_state
 from ...running import jobs, streams
-from ...state import sessions
+from ...state import metrics, sessions
 
 #: Revisions a client may ask for over a transport that carries messages: Streamable HTTP's,
 #: and 2024-11-05, the revision that defined HTTP+SSE (its clients speak no later one).
 MESSAGE_VERSIONS = (*versions.SUPPORTED, "2024-11-05")
-
-
-def negotiate(requested, supported=versions.SUPPORTED) -> str:
-    """"If the server supports the requested protocol version, it MUST respond with the same
-    version. Otherwise ... the latest version supported by the server." -- basic/lifecycle"""
-    return requested if requested in supported else versions.LATEST
 
 
 async def enter_state(session, request) -> None:
@@ -44,6 +39,24 @@ async def receive_notification(session, notification) -> None:
         if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
             await asyncio.gather(streams.request_cancel(session.id, request_id),
                                  jobs.cancel_request(session.id, request_id))
+
+
+def take_initialize(session, params: dict, supported=versions.SUPPORTED) -> str:
+    """What an ``initialize`` request gives its session, whatever carries it: the version it
+    negotiates, the client's info and capabilities (kept with the session; InvalidParams, and
+    nothing taken, when they are larger than MAX_CLIENT_INFO_BYTES). Returns the version."""
+    info, capabilities = params.get("clientInfo"), params.get("capabilities")
+    info = info if isinstance(info, dict) else {}
+    capabilities = capabilities if isinstance(capabilities, dict) else {}
+    limit = get_config()["MAX_CLIENT_INFO_BYTES"]
+    size = len(jsonrpc.dumps(capabilities)) + len(jsonrpc.dumps(info))
+    if size > limit:
+        metrics.incr("limit_refusals:client_info_bytes")
+        raise InvalidParams(f"capabilities and clientInfo take {size} bytes; this server keeps at most {limit} "
+                            "per session.")
+    session.client_info, session.client_capabilities = info, capabilities
+    session.protocol_version = versions.negotiate(params.get("protocolVersion"), supported)
+    return session.protocol_version
 
 
 def initialize_reply(request, version: str) -> dict:
