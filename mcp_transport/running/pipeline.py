@@ -78,6 +78,9 @@ class Responder(Protocol):
     #: A handler's ProtocolError is answered in-band, with 200 (2025-11-25); False: with the
     #: status the era gives it (2026-07-28: 404 for an unknown method...).
     in_band_errors: bool
+    #: The session's running background calls, when the transport's read of it counted them
+    #: (admission then needs no round trip of its own); None otherwise.
+    running_calls: Optional[int]
 
     async def check(self, request: Request, call: Call) -> None:
         """The era's checks, raising the ProtocolError the request is refused with."""
@@ -154,7 +157,7 @@ async def serve(request: Request, call: Call, responder: Responder, *, scope=Non
     call.background = streamed and runs_in_background(request, call.principal)
     if spec.counts_as_call:  # a background tool's job counts too, until it ends
         try:
-            call.quota = await admit(call, call.background, getattr(responder, "running_calls", None))
+            call.quota = await admit(call, call.background, responder.running_calls)
         except ProtocolError as exc:  # 429: the session or caller runs its most calls already
             return await refused(request, call, responder, exc)
     try:
@@ -172,8 +175,7 @@ def admit(call: Call, background: bool, running: Optional[int] = None) -> Awaita
     """The call's place: among its session's calls, or its caller's when it has no session."""
     if call.session.id:
         return quotas.admit_call(call.session.id, running, background=background)
-    key = call.principal.key if call.principal is not None else ""
-    return quotas.admit_caller_call(key, call.address, background)
+    return quotas.admit_caller(call.owner, background)  # its caller key (``begin``)
 
 
 async def respond(request: Request, call: Call, responder: Responder) -> tuple:
@@ -272,8 +274,11 @@ def job_failed(request: Request) -> dict:
 def check_scopes(request: Request, call: Call, scope, headers) -> None:
     """403 ``insufficient_scope`` before anything starts (auth.require_spec_scopes): raised for
     the transport to answer as HTTP, and recorded as the call's answer."""
-    with recording_failure(request, call):
+    try:
         auth.require_spec_scopes(target_spec(request), call.principal, scope, headers)
+    except ProtocolError as exc:
+        record(request, call, jsonrpc.error_message(request.id, exc.code, exc.message))
+        raise
 
 
 @contextlib.contextmanager

@@ -37,7 +37,7 @@ import time
 import weakref
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
-from typing import Optional
+from typing import Awaitable, Optional
 
 from channels.db import database_sync_to_async
 
@@ -198,11 +198,16 @@ def caller_key(principal_key: str, address: str) -> str:
     return "caller:" + hashlib.sha256(caller.encode()).hexdigest()[:32]
 
 
-async def admit_caller_call(principal_key: str, address: str, background: bool = False) -> Slot:
+def admit_caller_call(principal_key: str, address: str, background: bool = False) -> Awaitable[Slot]:
     """The same for a sessionless (2026-07-28) request, counted per caller (MAX_CALLS_PER_CALLER)."""
+    return admit_caller(caller_key(principal_key, address), background)
+
+
+def admit_caller(caller: str, background: bool = False) -> Awaitable[Slot]:
+    """``admit_caller_call`` for a caller key already made (``caller_key``)."""
     limit = get_config()["MAX_CALLS_PER_CALLER"]
-    return await _admit(keys().calls(caller_key(principal_key, address)), limit, None, background, "calls_per_caller",
-                        f"This client already runs {limit} requests at once: wait for one to finish.")
+    return _admit(keys().calls(caller), limit, None, background, "calls_per_caller",
+                  f"This client already runs {limit} requests at once: wait for one to finish.")
 
 
 async def charge_replay(principal_key: str, address: str, size: int) -> None:

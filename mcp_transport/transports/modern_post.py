@@ -86,10 +86,10 @@ class ModernPostResponder(era.StatelessResponder):
         # The reply turns into SSE at the first message sent before the result (ModernReply).
         return may_send
 
-    async def handle(self, request, call) -> dict:
+    async def relay_job(self, request, call) -> dict:
         try:
-            return await super().handle(request, call)
-        except redis.RedisError as exc:  # a background call's job, read from the event store
+            return await super().relay_job(request, call)
+        except redis.RedisError as exc:  # the job's stream, read from the event store
             logger.exception(redis_failure(exc))
             raise ProtocolError("The event store is unavailable.", http_status=503) from None
 

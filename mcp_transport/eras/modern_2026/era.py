@@ -112,6 +112,8 @@ class StatelessResponder:
     resumable_jobs = False
     #: Errors keep the statuses 2026-07-28 gives them (404 for an unknown method ...).
     in_band_errors = False
+    #: No session, so no count of its running calls (its caller's is remembered: quotas.py).
+    running_calls = None
 
     def __init__(self, request, reply, headers: dict, body_size: int):
         self.request, self.reply, self.headers, self.body_size = request, reply, headers, body_size
@@ -143,8 +145,11 @@ class StatelessResponder:
         if created is not None:
             return created
         if call.background:
-            return await relay_job(request, call)
+            return await self.relay_job(request, call)
         return await self.handler(request.params, call)
+
+    async def relay_job(self, request, call) -> dict:
+        return await relay_job(request, call)
 
     def result_reply(self, request, result: dict) -> dict:
         return result_message(request.id, modern.stamp(result, dispatch.server_info(), cache_hint(request.method)))
