@@ -193,6 +193,9 @@ def values_check(app_configs, **kwargs):
                                    "a list of IP addresses or networks (\"10.0.0.0/8\")"))
     if not _number(config["CALL_LOG_SAMPLE"]) or not 0 <= config["CALL_LOG_SAMPLE"] <= 1:
         errors.append(_value_error("CALL_LOG_SAMPLE", config["CALL_LOG_SAMPLE"], "a number from 0 to 1"))
+    kept = config["CALL_LOG_ARGUMENTS_KEPT"]
+    if isinstance(kept, str) or not isinstance(kept, (list, tuple)) or not all(isinstance(n, str) for n in kept):
+        errors.append(_value_error("CALL_LOG_ARGUMENTS_KEPT", kept, "a list of argument names"))
     if config["METRICS_ACCESS"] not in METRICS_ACCESS:
         errors.append(_value_error("METRICS_ACCESS", config["METRICS_ACCESS"], " or ".join(map(repr, METRICS_ACCESS))))
     elif config["METRICS_ACCESS"] == "token" and not config["METRICS_TOKEN"]:

@@ -166,14 +166,20 @@ DEFAULTS = {
     #: "mcp-transport-cleanup") unless the schedule already has the task; None: the app adds
     #: nothing (cron runs ``manage.py mcp_sessions cleanup`` instead).
     "CLEANUP_INTERVAL": 300,
-    #: The calls log (models.McpCall, the admin's Calls list): the share of finished calls it
-    #: keeps (1: all, 0.1: one in ten, 0: none), and the seconds a row is kept (None: forever).
+    #: The calls log (models.McpCall, the admin's Calls list): the share of finished calls that
+    #: change nothing it keeps (1: all, 0.1: one in ten, 0: none; a state-changing call is
+    #: recorded always: running/audit.py), and the seconds a row is kept (None: forever).
     "CALL_LOG_SAMPLE": 1.0,
     "CALL_LOG_RETENTION": 86400,
-    #: The most rows of the calls log a web process keeps per second, for calls answered ok and
-    #: again for the rest (errors, refusals, cancellations); None: no cap. Past it, calls are
-    #: served as ever and only counted (``mcp_calls_log_skipped_total``).
+    #: The most rows of calls that change nothing a web process keeps per second of each caller
+    #: (its principal, else its client address), for calls answered ok and again for the rest
+    #: (errors, refusals, cancellations); None: no cap. Past it, calls are served as ever and
+    #: only counted (``mcp_calls_log_skipped_total``). State-changing calls are never capped.
     "CALL_LOG_MAX_PER_SECOND": 100,
+    #: Arguments whose values the calls log keeps (numbers, strings of up to 100 characters, short
+    #: lists of them): the rows a call acts on. Every other argument is kept as its name and its
+    #: value's type and size; one named like a secret (password, token, key ...) never shows.
+    "CALL_LOG_ARGUMENTS_KEPT": ("id", "pk", "ids", "pks"),
     #: Protocol 2026-07-28: the caching hints of cacheable results, per method, e.g.
     #: {"tools/list": {"ttlMs": 300000, "cacheScope": "public"}}; methods left out keep their
     #: defaults (modern.CACHE_DEFAULTS: 60 s "private" for discover and the lists, 0 for reads).

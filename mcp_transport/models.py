@@ -209,9 +209,10 @@ class McpToken(models.Model):
 
 
 class McpCall(models.Model):
-    """One finished request of either protocol era, for the admin's Calls list (a sample of
-    them when ``CALL_LOG_SAMPLE`` < 1). Written in batches off the request path (running/calls.py),
-    kept for ``CALL_LOG_RETENTION`` seconds (the cleanup deletes older rows)."""
+    """One finished request of either protocol era, for the admin's Calls list: every call that
+    changes state (running/audit.py), and of the others a sample (``CALL_LOG_SAMPLE``) within
+    each caller's ``CALL_LOG_MAX_PER_SECOND``. Written in batches off the request path
+    (running/calls.py), kept for ``CALL_LOG_RETENTION`` seconds (the cleanup deletes older rows)."""
 
     class Era(models.TextChoices):
         SESSIONS = "2025-11-25", "2025-11-25 (sessions)"
@@ -247,10 +248,22 @@ class McpCall(models.Model):
     #: The OpenTelemetry trace of the call's span (32 hex digits), when spans are recorded: where
     #: a tracing backend shows the call across web process, Redis, database and worker.
     trace_id = models.CharField(max_length=32, blank=True, default="", db_index=True)
+    #: The call may have changed state (a tool not marked read-only, a toolset's write, an admin
+    #: action, a job's cancel): recorded always, never sampled or capped (running/audit.py).
+    changes_state = models.BooleanField("state-changing", default=False, db_default=False)
+    #: The call's arguments, redacted (running/audit.py): each name with its value's type and size,
+    #: the values of CALL_LOG_ARGUMENTS_KEPT (the rows it acts on), never a secret's.
+    arguments = models.JSONField(null=True, blank=True)
+    #: The client's address (TRUSTED_PROXIES honoured): who called when no principal did. (The
+    #: defaults are the database's too: a process of the previous version still inserts rows.)
+    client_address = models.CharField(max_length=64, blank=True, default="", db_default="")
 
     class Meta:
         verbose_name = "MCP call"
         ordering = ["-started_at"]
+        # The audit trail (the admin's "state-changing" filter): only those rows are indexed.
+        indexes = [models.Index(fields=["-started_at"], condition=models.Q(changes_state=True),
+                                name="mcp_call_changes_state")]
 
     def __str__(self):
         return f"{self.method} {self.target}".strip()

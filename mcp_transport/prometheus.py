@@ -38,8 +38,11 @@ COUNTERS = {
     "mcp_jobs_submitted": ("jobs_submitted", "Background jobs submitted (tools run by Celery workers)."),
     "mcp_calls_log_dropped": ("calls_log_dropped", "Calls the calls log dropped: its unwritten rows were at their "
                               "limit (the database failing)."),
-    "mcp_calls_log_skipped": ("calls_log_skipped", "Calls the calls log left out: their process had kept "
-                              "CALL_LOG_MAX_PER_SECOND rows of their kind that second."),
+    "mcp_calls_log_writes_dropped": ("calls_log_writes_dropped", "State-changing calls the calls log dropped: "
+                                     "every one of its unwritten rows was a state-changing call's (the "
+                                     "database failing)."),
+    "mcp_calls_log_skipped": ("calls_log_skipped", "Read-only calls the calls log left out: their process had "
+                              "kept CALL_LOG_MAX_PER_SECOND rows of their caller's, of their kind, that second."),
     "mcp_job_progress_reports": ("job_progress_reports", "Progress reports of background tools (with or without "
                                  "the client's progress token)."),
     "mcp_jobs_resent": ("jobs_resent", "Queued jobs sent again because Redis lost their call record (restarted "

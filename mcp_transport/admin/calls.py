@@ -1,6 +1,10 @@
 """The calls admin: recent finished requests of both eras (models.McpCall, running/calls.py),
 with filters, search and a page per call. A call names its session and its job by reference
-(refs.py), as the other lists do: neither id appears in the list's HTML."""
+(refs.py), as the other lists do: neither id appears in the list's HTML. The "state-changing"
+filter is the audit trail (running/audit.py): every such call, with its redacted arguments on
+its page."""
+import json
+
 from django.contrib import admin
 from django.utils.html import format_html
 
@@ -38,19 +42,21 @@ class McpCallAdmin(admin.ModelAdmin):
     list_display = ("started", "era_text", "method_text", "target_text", "status_badge", "duration", "bytes_text",
                     "principal_text", "client_text", "job", "session")
     list_display_links = ("started",)
-    list_filter = ("era", "status", "method")
-    search_fields = ("target", "client_name", "principal", "=request_id", "=trace_id")
-    search_help_text = "Tool, prompt or resource; client name; principal; exact request id."
+    list_filter = ("changes_state", "era", "status", "method")
+    search_fields = ("target", "client_name", "principal", "=request_id", "=trace_id", "=client_address")
+    search_help_text = "Tool, prompt or resource; client name; principal; exact request id or client address."
     list_per_page = 100
     paginator = CappedPaginator
     show_full_result_count = False
     fieldsets = (
-        (None, {"fields": ("started_at", "era", "method", "target", "status", "error_code", "duration",
-                           "request_bytes", "response_bytes")}),
-        ("Caller", {"fields": ("principal", "client_name", "request_id", "session", "job", "trace_id")}),
+        (None, {"fields": ("started_at", "era", "method", "target", "changes_state", "arguments_text", "status",
+                           "error_code", "duration", "request_bytes", "response_bytes")}),
+        ("Caller", {"fields": ("principal", "client_address", "client_name", "request_id", "session", "job",
+                               "trace_id")}),
     )
-    readonly_fields = ("started_at", "era", "method", "target", "status", "error_code", "duration", "request_bytes",
-                       "response_bytes", "principal", "client_name", "request_id", "session", "job", "trace_id")
+    readonly_fields = ("started_at", "era", "method", "target", "changes_state", "arguments_text", "status",
+                       "error_code", "duration", "request_bytes", "response_bytes", "principal", "client_address",
+                       "client_name", "request_id", "session", "job", "trace_id")
 
     class Media:
         css = {"all": ("mcp_transport/admin.css",)}
@@ -95,6 +101,14 @@ class McpCallAdmin(admin.ModelAdmin):
     def bytes_text(self, obj):
         out = "–" if obj.response_bytes is None else f"{obj.response_bytes:,}"
         return f"{obj.request_bytes:,} / {out}"
+
+    @admin.display(description="arguments")
+    def arguments_text(self, obj):
+        """Redacted when recorded (running/audit.py): names, types and sizes, the kept values."""
+        if obj.arguments is None:
+            return "–"
+        return format_html('<pre class="mcp-json">{}</pre>',
+                           json.dumps(obj.arguments, indent=2, ensure_ascii=False, sort_keys=True))
 
     @admin.display(description="job")
     def job(self, obj):

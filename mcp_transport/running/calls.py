@@ -1,4 +1,5 @@
-"""The log of recent calls (``models.McpCall``), both eras, written in batches off the request path.
+"""The log of recent calls (``models.McpCall``), both eras, written in batches off the request path:
+an operator's view of the traffic, and the audit trail of every call that changes state.
 
 ``finished()`` is called once per request where it is finished (its answer is written, or its
 work handed to a background job), by the request pipeline alone (pipeline.py: ``record``), in
@@ -7,24 +8,37 @@ both eras and on every transport (with no answer when its client left before it)
 Redis round trip and no serializing on the hot path. The captured calls wait in the process,
 and a task of the loop makes their rows and bulk-inserts them every ``INTERVAL`` seconds or
 ``BATCH`` rows, on a thread of their own (as the event rows' ``persist.EventTable``), so the
-loop never waits on the database. At most ``MAX_WAITING`` rows
-wait: past that (a database outage) new rows are dropped and counted (``calls_log_dropped``),
-since the log is an operator's view, not a durable record. ``CALL_LOG_SAMPLE`` chooses which
-calls are kept, ``CALL_LOG_MAX_PER_SECOND`` caps the rows a process keeps per second (calls
-answered ok and the rest counted apart, the calls past it counted as ``calls_log_skipped``);
-the cleanup deletes rows older than ``CALL_LOG_RETENTION``.
+loop never waits on the database.
+
+A call that changes state (audit.py: a tool not marked read-only, a write of a toolset or an
+admin action, a job's cancel) is recorded always, with its principal (else its client address),
+its target, its redacted arguments and its outcome. Only the other calls are sampled
+(``CALL_LOG_SAMPLE``) and capped: at most ``CALL_LOG_MAX_PER_SECOND`` rows per second per caller
+(its principal, else its client address) in a process, for calls answered ok and again for the
+rest, the calls past it counted as ``calls_log_skipped``; so one caller's flood spends its own
+share only, and hides neither another's calls nor any write. The process counts the callers it
+saw last (``CALLERS_REMEMBERED``, least recently seen forgotten first).
+
+At most ``MAX_WAITING`` rows wait (a database outage): past that a read-only call's new row is
+dropped, and a state-changing call's takes the place of the oldest read-only row waiting; only
+when every waiting row is a state-changing call's is a new one dropped (``calls_log_dropped``
+counts every dropped row, ``calls_log_writes_dropped`` those, and the writer's warning says so).
+Rows a failed write could not store go back first in line, the read-only ones dropped first if
+they no longer fit. The cleanup deletes rows older than ``CALL_LOG_RETENTION``.
 """
 import asyncio
 import json
 import logging
 import random
 import time
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone as dt_timezone
 
 from django.db import InterfaceError, OperationalError, close_old_connections
 
 from .. import tracing
+from . import audit
 from ..conf import get_config
 from ..models import McpCall
 from ..methods import dispatch
@@ -37,8 +51,15 @@ logger = logging.getLogger(__name__)
 INTERVAL = 1.0
 BATCH = 500
 MAX_WAITING = 10_000
+#: Callers whose rows of this second a process counts (the least recently seen forgotten first).
+CALLERS_REMEMBERED = 10_000
 
 _waiting: list = []
+#: The rows of ``_waiting`` before this index are all state-changing calls' (where a full
+#: backlog looks for a read-only row to drop).
+_writes_before = 0
+#: State-changing rows dropped since the writer last warned.
+_writes_lost = 0
 _full = None
 _task = None
 _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-calls-db")
@@ -47,8 +68,7 @@ _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-calls-db")
 def add(captured: tuple) -> None:
     """Queue one call for the next batch (call it on the event loop)."""
     global _task, _full
-    if len(_waiting) >= MAX_WAITING:
-        metrics.incr("calls_log_dropped")
+    if len(_waiting) >= MAX_WAITING and not _make_room(_changes_state(captured)):
         return
     _waiting.append(captured)
     loop = asyncio.get_running_loop()
@@ -57,6 +77,29 @@ def add(captured: tuple) -> None:
         _task = loop.create_task(_run())
     if len(_waiting) >= BATCH:
         _full.set()
+
+
+def _changes_state(captured) -> bool:
+    """A captured call's last item says whether it changes state."""
+    return type(captured) is tuple and len(captured) > 0 and captured[-1] is True
+
+
+def _make_room(writes: bool) -> bool:
+    """The backlog is full: True if a state-changing call's row may go in, in the place of the
+    oldest read-only row waiting (dropped); a read-only call's row is dropped, and so is a
+    state-changing one's when every waiting row is a state-changing call's."""
+    global _writes_before, _writes_lost
+    metrics.incr("calls_log_dropped")
+    if writes:
+        for index in range(_writes_before, len(_waiting)):
+            if not _changes_state(_waiting[index]):
+                del _waiting[index]
+                _writes_before = index
+                return True
+        _writes_before = len(_waiting)
+        _writes_lost += 1
+        metrics.incr("calls_log_writes_dropped")
+    return False
 
 
 async def _run():
@@ -75,10 +118,13 @@ async def _run():
 
 async def flush() -> None:
     """Write every waiting row now (tests, shutdown)."""
+    global _writes_before
     if _full is not None:
         _full.clear()
+    _report_lost_writes()
     rows = _waiting[:]
     del _waiting[:]
+    _writes_before = 0
     loop = asyncio.get_running_loop()
     for start in range(0, len(rows), BATCH):
         batch = rows[start:start + BATCH]
@@ -87,18 +133,44 @@ async def flush() -> None:
         except (OperationalError, InterfaceError):
             # The database is away (down, or out of connections): keep the rows for the next
             # write, in order, within MAX_WAITING; before, the whole batch was lost at once.
-            unwritten = rows[start:]
-            logger.warning("%d call log rows could not be written yet", len(unwritten), exc_info=True)
-            kept = unwritten[:max(0, MAX_WAITING - len(_waiting))]
-            _waiting[:0] = kept
-            if len(kept) < len(unwritten):
-                metrics.incr("calls_log_dropped", len(unwritten) - len(kept))
+            _requeue(rows[start:])
             return
         except Exception:
             # The database refused a row and would refuse it again: kept, it would stall the log
             # for every client. The others go in one by one.
             logger.warning("a call log batch was refused; writing its rows one by one", exc_info=True)
             await loop.run_in_executor(_executor, _write_one_by_one, batch)
+
+
+def _requeue(unwritten: list) -> None:
+    """Put the rows a failed write could not store back first in line, within MAX_WAITING: the
+    oldest read-only rows go first, then the newest state-changing ones."""
+    global _writes_before, _writes_lost
+    rows = unwritten + _waiting
+    excess = len(rows) - MAX_WAITING
+    if excess > 0:
+        reads = [index for index, row in enumerate(rows) if not _changes_state(row)]
+        dropped = set(reads[:excess])
+        rows = [row for index, row in enumerate(rows) if index not in dropped]
+        lost = max(0, len(rows) - MAX_WAITING)
+        del rows[MAX_WAITING:]
+        metrics.incr("calls_log_dropped", excess)
+        if lost:
+            _writes_lost += lost
+            metrics.incr("calls_log_writes_dropped", lost)
+    _waiting[:] = rows
+    _writes_before = 0
+    logger.warning("%d call log rows (%d of state-changing calls) could not be written yet", len(unwritten),
+                   sum(map(_changes_state, rows)), exc_info=True)
+
+
+def _report_lost_writes() -> None:
+    """An ERROR for the state-changing rows dropped since the last one (at most one a flush)."""
+    global _writes_lost
+    if _writes_lost:
+        logger.error("%d rows of state-changing calls were not recorded: the calls log's backlog was full of "
+                     "them (MAX_WAITING) while the database refused its writes", _writes_lost)
+        _writes_lost = 0
 
 
 def _write_one_by_one(rows) -> None:
@@ -129,39 +201,68 @@ def _model_row(captured):
 # -- the row of a finished call -------------------------------------------------------------
 
 def finished(request, call, message, *, status=None, job_id="") -> None:
-    """Record one finished call, if the sample keeps it: ``message`` is its answer (None: it was
-    cancelled and gets none), ``status`` overrides what the answer says (a call handed to its
-    background job). The request pays for a tuple: the row is made on the writer's thread."""
+    """Record one finished call: ``message`` is its answer (None: it was cancelled and gets none),
+    ``status`` overrides what the answer says (a call handed to its background job). A
+    state-changing call always; another if the sample keeps it, within its caller's share. The
+    request pays for a tuple: the row is made on the writer's thread."""
     ended = time.monotonic()
     tracing.finish(call.span, request, message, status, ended - call.began)
+    writes = audit.changes_state(request, message)
+    if not writes and not _kept(call, status is None and _answered_ok(message)):
+        return
+    add((time.time() - (ended - call.began), ended - call.began, request, call.session, call.principal,
+         call.request_bytes, message, status, job_id or call.job_id, call.span, _address(call), writes))
+
+
+def _kept(call, ok: bool) -> bool:
+    """Whether the sample and the caller's share keep the row of a call that changes nothing."""
     config = get_config()
     rate = config["CALL_LOG_SAMPLE"]
     if rate <= 0 or (rate < 1 and random.random() >= rate):
-        return
-    if not _within_cap(config["CALL_LOG_MAX_PER_SECOND"], status is None and _answered_ok(message)):
-        return
-    add((time.time() - (ended - call.began), ended - call.began, request, call.session, call.principal,
-         call.request_bytes, message, status, job_id or call.job_id, call.span))
+        return False
+    return _within_cap(config["CALL_LOG_MAX_PER_SECOND"], caller_of(call), ok)
 
 
-#: This second (monotonic), and the rows kept in it so far: of calls answered ok, of the rest.
-_this_second = [0, 0, 0]
+def caller_of(call) -> str:
+    """Whose share of the log a call spends: its principal, else its client address."""
+    principal = call.principal
+    if principal is not None and principal.key:
+        return "principal:" + principal.key
+    return "address:" + _address(call)
 
 
-def _within_cap(cap, ok: bool) -> bool:
-    """Whether this process keeps one more row this second: at most ``cap`` of calls answered ok
-    and ``cap`` of the rest, so that a busy server's log costs a bounded share of its CPU (making
-    and inserting a row costs as much as serving an echo) and a flood of one kind of call never
-    hides the other kind. None: no cap."""
+def _address(call) -> str:
+    # A 2025-11-25 initialize learns its address after the Call is made: its session has it.
+    return call.address or call.session.address or ""
+
+
+#: caller -> [this second (monotonic), rows kept in it of calls answered ok, of the rest].
+_callers: OrderedDict = OrderedDict()
+
+
+def _within_cap(cap, caller: str, ok: bool) -> bool:
+    """Whether this process keeps one more row of the caller's this second: at most ``cap`` of
+    its calls answered ok and ``cap`` of the rest, so that a busy server's log costs a bounded
+    share of its CPU (making and inserting a row costs as much as serving an echo), a flood of
+    one kind of call never hides the other kind, and one caller's flood spends its own share
+    only. None: no cap. The least recently seen caller is forgotten past CALLERS_REMEMBERED
+    (its count restarts: only callers seen within the same second could gain by it)."""
     if cap is None:
         return True
     second, kind = int(time.monotonic()), 1 if ok else 2
-    if _this_second[0] != second:
-        _this_second[:] = [second, 0, 0]
-    if _this_second[kind] >= cap:
+    counts = _callers.get(caller)
+    if counts is None:
+        counts = _callers[caller] = [second, 0, 0]
+        if len(_callers) > CALLERS_REMEMBERED:
+            _callers.popitem(last=False)
+    else:
+        _callers.move_to_end(caller)
+        if counts[0] != second:
+            counts[:] = [second, 0, 0]
+    if counts[kind] >= cap:
         metrics.incr("calls_log_skipped")
         return False
-    _this_second[kind] += 1
+    counts[kind] += 1
     return True
 
 
@@ -176,13 +277,14 @@ def row(request, call, message, status=None, job_id="") -> dict:
     """The row of a call that ends now (what ``finished`` queues, made at once)."""
     seconds = time.monotonic() - call.began
     return _row((time.time() - seconds, seconds, request, call.session, call.principal, call.request_bytes,
-                 message, status, job_id, call.span))
+                 message, status, job_id, call.span, _address(call), audit.changes_state(request, message)))
 
 
 def _row(captured) -> dict:
     """The model fields of a captured call (on the writer's thread: serializing the answer to
     measure it would cost the request as much again as sending it)."""
-    started, seconds, request, session, principal, request_bytes, message, status, job_id, span = captured
+    started, seconds, request, session, principal, request_bytes, message, status, job_id, span, address, writes = \
+        captured
     code = None
     if message is not None and isinstance(message.get("error"), dict):
         code = message["error"].get("code") if isinstance(message["error"].get("code"), int) else None
@@ -197,16 +299,15 @@ def _row(captured) -> dict:
               "response_bytes": None if message is None else len(jsonrpc.dumps(message)),
               "session_id": session.id or "", "job_id": (job_id or _task_id(message) or _asked_task(request))[:64],
               "request_id": (request.id if isinstance(request.id, str) else json.dumps(request.id))[:200],
-              "trace_id": tracing.trace_id(span)}
-    return {name: _storable(value) for name, value in fields.items()}
+              "trace_id": tracing.trace_id(span), "client_address": address[:64], "changes_state": writes,
+              "arguments": audit.redacted(_arguments(request),
+                                          audit.kept_names(get_config()["CALL_LOG_ARGUMENTS_KEPT"]))}
+    return {name: audit.storable(value) for name, value in fields.items()}
 
 
-def _storable(value):
-    """Client text as every database takes it: PostgreSQL refuses a NUL in text (one such call
-    lost its whole batch of rows), and no database takes a lone surrogate (JSON may carry both)."""
-    if not isinstance(value, str):
-        return value
-    return value.replace("\x00", "\N{REPLACEMENT CHARACTER}").encode("utf-8", "replace").decode("utf-8")
+def _arguments(request):
+    """The arguments a call names (tools/call, prompts/get), or None."""
+    return request.params.get("arguments") if isinstance(request.params, dict) else None
 
 
 def outcome_of(message) -> str:

@@ -18,8 +18,10 @@ Names (fields of the ``{prefix}:metrics`` hash):
 - ``sse_streams_opened``; the store adds its own (``events_evicted:<reason>``, ``replay_hits:*``);
 - ``cleanup_deleted:events|sessions``: rows the retention cleanup deleted (operations.py);
 - ``limit_refusals:<limit>``: requests refused by a limit (``LIMITS``; README "Limits");
-- ``calls_log_dropped``: calls the calls log dropped, its backlog full (running/calls.py);
-- ``calls_log_skipped``: calls past ``CALL_LOG_MAX_PER_SECOND``, not recorded (running/calls.py);
+- ``calls_log_dropped``: calls the calls log dropped, its backlog full (running/calls.py), and
+  ``calls_log_writes_dropped`` the state-changing ones among them (dropped last);
+- ``calls_log_skipped``: calls past their caller's ``CALL_LOG_MAX_PER_SECOND``, not recorded
+  (running/calls.py; state-changing calls are never skipped);
 - ``job_progress_reports``: a background tool's ``ctx.report_progress`` calls, token or not;
 - ``jobs_submitted``, ``jobs_finished:<status>``, ``job_ms_sum`` and the cumulative
   ``job_seconds_bucket:<upper bound>``: background jobs and how long they took (``record_job``);

@@ -1,5 +1,6 @@
 """running/calls.py: what a finished call's row says, and what the sample keeps, without I/O."""
 import asyncio
+from collections import OrderedDict
 
 import pytest
 from django.conf import settings
@@ -110,7 +111,7 @@ def test_a_process_keeps_at_most_the_cap_of_rows_per_second_for_each_kind(monkey
     added, second = [], [1000.2]
     monkeypatch.setattr(calls, "add", added.append)
     monkeypatch.setattr(calls.time, "monotonic", lambda: second[0])
-    monkeypatch.setattr(calls, "_this_second", [0, 0, 0])
+    monkeypatch.setattr(calls, "_callers", OrderedDict())  # the counts per caller (this process's)
     ok = {"jsonrpc": "2.0", "id": 1, "result": {}}
     failed = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "x"}}
     skipped = metrics._pending["calls_log_skipped"]
