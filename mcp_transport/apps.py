@@ -18,6 +18,7 @@ class McpTransportConfig(AppConfig):
         from .running import worker  # noqa: F401
         from .auth.tokens import connect_signals
         from .conf import get_config
+        from .logs import quote_client_values
         from .transports.serving import enforce_request_limits, flush_events_at_shutdown
 
         # Import every installed app's tools module, as the admin does with admin.py.
@@ -26,6 +27,7 @@ class McpTransportConfig(AppConfig):
         connect_signals()  # revoking a token takes effect on the next request
         enforce_request_limits()
         connect_layers()
+        quote_client_values()  # libraries' log lines show a client's values as ours do (logs.py)
         operations.schedule_cleanup(current_app)  # beat runs the retention cleanup
         if apps.is_installed("corsheaders"):
             # CORS for browsers from ALLOWED_ORIGINS: the one list (cors.py).

@@ -30,6 +30,13 @@ of every record it passes -- its message, its ids and its traceback's text -- as
 ``\\x1b``, ``\\u2028``: one record is one line (a traceback's own line breaks excepted), whatever
 the format string. A record with nothing to escape is left as it is.
 
+A value a client chose and a line quotes -- a header, ``clientInfo``'s name, what a token's
+header says -- is shown by ``client_value``: its first ``CLIENT_VALUE_CHARS`` characters,
+escaped, and its length when it is longer. The libraries this app hands such values to and that
+log them whole as arguments (OpenTelemetry's trace context propagators: a malformed
+``tracestate`` member of up to 8 KB in a WARNING per request) get the same rule on their
+loggers (``quote_client_values``, from ``apps.ready``).
+
 Setting a context variable costs well under a microsecond, so the request path pays nothing
 measurable; the work is done only for records that a handler actually emits.
 """
@@ -74,6 +81,47 @@ def escape_controls(text: str) -> str:
 def _escape_one(match):
     char = match.group()
     return _NAMED.get(char) or (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
+
+
+#: Characters of a value a client chose that a log line shows: enough to recognise it by.
+CLIENT_VALUE_CHARS = 64
+#: Controls, and lone surrogates (JSON may carry one; a log file's encoding may refuse it).
+_CLIENT_ESCAPED = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+#: Loggers of libraries that log a value a client sent whole (``quote_client_values``).
+CLIENT_VALUE_LOGGERS = ("opentelemetry.trace.span", "opentelemetry.trace.propagation.tracecontext",
+                        "opentelemetry.baggage.propagation")
+
+
+def client_value(value) -> str:
+    """A value a client chose, as a log line may show it: its first CLIENT_VALUE_CHARS
+    characters with control characters (and lone surrogates) escaped, then, if it is longer,
+    ``… (<n> characters)``."""
+    text = value if isinstance(value, str) else str(value)
+    shown = _CLIENT_ESCAPED.sub(_escape_one, text[:CLIENT_VALUE_CHARS])
+    return shown if len(text) <= CLIENT_VALUE_CHARS else f"{shown}… ({len(text)} characters)"
+
+
+class ClientValues(logging.Filter):
+    """On a library's logger whose records carry what a client sent as their arguments: each
+    string argument as ``client_value`` shows it."""
+
+    def filter(self, record):
+        if isinstance(record.args, tuple):
+            record.args = tuple(client_value(arg) if isinstance(arg, str) else arg for arg in record.args)
+        elif isinstance(record.args, dict):
+            record.args = {key: client_value(arg) if isinstance(arg, str) else arg
+                           for key, arg in record.args.items()}
+        return True
+
+
+def quote_client_values(names=CLIENT_VALUE_LOGGERS) -> None:
+    """Put ``ClientValues`` on these loggers (once each): their records quote a client's values
+    as this app's own lines do."""
+    for name in names:
+        logger = logging.getLogger(name)
+        if not any(isinstance(existing, ClientValues) for existing in logger.filters):
+            logger.addFilter(ClientValues())
 
 
 class ContextFilter(logging.Filter):

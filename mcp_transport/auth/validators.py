@@ -26,6 +26,7 @@ from channels.db import database_sync_to_async
 from django.apps import apps
 from django.contrib.auth import get_user_model
 
+from ..logs import client_value
 from ..protocol.auth import parse_scopes
 from . import Principal, TokenValidator
 
@@ -175,7 +176,7 @@ class JwtValidator(_ExternalValidator):
             logger.warning("the JWKS at %s cannot be fetched", self.jwks.uri)
             return None
         except jwt.PyJWTError as exc:
-            logger.info("JWT refused: %s", exc)
+            logger.info("JWT refused: %s", client_value(str(exc)))  # it may quote the token's header
             return None
 
 

@@ -23,6 +23,7 @@ from typing import Any, Callable, Optional
 import jsonschema
 import pydantic
 
+from ..protocol import storable
 from . import content
 from .context import Context
 
@@ -140,6 +141,9 @@ class ToolSpec:
     #: Who may see and call it (auth.may_use): a Django permission "app.codename", and token scopes.
     permission: Optional[str] = None
     scopes: tuple = ()
+    #: Its string arguments reach a database as text (the model toolsets' tools): one holding
+    #: NUL or a lone surrogate is refused with -32602 before the tool runs (protocol/storable.py).
+    database_text: bool = False
     #: ``visible(principal) -> bool``: a check of its own, besides ``permission`` (auth.may_use);
     #: it runs on the event loop, so it must not query the database.
     visible: Optional[Callable] = None
@@ -170,7 +174,10 @@ class ToolSpec:
         return entry
 
     def bind(self, arguments: dict) -> dict:
-        """Keyword arguments for the function; raises ArgumentError."""
+        """Keyword arguments for the function; raises ArgumentError, or InvalidParams for text a
+        ``database_text`` tool cannot pass to its database."""
+        if self.database_text:
+            storable.refuse(arguments, self.name)
         if self.arguments_model is not None:
             try:
                 model = self.arguments_model.model_validate(arguments)

@@ -21,6 +21,7 @@ from django.utils import timezone
 from . import control, metrics, quotas, session_rows
 from ..conf import get_config
 from ..connections import async_redis, keys, publish
+from ..logs import client_value
 from ..models import McpSession
 from ..protocol.ids import GET_STREAM
 from ..protocol.session import SessionState
@@ -76,8 +77,8 @@ async def create(record: SessionRecord) -> None:
     record.seen_written = time.time()
     await _cache(record)
     await session_rows.writer().inserted(record)
-    logger.info("session opened by %s %s (protocol %s)", record.client_info.get("name", "?"),
-                record.client_info.get("version", "?"), record.protocol_version)
+    logger.info("session opened by %s %s (protocol %s)", client_value(record.client_info.get("name", "?")),
+                client_value(record.client_info.get("version", "?")), record.protocol_version)
 
 
 async def flush_rows() -> None:

@@ -118,6 +118,7 @@ class AdminToolset(ModelToolset):
                              output_schema=output, annotations={"readOnlyHint": False, "destructiveHint": confirm,
                                                                 "openWorldHint": False})
             spec.visible = _offered_to(self.model_admin, name)
+            spec.database_text = True  # its ids go to the ORM
             registry.tools[spec.name] = spec
 
     # -- the rows: their fields and their display ---------------------------------------------------

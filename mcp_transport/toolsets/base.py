@@ -34,6 +34,7 @@ from ..conf import get_config
 from ..methods import content
 from ..methods.context import Context
 from ..methods.registry import ToolError, make_tool, registry as default_registry
+from ..protocol import storable
 from ..protocol.errors import InvalidParams, ResourceNotFound
 from . import filters as filtering, forms, paging, subscriptions
 from .schema import field_schema, model_field, parse_value, value_of
@@ -315,6 +316,8 @@ class ModelToolset:
         """The row ``key`` of the caller's queryset that it may ``action``, or ToolError "not
         found" (a row it may not reach is one that does not exist)."""
         missing = ToolError(f"No {self.opts.verbose_name} with {self.pk.name} {key!r}.")
+        if storable.unstorable(key, "key") is not None:  # a resource URI's: no stored key holds it
+            raise missing
         try:
             key = parse_value(self.pk, key)
         except ValidationError:
@@ -384,6 +387,7 @@ class ModelToolset:
                              input_schema=input_schema, output_schema=output_schema, annotations=annotations,
                              background=self.background if verb == "list_all" else False)
             spec.visible = self.visible_to(action)
+            spec.database_text = True  # what it is given goes to the ORM (protocol/storable.py)
             registry.tools[spec.name] = spec
         if self.subscribe and not self.resources:
             raise ImproperlyConfigured(f"{type(self).__name__}: subscribe = True needs resources = True.")

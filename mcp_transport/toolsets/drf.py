@@ -285,6 +285,7 @@ class ViewSetToolset:
                              input_schema=self.input_schema(verb, method, detail, initkwargs),
                              output_schema=self.output_schema(verb, action, initkwargs), annotations=annotations)
             spec.visible = self.visible_to(action, method, detail, initkwargs)
+            spec.database_text = True  # its arguments become the view's query and data
             registry.tools[name] = spec
         return self
 
