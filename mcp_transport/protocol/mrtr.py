@@ -17,6 +17,14 @@ answers and new questions (``Round``), the claims a ``requestState`` carries and
 fails verification" and SHOULD bind the principal, a TTL and the request (MR26): the claims bind
 the method, its target (tool or prompt name, resource URI), a digest of its arguments, and the
 principal; the seal adds the expiry.
+
+An answer counts only for a question this server asked: the state names the questions of its
+round (each key with a digest of its method and params), and of a retry's ``inputResponses`` only
+the answers to those are taken, each for the same question asked again under its key
+(``Round.resume``, ``Round.answer``). Anything else -- a key the round did not ask, every answer
+of a request without a state -- is ignored ("the server SHOULD ignore any information it does
+not recognize or need"), so the handler asks its question again ("SHOULD respond with a new
+InputRequiredResult requesting the missing information again, rather than returning an error").
 """
 import hashlib
 import json
@@ -136,37 +144,78 @@ def key_prefix(method: str) -> str:
     return _KEY_PREFIX.get(method, "input")
 
 
+def question_digest(method: str, params) -> str:
+    """What a question asks (its method and params), so an answer given to it is not taken for
+    another question under the same key."""
+    canonical = json.dumps({"method": method, "params": params}, sort_keys=True, separators=(",", ":"),
+                           ensure_ascii=True, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:24]
+
+
+def question_digests(requests: dict) -> dict:
+    """``inputRequests`` (key -> ``{method, params}``) as key -> digest: what a state records."""
+    return {key: question_digest(request.get("method"), request.get("params")) for key, request in requests.items()}
+
+
+def asked_answers(responses: dict, asked) -> dict:
+    """The answers of ``responses`` to questions ``asked`` (key -> digest, from a verified state)
+    names; none when there is no such record."""
+    asked = asked if isinstance(asked, dict) else {}
+    return {key: value for key, value in responses.items() if key in asked}
+
+
 class Round:
-    """One round of a request: the answers known so far and the questions it asks now.
+    """One round of a request: the answers it may use and the questions it asks now.
 
     Questions get keys in the order the handler asks them (``elicit-1``, ``sample-2``...), unless
     it names them: a handler that runs again from the start on the retry asks the same questions
-    in the same order, so the key of each finds its answer."""
+    in the same order, so the key of each finds its answer. ``questions`` (key -> digest) holds
+    what was asked under each key whose answer the round knows: an answer is given back only to
+    the same question."""
 
-    def __init__(self, answers: Optional[dict] = None):
+    def __init__(self, answers: Optional[dict] = None, questions: Optional[dict] = None):
         self.answers = dict(answers or {})
+        self.questions = dict(questions or {})
         self.asked = {}
         self._used = set()
         self._count = 0
+
+    @classmethod
+    def resume(cls, payload: dict, responses: dict) -> "Round":
+        """The round of a request whose verified state is ``payload`` (``{}``: none) and whose
+        ``inputResponses`` are ``responses``: the answers the state carries, and the answers to
+        the questions it says were asked and are still open. Any other answer is ignored."""
+        questions = payload.get("questions") if isinstance(payload.get("questions"), dict) else {}
+        carried = payload.get("answers") if isinstance(payload.get("answers"), dict) else {}
+        answers = {key: value for key, value in carried.items() if key in questions}
+        answers.update({key: value for key, value in asked_answers(responses, questions).items()
+                        if key not in answers})
+        return cls(answers, questions)
 
     def key_for(self, method: str, key: Optional[str] = None) -> str:
         self._count += 1
         return key if key else f"{key_prefix(method)}-{self._count}"
 
-    def answer(self, key: str):
-        """The client's answer for ``key``, or None."""
+    def answer(self, key: str, method: str, params):
+        """The client's answer for the question ``method``/``params`` asked under ``key``, or
+        None: none known, or it answered something else."""
         found = self.answers.get(key)
-        if found is not None:
-            self._used.add(key)
+        if found is None or self.questions.get(key) != question_digest(method, params):
+            return None
+        self._used.add(key)
         return found
 
     def ask(self, key: str, method: str, params: dict) -> None:
         self.asked[key] = {"method": method, "params": params}
 
-    def used_answers(self) -> dict:
-        """The answers this round used, what the next round's state carries (keys the handler
-        never asked for are dropped: "The server SHOULD ignore the extra keys")."""
-        return {key: self.answers[key] for key in sorted(self._used)}
+    def carried(self) -> dict:
+        """What the next round's state carries: the answers this round used (keys the handler
+        never asked for are dropped) and the digest of every question it knows an answer to or
+        asks now."""
+        used = sorted(self._used - set(self.asked))
+        questions = {key: self.questions[key] for key in used}
+        questions.update(question_digests(self.asked))
+        return {"answers": {key: self.answers[key] for key in used}, "questions": questions}
 
 
 def input_required_result(requests: dict, state: Optional[str]) -> dict:

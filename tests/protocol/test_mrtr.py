@@ -72,11 +72,43 @@ def test_round_numbers_unnamed_questions_in_asking_order_and_keeps_named_ones():
             first.key_for("roots/list")] == ["elicit-1", "q", "roots-3"]
 
 
+QUESTION = ("elicitation/create", {"message": "Name?", "requestedSchema": {"type": "object"}})
+
+
 def test_round_state_carries_only_the_answers_it_used():
-    round_ = mrtr.Round({"user_name": {"action": "accept"}, "extra": {"x": 1}})
-    assert round_.answer("user_name") == {"action": "accept"}
-    assert round_.answer("missing") is None
-    assert round_.used_answers() == {"user_name": {"action": "accept"}}
+    digest = mrtr.question_digest(*QUESTION)
+    round_ = mrtr.Round({"user_name": {"action": "accept"}, "extra": {"x": 1}}, {"user_name": digest, "extra": digest})
+    assert round_.answer("user_name", *QUESTION) == {"action": "accept"}
+    assert round_.answer("missing", *QUESTION) is None
+    round_.ask("next", "roots/list", {})
+    assert round_.carried() == {"answers": {"user_name": {"action": "accept"}}, "questions": {
+        "user_name": digest, "next": mrtr.question_digest("roots/list", {})}}
+
+
+def test_an_answer_is_given_only_to_the_question_it_answered():
+    round_ = mrtr.Round({"k": {"action": "accept"}}, {"k": mrtr.question_digest(*QUESTION)})
+    assert round_.answer("k", "elicitation/create", {"message": "Other?", "requestedSchema": {"type": "object"}}) \
+        is None
+    assert round_.answer("k", "sampling/createMessage", QUESTION[1]) is None
+    assert round_.answer("k", *QUESTION) == {"action": "accept"}
+
+
+def test_question_digests_ignore_key_order_and_tell_questions_apart():
+    reordered = {"requestedSchema": {"type": "object"}, "message": "Name?"}
+    assert mrtr.question_digest("elicitation/create", reordered) == mrtr.question_digest(*QUESTION)
+    assert mrtr.question_digest("elicitation/create", {**reordered, "message": "Name!"}) != \
+        mrtr.question_digest(*QUESTION)
+
+
+@pytest.mark.parametrize("payload, responses, known", [
+    ({}, {"k": {"a": 1}}, {}),                                                 # no state: nothing asked
+    ({"questions": {"k": "d"}}, {"k": {"a": 1}, "x": {"b": 2}}, {"k": {"a": 1}}),  # extra keys ignored
+    ({"questions": {"k": "d"}, "answers": {"k": {"a": 0}}}, {"k": {"a": 1}}, {"k": {"a": 0}}),  # carried stays
+    ({"answers": {"k": {"a": 0}}}, {}, {}),                                   # carried without its question
+    ({"questions": "forged", "answers": []}, {"k": {"a": 1}}, {}),
+])
+def test_a_resumed_round_knows_only_answers_to_questions_its_state_asked(payload, responses, known):
+    assert mrtr.Round.resume(payload, responses).answers == known
 
 
 def test_input_required_result_has_its_result_type_and_state():

@@ -131,12 +131,89 @@ def test_the_parked_handler_is_cancelled_when_its_round_ends():
     assert stopped.is_set()
 
 
-def test_answers_without_a_state_are_used():
-    result = asyncio.run(rounds.serve(handler_of(ask_name), "tools/call",
-                                      {"name": "t", "inputResponses": {"user_name": {"content": {"name": "Cy"}},
-                                                                       "extra": {"ignored": True}}},
-                                      make_call()))
-    assert result == {"text": "Hello, Cy!"}
+# -- answers only to questions asked (issue 30, class 4) -----------------------------------------
+
+ADA = {"action": "accept", "content": {"name": "Ada"}}
+
+
+def serve(handler, params, call=None):
+    return asyncio.run(rounds.serve(handler, "tools/call", params, call or make_call()))
+
+
+def test_answers_without_a_state_are_ignored_and_the_question_is_asked_again():
+    """A first request cannot bring answers: the server asked nothing yet (the confirmation
+    bypass of author_delete_selected: a made-up {"confirm": ...} deleted at once)."""
+    result = serve(handler_of(ask_name), {"name": "t", "inputResponses": {"user_name": ADA, "extra": {"x": True}}})
+    assert result["resultType"] == "input_required" and list(result["inputRequests"]) == ["user_name"]
+    assert request_state.unseal(result["requestState"], "tools/call", {"name": "t"}, make_call())["answers"] == {}
+
+
+def test_the_state_records_the_questions_its_round_asked():
+    first, = rounds_of(handler_of(ask_name), {"name": "t"})
+    payload = request_state.unseal(first["requestState"], "tools/call", {"name": "t"}, make_call())
+    question = first["inputRequests"]["user_name"]
+    assert payload == {"answers": {}, "questions": {
+        "user_name": mrtr.question_digest(question["method"], question["params"])}}
+
+
+def test_answers_to_keys_the_round_did_not_ask_are_ignored():
+    first, = rounds_of(handler_of(ask_name), {"name": "t"})
+    again = serve(handler_of(ask_name), {"name": "t", "requestState": first["requestState"],
+                                         "inputResponses": {"elicit-1": ADA, "other": ADA}})
+    assert again["resultType"] == "input_required" and list(again["inputRequests"]) == ["user_name"]
+
+
+def test_an_answer_goes_only_to_the_question_it_was_given_to():
+    """The same key asking something else on the retry (what the handler asks depends on data
+    that changed between rounds) is a new question: the answer to the old one is not used."""
+    def asking(message):
+        async def body(ctx):
+            answer = await ctx.elicit(message, SCHEMA, key="confirm")
+            return answer["content"]["name"]
+        return handler_of(body)
+    first, = rounds_of(asking("Delete 1 row?"), {"name": "t"})
+    changed = serve(asking("Delete 500 rows?"), {"name": "t", "requestState": first["requestState"],
+                                                 "inputResponses": {"confirm": ADA}})
+    assert changed["resultType"] == "input_required"
+    assert changed["inputRequests"]["confirm"]["params"]["message"] == "Delete 500 rows?"
+    same = serve(asking("Delete 1 row?"), {"name": "t", "requestState": first["requestState"],
+                                           "inputResponses": {"confirm": ADA}})
+    assert same == {"text": "Ada"}
+
+
+def test_a_carried_answer_is_bound_to_its_question_too():
+    def two_steps(first_message):
+        async def body(ctx):
+            first = await ctx.elicit(first_message, SCHEMA, key="step1")
+            second = await ctx.elicit("2?", SCHEMA, key="step2")
+            return first["content"]["name"] + second["content"]["name"]
+        return handler_of(body)
+    one, two = rounds_of(two_steps("1?"), {"name": "t"}, answers_by_round=[{"step1": ADA}])
+    assert list(two["inputRequests"]) == ["step2"]
+    retry = {"name": "t", "requestState": two["requestState"], "inputResponses": {"step2": ADA, "step1": ADA}}
+    assert serve(two_steps("1?"), retry) == {"text": "AdaAda"}
+    changed = serve(two_steps("1, again?"), retry)  # the carried answer was to "1?": asked again
+    assert changed["resultType"] == "input_required" and list(changed["inputRequests"]) == ["step1"]
+
+
+def test_a_retry_cannot_replace_an_answer_its_state_carries():
+    async def body(ctx):
+        first = await ctx.elicit("1?", SCHEMA, key="step1")
+        second = await ctx.elicit("2?", SCHEMA, key="step2")
+        return first["content"]["name"] + second["content"]["name"]
+    one, two = rounds_of(handler_of(body), {"name": "t"}, answers_by_round=[{"step1": ADA}])
+    other = {"action": "accept", "content": {"name": "Eve"}}
+    done = serve(handler_of(body), {"name": "t", "requestState": two["requestState"],
+                                    "inputResponses": {"step1": other, "step2": other}})
+    assert done == {"text": "AdaEve"}
+
+
+def test_a_state_of_a_round_that_asked_nothing_answers_nothing():
+    """A state sealed with no record of questions (an earlier version's, or a load-shedding one):
+    its answers and the retry's are ignored, and the handler asks."""
+    sealed = request_state.seal("tools/call", {"name": "t"}, make_call(), {"answers": {"user_name": ADA}})
+    again = serve(handler_of(ask_name), {"name": "t", "requestState": sealed, "inputResponses": {"user_name": ADA}})
+    assert again["resultType"] == "input_required" and list(again["inputRequests"]) == ["user_name"]
 
 
 def test_a_tampered_state_is_refused():

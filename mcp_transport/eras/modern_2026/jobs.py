@@ -13,6 +13,11 @@ job its answers (jobs.deliver_inputs, which queues it again: it runs from its st
 and relays the stream from there, to the result or the next question. The job is not cancelled
 while it waits for a retry (the round ended with a complete response); a question waits
 ``CLIENT_REQUEST_TIMEOUT`` at most.
+
+Answers only to questions asked: the state also records the round's questions (key and digest,
+protocol/mrtr.py), and the retry hands the job only the answers to those, each to the same
+question still open on the job. A request without a state is a new call (its ``inputResponses``
+are ignored): its job asks again.
 """
 import asyncio
 import logging
@@ -47,7 +52,9 @@ async def call(spec, params: dict, call, request_id, notify):
     responses = mrtr.input_responses(params)
     if "job" in payload:
         job, position = await _resumed(payload)
-        await _then_cancel_if_left(jobs.deliver_inputs(job, responses), lambda _queued: job.id)
+        asked = payload.get("asked") if isinstance(payload.get("asked"), dict) else {}
+        await _then_cancel_if_left(jobs.deliver_inputs(job, mrtr.asked_answers(responses, asked), asked=asked),
+                                   lambda _queued: job.id)
     else:
         job = await _then_cancel_if_left(_submit(spec, params, call, request_id), lambda submitted: submitted.id)
         position = "0-0"
@@ -60,7 +67,8 @@ async def call(spec, params: dict, call, request_id, notify):
         ended = True
         if isinstance(outcome, tuple):
             inputs, position = outcome
-            state = request_state.seal(METHOD, params, call, {"job": job.id, "position": position})
+            state = request_state.seal(METHOD, params, call, {"job": job.id, "position": position,
+                                                              "asked": mrtr.question_digests(inputs)})
             return mrtr.input_required_result(inputs, state)
         return outcome
     finally:

@@ -7,6 +7,12 @@ round it runs from the start; a question whose answer the round knows (from the 
 does not know ends the round with an ``InputRequiredResult``. A handler should therefore ask
 before it does anything it must not do twice.
 
+Answers only to questions asked: the sealed state records the questions of its round (key and
+digest, protocol/mrtr.py), and a retry's ``inputResponses`` count only for those, each for the
+same question asked again. An answer the server never asked for (every answer of a request
+without a state, a key that round did not ask) is ignored and the handler asks again: a made-up
+``{"confirm": ...}`` on a first request cannot stand in for the user's confirmation.
+
 An async handler that asks several questions at once (``asyncio.gather``) asks them all in one
 round: an unanswered question parks its branch, and the round ends once no branch asks anything
 new. A sync handler (in a worker thread) ends the round at its first unanswered question.
@@ -24,13 +30,13 @@ from ...protocol import mrtr
 class LiveRound:
     """The round a handler runs in; what its channel's ``request`` consults."""
 
-    def __init__(self, answers: dict):
-        self.round = mrtr.Round(answers)
+    def __init__(self, round_: mrtr.Round):
+        self.round = round_
         self.changed = asyncio.Event()
 
     async def request(self, method: str, params: dict, key=None, park=True) -> dict:
         key = self.round.key_for(method, key)
-        answer = self.round.answer(key)
+        answer = self.round.answer(key, method, params)
         if answer is not None:
             return answer
         self.round.ask(key, method, params)
@@ -57,13 +63,12 @@ async def serve(handler, method: str, params: dict, call) -> dict:
     """Run a carrier method's handler (tools/call, prompts/get, resources/read) for one round:
     its result, or the ``InputRequiredResult`` that asks what it needs."""
     payload = request_state.payload_of(params, method, call)
-    answers = {**payload.get("answers", {}), **mrtr.input_responses(params)}
-    live = LiveRound(answers)
+    live = LiveRound(mrtr.Round.resume(payload, mrtr.input_responses(params)))
     call.channel.round = live
     try:
         return await run(handler(params, call), live)
     except mrtr.InputRequired as exc:
-        state = request_state.seal(method, params, call, {"answers": live.round.used_answers()})
+        state = request_state.seal(method, params, call, live.round.carried())
         return mrtr.input_required_result(exc.requests, state)
     except TaskStarted as started:  # the handler escalated to a task (Context.run_as_task)
         return started.result

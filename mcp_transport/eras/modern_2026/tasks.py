@@ -117,7 +117,11 @@ async def tasks_get(params, call):
 
 async def tasks_update(params, call):
     """"The client delivers responses through tasks/update with inputResponses keyed to match
-    the server-emitted ids. The server MUST return an empty {resultType:"complete"} ack"."""
+    the server-emitted ids. The server MUST return an empty {resultType:"complete"} ack".
+
+    Only answers to the task's own pending questions (the job's inputRequests, which the server
+    keeps) reach its tool; any other key is ignored, and the task stays ``input_required`` until
+    its questions are answered."""
     job = await owned(params, call)
     responses = mrtr.input_responses(params)
     if not job.is_terminal:

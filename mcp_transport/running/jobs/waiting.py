@@ -14,10 +14,12 @@ import hashlib
 import json
 import time
 import uuid
+from typing import Optional
 
 from ...state import control
 from ...conf import get_config
 from ...connections import async_redis, keys, publish
+from ...protocol import mrtr
 from ...protocol.jsonrpc import notification_message
 from ...methods.registry import registry
 from ...storage import get_event_store
@@ -166,18 +168,23 @@ async def _withdraw_question(job, entry: dict) -> None:
         await get_event_store().append(job.session_id, job.stream_key, cancelled)
 
 
-async def deliver_inputs(job, responses: dict) -> list:
+async def deliver_inputs(job, responses: dict, asked: Optional[dict] = None) -> list:
     """Hand the worker the answers to the questions it asked (keys it did not ask are ignored:
-    "The server SHOULD ignore the extra keys"); the keys answered now. A key is claimed with
-    HDEL, so of two concurrent deliveries exactly one reaches the tool."""
+    "The server SHOULD ignore the extra keys"); the keys answered now. With ``asked`` (key ->
+    question digest, what a 2026-07-28 call's sealed state says its round asked), an answer goes
+    only to that same question. A key is claimed with HDEL, so of two concurrent deliveries
+    exactly one reaches the tool."""
     client, answered = async_redis(), []
     entries = await client.hgetall(inputs_key(job)) if responses else {}
     for key, value in responses.items():
-        raw = entries.get(key)
-        if raw is None or not await client.hdel(inputs_key(job), key):
+        entry = json.loads(entries[key]) if key in entries else None
+        if entry is None or (asked is not None and asked.get(key) != mrtr.question_digest(entry["method"],
+                                                                                          entry["params"])):
+            continue
+        if not await client.hdel(inputs_key(job), key):
             continue
         # What streams.deliver_reply does (not imported: streams imports this package).
-        reply_id = json.loads(raw)["id"]
+        reply_id = entry["id"]
         reply = {"id": reply_id, "result": value}
         reply_key = keys().reply(job.session_id, reply_id)
         async with client.pipeline(transaction=False) as pipe:

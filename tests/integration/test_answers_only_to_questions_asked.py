@@ -1,0 +1,173 @@
+"""Issue 30, class 4: a 2026-07-28 answer counts only for a question this server asked (MRTR).
+
+``author_delete_selected`` (an admin action, confirmed first: toolsets/actions.py) deleted on the
+FIRST request when that request carried a made-up ``inputResponses`` and no ``requestState``:
+the round took the client's answers whether or not the server had asked anything. An answer now
+counts only with the sealed ``requestState`` of the round that asked it (bound to the call, the
+caller and the question); anything else is ignored ("the server SHOULD ignore any information it
+does not recognize or need", spec 2026-07-28 basic/patterns/mrtr), so the tool asks its question
+again. The same holds for a background tool waiting for its client (its job's own questions) and
+for ``tasks/update`` (the task's own pending questions).
+
+Against a real daphne with ``MCP_AUTH=on``, the example project's models, a Celery worker of the
+module's own queue (the run's shared one-slot worker may be busy for longer than a job may wait
+in its queue) and Redis, as ordinary (non-staff) users.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from mcp_transport.testing import LiveWorker, ModernClient
+
+from .test_auth import ROOT, new_token
+
+ASKS = {"elicitation": {}}
+TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {}}
+YES = {"action": "accept", "content": {"confirm": True}}
+
+USERS = """
+import json
+from django.contrib.auth.models import Permission, User
+from tools.library.models import Author
+deleting = Permission.objects.filter(content_type__app_label="library", codename__in=("view_author", "delete_author"))
+for name in ("deleter", "intruder"):
+    User.objects.create(username=f"{prefix}-{name}", is_staff=False).user_permissions.add(*deleting)
+print(json.dumps([Author.objects.create(name=f"{prefix} author {n}").pk for n in range(4)]))
+"""
+
+
+def shell(server_env, code: str) -> str:
+    done = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, env={**os.environ, **server_env}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1]
+
+
+def existing(server_env, pks) -> list:
+    """The pks of ``pks`` whose Author row is still in the database."""
+    code = ("import json; from tools.library.models import Author; "
+            f"print(json.dumps(sorted(Author.objects.filter(pk__in={list(pks)!r}).values_list('pk', flat=True))))")
+    return json.loads(shell(server_env, code))
+
+
+@pytest.fixture(scope="module")
+def auth_server(start_server, server_env, own_queue):
+    """A daphne with MCP_AUTH=on sending its jobs to a worker of its own."""
+    env = {**server_env, "CELERY_QUEUE": own_queue, "LOG_LEVEL": "INFO",
+           "MCP_TRANSPORT_JSON": json.dumps({"HEARTBEAT_SECONDS": 0.3})}
+    worker = LiveWorker(queue=own_queue, env=env, cwd=ROOT).start()
+    yield start_server(CELERY_QUEUE=own_queue, MCP_AUTH="on")
+    worker.stop()
+
+
+@pytest.fixture(scope="module")
+def library(server_env):
+    """Two non-staff users who may view and delete authors, their tokens, and four authors."""
+    prefix = f"asked{os.getpid()}"
+    authors = json.loads(shell(server_env, f"prefix = {prefix!r}\n{USERS}"))
+    return {"authors": authors, **{name: new_token(server_env, f"{prefix}-{name}") for name in ("deleter", "intruder")}}
+
+
+class Caller(ModernClient):
+    """A 2026-07-28 client with a bearer token."""
+
+    def __init__(self, url, token, capabilities):
+        super().__init__(url, capabilities)
+        self.token = token
+
+    def post(self, method, params=None, headers=None, **options):
+        return super().post(method, params, headers={"Authorization": f"Bearer {self.token}", **(headers or {})},
+                            **options)
+
+
+def result(reply):
+    assert reply.status == 200, (reply.status, reply.body)
+    assert "error" not in reply.json, reply.json
+    return reply.json["result"]
+
+
+def asks_to_confirm(outcome) -> bool:
+    return outcome.get("resultType") == "input_required" and list(outcome.get("inputRequests", {})) == ["confirm"]
+
+
+def test_a_made_up_answer_without_the_servers_state_deletes_nothing(auth_server, server_env, library):
+    victim = library["authors"][0]
+    client = Caller(auth_server.url, library["deleter"], ASKS)
+    params = {"name": "author_delete_selected", "arguments": {"ids": [victim]}}
+    forged = result(client.post("tools/call", {**params, "inputResponses": {"confirm": YES}}))
+    assert asks_to_confirm(forged), forged  # a fresh round: the question again, nothing done
+    assert forged["inputRequests"]["confirm"]["params"]["message"] == "Delete selected authors: 1 author. Go ahead?"
+    assert existing(server_env, [victim]) == [victim]
+    # The user answers the question the server asked, with its state: now it is deleted.
+    done = result(client.post("tools/call", {**params, "requestState": forged["requestState"],
+                                             "inputResponses": {"confirm": YES}}))
+    assert done["structuredContent"]["messages"] == ["Successfully deleted 1 author."], done
+    assert existing(server_env, [victim]) == []
+
+
+def test_answers_to_questions_that_round_did_not_ask_are_ignored(auth_server, server_env, library):
+    victim = library["authors"][1]
+    client = Caller(auth_server.url, library["deleter"], ASKS)
+    params = {"name": "author_delete_selected", "arguments": {"ids": [victim]}}
+    asked = result(client.post("tools/call", params))
+    assert asks_to_confirm(asked), asked
+    for answers in ({"other": YES}, {"confirm-2": YES, "elicit-1": YES}):
+        again = result(client.post("tools/call", {**params, "requestState": asked["requestState"],
+                                                  "inputResponses": answers}))
+        assert asks_to_confirm(again), again
+    assert existing(server_env, [victim]) == [victim]
+
+
+def test_another_callers_state_or_another_calls_state_is_refused(auth_server, server_env, library):
+    first, second = library["authors"][2:4]
+    deleter = Caller(auth_server.url, library["deleter"], ASKS)
+    asked = result(deleter.post("tools/call", {"name": "author_delete_selected", "arguments": {"ids": [first]}}))
+    intruder = Caller(auth_server.url, library["intruder"], ASKS)
+    for client, ids in ((intruder, [first]), (deleter, [second]), (deleter, [first, second])):
+        reply = client.post("tools/call", {"name": "author_delete_selected", "arguments": {"ids": ids},
+                                           "requestState": asked["requestState"], "inputResponses": {"confirm": YES}})
+        error = reply.json["error"]
+        assert error["code"] == -32602 and error["data"] == {"reason": "foreign"}, reply.json
+    assert existing(server_env, [first, second]) == sorted([first, second])
+
+
+def test_a_background_tool_takes_only_answers_to_its_own_questions(auth_server, library):
+    client = Caller(auth_server.url, library["deleter"], ASKS)
+    params = {"name": "confirm_delete", "arguments": {"filename": "forged.txt"}}
+    forged = result(client.post("tools/call", {**params, "inputResponses": {"elicit-1": YES}}, timeout=60))
+    assert forged["resultType"] == "input_required", forged  # a new job, which asks
+    (key, question), = forged["inputRequests"].items()
+    assert question["params"]["message"] == "Delete forged.txt?"
+    again = result(client.post("tools/call", {**params, "requestState": forged["requestState"],
+                                              "inputResponses": {f"{key}-not": YES, "confirm": YES}}, timeout=60))
+    assert again["resultType"] == "input_required" and list(again["inputRequests"]) == [key], again
+    done = result(client.post("tools/call", {**params, "requestState": again["requestState"],
+                                             "inputResponses": {key: YES}}, timeout=60))
+    assert done["content"][0]["text"] == "Deleted forged.txt", done
+
+
+def test_tasks_update_answers_only_the_tasks_own_pending_questions(auth_server, library):
+    client = Caller(auth_server.url, library["deleter"], TASKS)
+    created = result(client.post("tools/call", {"name": "confirm_delete", "arguments": {"filename": "task.txt"}}))
+
+    def task(until):
+        deadline = time.monotonic() + 60
+        while (current := result(client.post("tasks/get", {"taskId": created["taskId"]})))["status"] not in until:
+            assert time.monotonic() < deadline, current
+            time.sleep(0.05)
+        return current
+    (key, _question), = task(("input_required",))["inputRequests"].items()
+    ack = result(client.post("tasks/update", {"taskId": created["taskId"], "inputResponses": {"made-up": YES}}))
+    assert ack["resultType"] == "complete"
+    still = result(client.post("tasks/get", {"taskId": created["taskId"]}))
+    assert still["status"] == "input_required" and list(still["inputRequests"]) == [key], still
+    intruder = Caller(auth_server.url, library["intruder"], TASKS)
+    refused = intruder.post("tasks/update", {"taskId": created["taskId"], "inputResponses": {key: YES}})
+    assert refused.json["error"]["code"] == -32602, refused.json  # another's task is unknown
+    result(client.post("tasks/update", {"taskId": created["taskId"], "inputResponses": {key: YES}}))
+    done = task(("completed", "failed", "cancelled"))
+    assert done["status"] == "completed" and done["result"]["content"][0]["text"] == "Deleted task.txt", done
