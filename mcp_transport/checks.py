@@ -196,12 +196,29 @@ def values_check(app_configs, **kwargs):
     kept = config["CALL_LOG_ARGUMENTS_KEPT"]
     if isinstance(kept, str) or not isinstance(kept, (list, tuple)) or not all(isinstance(n, str) for n in kept):
         errors.append(_value_error("CALL_LOG_ARGUMENTS_KEPT", kept, "a list of argument names"))
+    errors += _job_share_errors(config)
     if config["METRICS_ACCESS"] not in METRICS_ACCESS:
         errors.append(_value_error("METRICS_ACCESS", config["METRICS_ACCESS"], " or ".join(map(repr, METRICS_ACCESS))))
     elif config["METRICS_ACCESS"] == "token" and not config["METRICS_TOKEN"]:
         errors.append(Error("METRICS_ACCESS is 'token' but METRICS_TOKEN is empty: nobody could read the metrics.",
                             hint="Set MCP_TRANSPORT['METRICS_TOKEN'] to a long random string.",
                             id="mcp_transport.E005"))
+    return errors
+
+
+def _job_share_errors(config) -> list:
+    """MAX_RUNNING_JOBS_PER_CALLER: None or a whole number >= 1 (0 would never start a job), and
+    the same for each tool of MAX_RUNNING_JOBS_PER_CALLER_BY_TOOL."""
+    def whole(value):
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+    errors, share = [], config["MAX_RUNNING_JOBS_PER_CALLER"]
+    if share is not None and not whole(share):
+        errors.append(_value_error("MAX_RUNNING_JOBS_PER_CALLER", share, "None or a whole number >= 1"))
+    by_tool = config["MAX_RUNNING_JOBS_PER_CALLER_BY_TOOL"]
+    if not isinstance(by_tool, dict) or not all(isinstance(name, str) and whole(n) for name, n in by_tool.items()):
+        errors.append(_value_error("MAX_RUNNING_JOBS_PER_CALLER_BY_TOOL", by_tool,
+                                   "a dict of tool names to whole numbers >= 1"))
     return errors
 
 

@@ -224,6 +224,14 @@ DEFAULTS = {
     #: at most (or CLIENT_REQUEST_TIMEOUT if shorter).
     "JOB_HELD_WAITS": None,
     "JOB_HELD_ASK_TIMEOUT": 60,
+    #: Background tools: how many of one caller's jobs (its principal when AUTH is on, else its
+    #: client address, TRUSTED_PROXIES honoured) may run at once, across every worker. A job over
+    #: it goes back to the queue, still queued and holding no slot, and starts when one of its
+    #: caller's jobs ends, in the order the caller sent them; other callers' jobs run meanwhile.
+    #: None: all but one of the pool processes of the worker that takes the job (at least 1).
+    #: A tool's own value, by tool name, in MAX_RUNNING_JOBS_PER_CALLER_BY_TOOL.
+    "MAX_RUNNING_JOBS_PER_CALLER": None,
+    "MAX_RUNNING_JOBS_PER_CALLER_BY_TOOL": {},
     #: MCP tasks: the ttl (ms) of a task whose request names none, the largest ttl granted
     #: (None: unlimited), and the pollInterval (ms) suggested to clients.
     "TASK_DEFAULT_TTL_MS": 3600 * 1000,

@@ -224,13 +224,16 @@ def test_delete_ends_a_parked_async_job(servers, server_env):
 @pytest.fixture(scope="module")
 def holding_server(start_server, server_env):
     """A worker of two slots whose tools do not park (JOB_PARK_ON_ASK off): they wait in their
-    slot, at most one of the two (JOB_HELD_WAITS' default) and for 45 s at most."""
+    slot, at most one of the two (JOB_HELD_WAITS' default) and for 45 s at most. Every test client
+    is one caller (127.0.0.1): its share of the worker is both slots here, so that its second job
+    runs (MAX_RUNNING_JOBS_PER_CALLER's default would keep it queued behind the first)."""
     queue = f"{server_env['CELERY_QUEUE']}-held"
     settings = {"CLIENT_REQUEST_TIMEOUT": 600, "JOB_PARK_ON_ASK": False, "JOB_HELD_ASK_TIMEOUT": 45}
     server = start_server(CELERY_QUEUE=queue, MCP_TRANSPORT_JSON=json.dumps(settings))
+    worker_settings = {**settings, "HEARTBEAT_SECONDS": 0.3, "MAX_RUNNING_JOBS_PER_CALLER": 2}
     worker = LiveWorker(queue=queue, cwd=ROOT, concurrency=2,
                         env={**server_env, "CELERY_QUEUE": queue, "LOG_LEVEL": "INFO",
-                             "MCP_TRANSPORT_JSON": json.dumps({**settings, "HEARTBEAT_SECONDS": 0.3})}).start()
+                             "MCP_TRANSPORT_JSON": json.dumps(worker_settings)}).start()
     yield server
     worker.stop()
 

@@ -30,7 +30,10 @@ The modules, each importing only the ones above it in this list:
 - ``modern.py``: 2026-07-28 calls (a job's context in place of a session, ``load_task``, the
   questions as ``inputRequests``), and the keys and context flags both eras read;
 - ``answers.py``: its end (``finish``), its answer on its stream, the ``Task`` clients see;
+- ``shares.py``: each caller's share of the workers (MAX_RUNNING_JOBS_PER_CALLER): its place
+  among its caller's running jobs, or in its caller's line, in Redis; whose job it is;
 - ``submitting.py``: creating and queueing it;
+- ``deferring.py``: a job over its caller's share back to the queue, and woken when a place frees;
 - ``cancelling.py``: cancelling it, and the jobs of closed sessions;
 - ``waiting.py``: jobs waiting for their client, parked or in their worker slot;
 - ``unclaimed.py``: jobs no worker takes (JOB_QUEUE_TIMEOUT), and the command that starts one;
@@ -51,8 +54,12 @@ from .modern import (  # noqa: F401
     MODERN_ERA, RELATED_TASK, dumps, failed_internally, inputs_key, internal_failure, is_modern, load_task,
     modern_context, pending_inputs, pending_request_key, related_task_meta, task_expired,
 )
-from .answers import announce, answer, error_text, finish, outcome_status, task_view  # noqa: F401
+from .answers import (  # noqa: F401
+    CALLER_BUSY, announce, answer, error_text, finish, outcome_status, task_view, waits_for_caller,
+)
+from .shares import caller_of, lease_ms, refresh_place, share_keys, take_place  # noqa: F401
 from .submitting import RUN_JOB, enqueue, submit  # noqa: F401
+from .deferring import DEFER_MAX_SECONDS, defer, defer_seconds, release, send_again  # noqa: F401
 from .cancelling import (  # noqa: F401
     CANCELLED_BY_CLIENT, STOP_JOB, _revoke, _stop_running, acancel, cancel, cancel_key, cancel_request,
     end_session_jobs,
@@ -65,6 +72,6 @@ from .unclaimed import (  # noqa: F401
     _queue_is_served, celery_app_name, expire_unclaimed, no_worker_text, queue_of, worker_command,
 )
 from .lost import (  # noqa: F401
-    current, hard_limit_text, just_started, mark_stopped, recall, resend, watch, watch_job, worker_lost,
+    current, deferral_lost, hard_limit_text, just_started, mark_stopped, recall, resend, watch, watch_job, worker_lost,
 )
 from .sweep import SWEEP_BATCH, SWEEP_SECONDS, _save_sweep_cursor, end_unreachable, expire_parked_jobs  # noqa: F401

@@ -82,9 +82,18 @@ def task_view(job) -> dict:
     return view
 
 
+#: A queued job's message while it waits for one of its caller's running jobs to end (deferring.py).
+CALLER_BUSY = "Queued: its caller runs {limit} background jobs at once already; it starts when one of them ends."
+
+
+def waits_for_caller(job) -> bool:
+    """The queued job waits for one of its caller's running jobs to end (CALLER_BUSY)."""
+    return job.status == Status.QUEUED and (job.message or "").startswith(CALLER_BUSY.partition("{")[0])
+
+
 def _status_message(job):
     if job.status == Status.QUEUED:
-        return "Queued: waiting for a worker."
+        return job.message if waits_for_caller(job) else "Queued: waiting for a worker."
     if job.status in (Status.FAILED, Status.CANCELLED):
         return job.error or None
     return job.message or None

@@ -12,6 +12,7 @@ from ...conf import get_config
 from ...logs import short_id
 from ...models import McpJob
 from .answers import finish
+from .deferring import release
 from .rows import Status, _active_job_of_request, load
 
 logger = logging.getLogger(__name__)
@@ -44,7 +45,17 @@ async def acancel(job_id: str, reason: str = CANCELLED_BY_CLIENT) -> bool:
         await _revoke(job)
     else:
         await _stop_running(job)
+    await _leave_share(job)
     return True
+
+
+async def _leave_share(job) -> None:
+    """Out of its caller's line, or its place among its caller's running jobs given back (its
+    tool has JOB_CANCEL_GRACE_SECONDS to stop): the caller's next job need not wait for it."""
+    try:
+        await release(job)
+    except Exception:  # the entries lapse anyway (shares.py)
+        logger.warning("giving back the place of job %s failed", short_id(job.id), exc_info=True)
 
 
 def cancel(job_id: str, reason: str = "Cancelled by an administrator.") -> bool:

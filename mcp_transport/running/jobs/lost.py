@@ -17,10 +17,12 @@ from ...methods.content import error_result
 from ...logs import short_id
 from ...models import McpJob
 from ...methods.registry import registry
-from .answers import answer, finish
+from .answers import answer, finish, waits_for_caller
+from .deferring import DEFER_MAX_SECONDS
 from .limits import max_attempts, time_limits
 from .modern import internal_failure
 from .rows import Status, load, transition
+from .shares import WAIT_GRACE_SECONDS
 from .submitting import _CallRecord, enqueue
 from .unclaimed import expire_unclaimed
 from .waiting import expire_parked
@@ -42,7 +44,7 @@ async def watch(session_id: str, stream_key: str, call: dict) -> bool:
         return False
     stopped = call.get("stopped")
     if job.status == Status.QUEUED:
-        if stopped == "database":  # a worker took it but could not start it: the database is back
+        if stopped == "database" or deferral_lost(job):  # its message is gone: sent again
             return await resend(job)
         return await expire_unclaimed(job)  # no worker yet: the broker keeps it, for a while
     if job.is_terminal:
@@ -52,6 +54,16 @@ async def watch(session_id: str, stream_key: str, call: dict) -> bool:
         return False  # its worker beats right after taking it: the record read above predates that
     await worker_lost(job, hard_limit=stopped == "time_limit", database=stopped == "database")
     return True
+
+
+def deferral_lost(job) -> bool:
+    """A job over its caller's share (deferring.py) that nobody has looked at for longer than a
+    deferral lasts: the worker holding its delayed message died (a Redis broker gives such a
+    message back only after its visibility timeout, an hour by default), and no place given
+    back woke it."""
+    if not waits_for_caller(job) or job.updated_at is None:
+        return False
+    return (timezone.now() - job.updated_at).total_seconds() > DEFER_MAX_SECONDS + WAIT_GRACE_SECONDS
 
 
 def just_started(job) -> bool:

@@ -12,6 +12,7 @@ from .answers import finish
 from .limits import celery_options
 from .modern import internal_failure
 from .rows import Status, _insert, new_job_id
+from .shares import caller_context
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +26,8 @@ async def submit(spec, arguments: dict, *, session_id: str, request_id, stream_k
     """Create the job and queue it; its answer will come on ``stream_key`` (``context``: what a
     2026-07-28 call brings instead of a session, ``modern_context()``; ``slot``: the request's
     place among its owner's running calls, which the job holds until it ends, quotas.py)."""
+    # Whose share of the workers it runs in (shares.py): for a sessionless call, the key of its place.
+    context = await caller_context(context, principal=principal, session_id=session_id, slot=slot)
     place = quotas.take_for_job(slot)  # before anything is spent: a call's place funds one job
     job = McpJob(id=new_job_id(), session_id=session_id, user_id=user_id, principal=principal, request_id=request_id,
                  stream_key=stream_key, tool=spec.name, arguments=arguments, progress_token=progress_token,
@@ -55,13 +58,18 @@ class _CallRecord:
         self.last_beat = 0.0
 
 
-async def enqueue(job, spec) -> None:
+async def enqueue(job, spec, countdown=None) -> None:
+    """Send the job's task (``countdown``: seconds before a worker may start it)."""
     # By name: worker/, which registers the task, imports this package.
     from celery import current_app  # imports Celery: only where jobs are sent
 
+    options = celery_options(spec)
+    if countdown:
+        options["countdown"] = countdown
+
     def send():
         current_app.tasks[RUN_JOB].apply_async(args=[job.id, job.session_id, job.stream_key],
-                                               task_id=job.celery_task_id, **celery_options(spec))
+                                               task_id=job.celery_task_id, **options)
 
     # kombu's publish is blocking I/O: keep it off the event loop, in the broker's own threads.
     await threads.run(threads.BROKER, threads.owner_of(job.session_id), send)

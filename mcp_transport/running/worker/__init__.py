@@ -27,7 +27,8 @@ is given (``name="mcp_transport.run_job"``), the command's is its function's (``
 """
 from .loop import LoopThread, bridge  # noqa: F401
 from .channel import (  # noqa: F401
-    PROGRESS_WRITE_INTERVAL, JobChannel, JobParked, Status, held_waits_limit, job_store, run_until_parked,
+    PROGRESS_WRITE_INTERVAL, JobChannel, JobParked, Status, caller_share, held_waits_limit, job_store,
+    run_until_parked, worker_slots,
 )
 from .context import MAX_UNSENT_NOTIFICATIONS, WorkerContext  # noqa: F401
 from .run import JobRun, job_context, run_job  # noqa: F401

@@ -335,10 +335,27 @@ def held_waits_limit() -> int:
     configured = get_config()["JOB_HELD_WAITS"]
     if configured is not None:
         return configured
+    return max(worker_slots() - 1, 0)
+
+
+def worker_slots() -> int:
+    """This worker's pool processes."""
     from celery import current_app
 
-    slots = _worker_concurrency or current_app.conf.worker_concurrency or os.cpu_count() or 1
-    return max(int(slots) - 1, 0)
+    return int(_worker_concurrency or current_app.conf.worker_concurrency or os.cpu_count() or 1)
+
+
+def caller_share(spec) -> int:
+    """How many of one caller's jobs may run at once, across every worker, when this worker
+    starts one of ``spec``'s: MAX_RUNNING_JOBS_PER_CALLER_BY_TOOL's, else MAX_RUNNING_JOBS_PER_CALLER,
+    by default all but one of this worker's pool processes (at least one), so that one caller
+    never holds every slot of a worker."""
+    config = get_config()
+    by_tool = config["MAX_RUNNING_JOBS_PER_CALLER_BY_TOOL"] or {}
+    if spec.name in by_tool:
+        return by_tool[spec.name]
+    configured = config["MAX_RUNNING_JOBS_PER_CALLER"]
+    return configured if configured is not None else max(worker_slots() - 1, 1)
 
 
 def _answer(method, reply: dict) -> dict:

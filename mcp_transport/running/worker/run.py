@@ -25,7 +25,7 @@ from ...methods.content import error_result
 from ...methods.context import ClientCapabilityError, ClientRequestError, Context, ToolCancelled
 from ...methods.registry import ArgumentError, ToolError, registry
 from ...storage import get_event_store
-from .channel import JobChannel, JobParked, job_store, run_until_parked
+from .channel import JobChannel, JobParked, caller_share, job_store, run_until_parked
 from .context import WorkerContext, _Handle
 from .loop import bridge
 
@@ -49,6 +49,8 @@ def run_job(self, job_id: str, session_id: str = "", stream_key: str = ""):
     run = JobRun(job, spec, asked, answers, worker=self.request.hostname or "")
     # The limits the web process sent with the task (jobs.celery_options), not this process's settings.
     run.soft_time_limit = (self.request.timelimit or (None, None))[1] or run.soft_time_limit
+    if not bridge().run(run.take_place()):
+        return  # over its caller's share: back in the queue, and this slot runs another job
     run.execute(worker=f"{self.request.hostname}:{os.getpid()}")
 
 
@@ -71,6 +73,26 @@ class JobRun:
         self.failed_internally = False
         #: Seconds of the soft time limit Celery runs this job with.
         self.soft_time_limit = jobs.time_limits(spec)[0]
+
+    async def take_place(self) -> bool:
+        """A place among its caller's running jobs, across every worker (caller_share, jobs/shares.py);
+        False when the caller's share is taken: the job goes back to the queue (jobs.defer), still
+        queued, and holds no slot while it waits."""
+        limit, seconds = caller_share(self.spec), jobs.defer_seconds(self.job)
+        try:
+            if await jobs.take_place(self.job, limit, seconds):
+                return True
+        except Exception:  # Redis is away for longer than it is ridden out: the job runs unshared
+            logger.warning("taking a place for job %s failed", short_id(self.job.id), exc_info=True)
+            return True
+        await jobs.defer(self.job, self.spec, limit, seconds)
+        return False
+
+    async def give_place_back(self) -> None:
+        try:
+            await jobs.release(self.job)
+        except Exception:  # its place lapses anyway (jobs.lease_ms)
+            logger.warning("giving back the place of job %s failed", short_id(self.job.id), exc_info=True)
 
     def execute(self, worker: str) -> None:
         with tracing.job_span(self.job):  # a child of its call's span, wherever that ran
@@ -104,6 +126,7 @@ class JobRun:
             if not started:
                 control.running.pop(running_key, None)
         if not started:
+            await self.give_place_back()
             return False
         self.job.status, self.job.attempts = Status.WORKING, self.job.attempts + 1
         await control.beat(self.job.session_id, self.job.stream_key)
@@ -181,6 +204,7 @@ class JobRun:
             control.running.pop((self.job.session_id, jobs.cancel_key(self.job)), None)
         if result is _PARKED:
             await job_store().flush()  # the questions are in the database before the slot is free
+            await self.give_place_back()  # before park(): an answer in already queues it again
             await self.channel.park()
             return
         if result is _UNFINISHED:
@@ -193,6 +217,7 @@ class JobRun:
             await jobs.riding_out_database(self._finish, result, progress)
         finally:
             control.running.pop((self.job.session_id, jobs.cancel_key(self.job)), None)
+            await self.give_place_back()
         for store in {job_store(), get_event_store()}:  # an ended job's events are in the database
             await store.flush()
 
@@ -226,9 +251,14 @@ class JobRun:
                 self.channel.last_progress_at = time.monotonic()
 
     async def _watch_row(self):
-        """A cancel whose control message this process missed still reaches the tool."""
+        """A cancel whose control message this process missed still reaches the tool; and the
+        job's place among its caller's running jobs lasts another beat (jobs.refresh_place)."""
         while True:
             await asyncio.sleep(control.heartbeat_seconds())
+            try:
+                await jobs.refresh_place(self.job)
+            except Exception:
+                logger.warning("keeping the place of job %s failed", short_id(self.job.id), exc_info=True)
             try:
                 row = await jobs.load(self.job.id)
                 if row is not None and row.status == Status.CANCELLED:
