@@ -78,6 +78,12 @@ DEFAULTS = {
     #: Seconds an inline tool (one the web process runs) may run; then it is stopped and the call
     #: gets an error result. None: no limit. Background tools have Celery's time limits.
     "TOOL_MAX_SECONDS": 600,
+    #: Seconds each database statement of the project's sync code (tools, resources, prompts)
+    #: may run in a web process: the database stops it, the call gets a one-sentence error.
+    #: A tool's ``@tool(statement_timeout=...)`` overrides it; None: no bound (methods/database_time.py).
+    "STATEMENT_TIMEOUT_SECONDS": 10,
+    #: Words a toolset's ``search`` may have: each is one more condition over every search field.
+    "SEARCH_MAX_TERMS": 10,
     #: Bytes of one stored event (an SSE message): a larger response becomes an error, a larger
     #: notification is dropped.
     "MAX_EVENT_BYTES": 1024 * 1024,
@@ -135,6 +141,9 @@ DEFAULTS = {
     "SYNC_TOOL_THREADS": 8,
     "SYNC_HANDLER_THREADS": 4,
     "SYNC_THREADS_PER_SESSION": 2,
+    #: ... and how many of either one caller (its principal, else its client address) may run
+    #: at once, across all its sessions and sessionless calls.
+    "SYNC_THREADS_PER_CALLER": 4,
     "SYNC_WAITING_THREADS": 64,
     "SYNC_WAITING_PER_SESSION": 8,
     "SYNC_WAITING_PER_CALLER": 16,

@@ -7,20 +7,28 @@ import inspect
 from django.db import close_old_connections, connections
 
 from . import threads
+from ..conf import get_config
+from .database_time import DEFAULT_STATEMENT_TIMEOUT, QueryGuard
 from .context import Context, SyncContext, manage_connections, release_database_connections
 
 
-async def run_sync_or_async(func, args=(), kwargs=None, *, call=None, lane=threads.HANDLERS, calls_back=False):
-    """Await an async function; run a sync one in a thread of ``lane``, in the share of the
-    call's owner: its session, else its caller (threads.py: one owner's waiting never blocks
-    another's; a sessionless call is not nobody's); it may use the ORM.
+async def run_sync_or_async(func, args=(), kwargs=None, *, call=None, lane=threads.HANDLERS, calls_back=False,
+                            statement_timeout=DEFAULT_STATEMENT_TIMEOUT):
+    """Await an async function; run a sync one in a thread of ``lane``, in the shares of the
+    call's owner (its session, else its caller) and of its caller (threads.py: one owner's or
+    caller's waiting never blocks another's; a sessionless call is not nobody's); it may use the
+    ORM, each statement bounded by ``statement_timeout`` seconds and cancelled with the call
+    (database_time.py).
 
     ``calls_back``: the function uses a SyncContext (its methods hop back onto this loop)."""
     if inspect.iscoroutinefunction(func):
         return await func(*args, **(kwargs or {}))
     owner = threads.owner_of(_owner(call))
-    return await threads.run(lane, owner, _with_fresh_connections(func), args, kwargs, calls_back=calls_back,
-                             caller=waiting_caller(call))
+    if statement_timeout is DEFAULT_STATEMENT_TIMEOUT:
+        statement_timeout = get_config()["STATEMENT_TIMEOUT_SECONDS"]
+    guard = QueryGuard(statement_timeout)
+    return await threads.run(lane, owner, _with_fresh_connections(guard.wrap(func)), args, kwargs,
+                             calls_back=calls_back, caller=waiting_caller(call), on_cancel=guard.cancel)
 
 
 def _owner(call):
@@ -32,15 +40,16 @@ def _owner(call):
 
 
 def waiting_caller(call):
-    """Whose share of the process's waits for clients a call's sync code takes: its principal
-    when authorization is on, else the client address its session was opened from (None: the
-    call has neither, and only its session's share and the process's bound apply)."""
+    """Whose share of the process's threads, and of its waits for clients, a call's sync code
+    takes: its principal when authorization is on, else its client address (the request's, or
+    the one its session was opened from; None: the call has neither, and only its session's
+    share and the process's bound apply)."""
     if call is None:
         return None
     key = getattr(call.principal, "key", "") if call.principal is not None else ""
     if key:
         return f"principal:{key}"
-    address = getattr(call.session, "address", "") if call.session is not None else ""
+    address = call.address or (getattr(call.session, "address", "") if call.session is not None else "")
     return f"address:{address}" if address else None
 
 

@@ -26,6 +26,7 @@ import pydantic
 from ..protocol import storable
 from . import content
 from .context import Context
+from .database_time import DEFAULT_STATEMENT_TIMEOUT
 
 _NOT_STRUCTURED = (type(None), Any, content.ToolResult, list, dict)
 
@@ -147,6 +148,9 @@ class ToolSpec:
     #: ``visible(principal) -> bool``: a check of its own, besides ``permission`` (auth.may_use);
     #: it runs on the event loop, so it must not query the database.
     visible: Optional[Callable] = None
+    #: Seconds each database statement of an inline call may run (database_time.py); DEFAULT:
+    #: STATEMENT_TIMEOUT_SECONDS, None: no bound.
+    statement_timeout: Any = DEFAULT_STATEMENT_TIMEOUT
 
     @property
     def is_async(self) -> bool:
@@ -254,7 +258,8 @@ def _access(permission, scopes) -> dict:
 
 def make_tool(func, *, name=None, title=None, description=None, input_schema=None, output_schema=None,
               structured_output=None, annotations=None, meta=None, background=False,
-              task_support=None, permission=None, scopes=None) -> ToolSpec:
+              task_support=None, permission=None, scopes=None,
+              statement_timeout=DEFAULT_STATEMENT_TIMEOUT) -> ToolSpec:
     hints = typing.get_type_hints(func, include_extras=True)
     doc_description, param_docs = parse_docstring(func.__doc__)
     name = name or func.__name__
@@ -265,7 +270,7 @@ def make_tool(func, *, name=None, title=None, description=None, input_schema=Non
                     annotations=annotations, meta=meta, context_param=context_param, background=bool(background),
                     job_options=_job_options(background),
                     task_support=(task_support or "optional") if background else None,
-                    **_access(permission, scopes))
+                    statement_timeout=statement_timeout, **_access(permission, scopes))
     if input_schema is None:
         spec.arguments_model = _arguments_model(name, func, hints, context_param, param_docs)
         input_schema = spec.arguments_model.model_json_schema()

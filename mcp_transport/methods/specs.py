@@ -46,6 +46,9 @@ class MethodSpec:
     #: 2026-07-28: "InputRequiredResult ... is allowed only on tools/call, prompts/get and
     #: resources/read" (basic/patterns/mrtr): the handler may ask the client in a round trip.
     round_trip: bool = False
+    #: ``blocks(params)``: the handler runs the project's sync code in a thread (a query may take
+    #: long): a 2026-07-28 call then runs in a task of its own, which its client's leaving cancels.
+    blocks: Callable[[dict], bool] = never
 
     def target_of(self, params) -> str:
         """The string the request's target key holds, or ""."""

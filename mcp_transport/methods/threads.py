@@ -8,9 +8,11 @@ default executor), six sync tools waiting for absent clients' answers would stal
 
 - each purpose has its own **lane** (``TOOLS``, ``HANDLERS``, ``BROKER``) with its own threads:
   a lane that fills up never delays another;
-- in a lane, one session runs at most ``SYNC_THREADS_PER_SESSION`` calls at once; further calls
-  wait their turn, and a freed thread goes to the oldest waiting call whose session is under its
-  share (one session cannot take every thread);
+- in a lane, one session (a sessionless call: its caller) runs at most
+  ``SYNC_THREADS_PER_SESSION`` calls at once, and one caller (its principal, else its client
+  address) at most ``SYNC_THREADS_PER_CALLER`` across all its sessions; further calls wait their
+  turn, and a freed thread goes to the oldest waiting call whose session and caller are under
+  their shares (one session, or one account with many sessions, cannot take every thread);
 - a sync tool that waits for its client (``ctx.elicit()``, ``sample()``, ``list_roots()``) gives
   its tool thread back for the wait and takes one again when the answer is there. Its OS thread
   stays blocked, so those waits have their own bound: ``SYNC_WAITING_THREADS`` per process,
@@ -52,59 +54,64 @@ class TooManyWaiting(Exception):
 
 
 class Lane:
-    """A pool of ``threads`` threads, shared fairly by sessions (``per_session`` each at most)."""
+    """A pool of ``threads`` threads, shared fairly by sessions (``per_session`` each at most)
+    and by callers (``per_caller`` each at most, whatever their sessions; None: no such share)."""
 
-    def __init__(self, name: str, threads: int, per_session: int, spare_threads: int = 0):
-        self.name, self.threads, self.per_session = name, threads, per_session
+    def __init__(self, name: str, threads: int, per_session: int, spare_threads: int = 0, per_caller=None):
+        self.name, self.threads, self.per_session, self.per_caller = name, threads, per_session, per_caller
         # Spare OS threads for callers parked while they wait for a client (their slot is free).
         self.executor = _executor(name, threads + spare_threads)
         self.running = 0
         self.by_owner = collections.Counter()
+        self.by_caller = collections.Counter()
         self._queue = collections.deque()
 
-    def _may_run(self, owner) -> bool:
-        return self.running < self.threads and self.by_owner[owner] < self.per_session
+    def _may_run(self, owner, caller=None) -> bool:
+        return self.running < self.threads and self.by_owner[owner] < self.per_session and \
+            (caller is None or self.per_caller is None or self.by_caller[caller] < self.per_caller)
 
-    async def acquire(self, owner) -> None:
-        """Take a slot for ``owner``, waiting in line while the lane or its share is full."""
-        if self._may_run(owner):  # nobody waiting could take it: _grant hands out what it can
-            self._take(owner)
+    async def acquire(self, owner, caller=None) -> None:
+        """Take a slot for ``owner`` (and ``caller``), waiting in line while the lane or a share is full."""
+        if self._may_run(owner, caller):  # nobody waiting could take it: _grant hands out what it can
+            self._take(owner, caller)
             return
         turn = asyncio.get_running_loop().create_future()
-        self._queue.append((owner, turn))
+        self._queue.append((owner, caller, turn))
         try:
             await turn
         except asyncio.CancelledError:
             if turn.done() and not turn.cancelled():
-                self.release(owner)  # granted just as the caller was cancelled
+                self.release(owner, caller)  # granted just as the caller was cancelled
             raise
 
-    def _take(self, owner):
+    def _take(self, owner, caller=None):
         self.running += 1
         self.by_owner[owner] += 1
+        if caller is not None:
+            self.by_caller[caller] += 1
 
-    def release(self, owner) -> None:
+    def release(self, owner, caller=None) -> None:
         self.running -= 1
-        self.by_owner[owner] -= 1
-        if not self.by_owner[owner]:
-            del self.by_owner[owner]
+        _decrement(self.by_owner, owner)
+        if caller is not None:
+            _decrement(self.by_caller, caller)
         self._grant()
 
     def _grant(self):
         for entry in list(self._queue):
             if self.running >= self.threads:
                 return
-            owner, turn = entry
+            owner, caller, turn = entry
             if turn.done():
                 self._queue.remove(entry)  # its caller was cancelled while it waited
-            elif self._may_run(owner):
+            elif self._may_run(owner, caller):
                 self._queue.remove(entry)
-                self._take(owner)
+                self._take(owner, caller)
                 turn.set_result(None)
 
     @property
     def waiting(self) -> int:
-        return sum(1 for _, turn in self._queue if not turn.done())
+        return sum(1 for _, _, turn in self._queue if not turn.done())
 
 
 class Hold:
@@ -119,7 +126,7 @@ class Hold:
     def done(self, _future=None) -> None:
         if self.holding:
             self.holding = False
-            self.lane.release(self.owner)
+            self.lane.release(self.owner, self.caller)
 
     async def client_wait(self, ask):
         """Await ``ask()`` (the client's answer) with this call's thread slot given back."""
@@ -137,7 +144,7 @@ class Hold:
             return await ask()
         finally:
             try:
-                await self.lane.acquire(self.owner)
+                await self.lane.acquire(self.owner, self.caller)
                 self.holding = True
             finally:
                 waits.leave(self.owner, self.caller)
@@ -175,11 +182,12 @@ class Lanes:
 
     def __init__(self):
         config = get_config()
-        share = config["SYNC_THREADS_PER_SESSION"]
+        share, per_caller = config["SYNC_THREADS_PER_SESSION"], config["SYNC_THREADS_PER_CALLER"]
         self.waits = Waits()
         self.by_name = {
-            TOOLS: Lane(TOOLS, config["SYNC_TOOL_THREADS"], share, spare_threads=config["SYNC_WAITING_THREADS"]),
-            HANDLERS: Lane(HANDLERS, config["SYNC_HANDLER_THREADS"], share),
+            TOOLS: Lane(TOOLS, config["SYNC_TOOL_THREADS"], share, spare_threads=config["SYNC_WAITING_THREADS"],
+                        per_caller=per_caller),
+            HANDLERS: Lane(HANDLERS, config["SYNC_HANDLER_THREADS"], share, per_caller=per_caller),
             BROKER: Lane(BROKER, BROKER_THREADS, share),
         }
 
@@ -238,17 +246,19 @@ def owner_of(session_id):
     return session_id or object()
 
 
-async def run(lane_name: str, owner, func, args=(), kwargs=None, calls_back: bool = False, caller=None):
-    """Run ``func(*args, **kwargs)`` in a thread of the lane, in ``owner``'s share of it; its
-    waits for the client count against ``caller`` too (a principal or client address; None:
-    only against its owner and the process).
+async def run(lane_name: str, owner, func, args=(), kwargs=None, calls_back: bool = False, caller=None,
+              on_cancel=None):
+    """Run ``func(*args, **kwargs)`` in a thread of the lane, in ``owner``'s share of it and
+    ``caller``'s (a principal or client address; None: only its owner's and the process's), its
+    waits for the client counted against both.
 
+    ``on_cancel()``: called when the caller is cancelled while the thread still runs.
     ``calls_back``: the function uses a SyncContext, whose methods hop back onto this loop with
     async_to_sync, which needs asgiref's SyncToAsync around the thread; otherwise a plain executor
     call does the same for a fraction of the cost (bench/RESULTS.md)."""
     every = lanes()
     lane = every.by_name[lane_name]
-    await lane.acquire(owner)
+    await lane.acquire(owner, caller)
     hold = Hold(every, lane, owner, caller)
     hold.holding = True
     kwargs = kwargs or {}
@@ -267,7 +277,12 @@ async def run(lane_name: str, owner, func, args=(), kwargs=None, calls_back: boo
         hold.done()
         raise
     running.add_done_callback(hold.done)  # when the thread ends, even if our caller was cancelled
-    return await asyncio.shield(running)
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        if on_cancel is not None and not running.done():
+            on_cancel()  # the thread goes on; what it runs may stop (database_time.py: its query)
+        raise
 
 
 async def client_wait(ask):

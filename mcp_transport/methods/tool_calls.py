@@ -10,6 +10,7 @@ from ..auth import may_use
 from ..conf import get_config
 from .content import error_result
 from .context import ClientCapabilityError, ClientRequestError, ToolCancelled
+from .database_time import StatementTimeout
 from ..protocol.errors import InvalidParams, MethodNotFound, ProtocolError
 from ..protocol.jsonrpc import Request
 from .invoke import make_context, run_sync_or_async
@@ -27,8 +28,14 @@ def _tool_may_send(params) -> bool:
     return spec is not None and spec.may_send
 
 
+def _tool_blocks(params) -> bool:
+    name = params.get("name")
+    spec = registry.tools.get(name) if isinstance(name, str) else None
+    return spec is not None and not spec.is_async and not spec.background
+
+
 @METHODS.method("tools/call", capability="tools", counts_as_call=True, may_send=_tool_may_send, target="name",
-                target_kind="tool", scoped=True, round_trip=True)
+                target_kind="tool", scoped=True, round_trip=True, blocks=_tool_blocks)
 async def tools_call(params, call):
     name = string_param(params, "name")
     spec = registry.tools.get(name)
@@ -92,15 +99,17 @@ def _task_requested(spec, params) -> bool:
     return (params.get("task") is not None or spec.task_support == "required") and declares("tasks")
 
 
-
 async def _run_tool(spec, kwargs, call):
     limit = asyncio.timeout(get_config()["TOOL_MAX_SECONDS"])
     try:
         async with limit:
             value = await run_sync_or_async(spec.func, kwargs=kwargs, call=call, lane=threads.TOOLS,
-                                            calls_back=spec.may_send)
+                                            calls_back=spec.may_send, statement_timeout=spec.statement_timeout)
     except (ToolError, ClientCapabilityError, ClientRequestError) as exc:
         return error_result(str(exc))
+    except StatementTimeout as exc:  # the database stopped it: one sentence, no traceback
+        metrics.incr("limit_refusals:statement_seconds")
+        return error_result(f"Tool {spec.name}: {exc}")
     except (ToolCancelled, ProtocolError):
         raise  # a ProtocolError is a tool asking for a JSON-RPC error (e.g. -32021)
     except Exception as exc:

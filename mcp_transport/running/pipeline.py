@@ -85,9 +85,10 @@ class Responder(Protocol):
     async def check(self, request: Request, call: Call) -> None:
         """The era's checks, raising the ProtocolError the request is refused with."""
 
-    def wants_stream(self, may_send: bool) -> bool:
+    def wants_stream(self, may_send: bool, blocks: bool = False) -> bool:
         """Whether the call runs on a stream of its own (``may_send``: its method may send
-        before its result) rather than answering with one message."""
+        before its result; ``blocks``: it runs the project's sync code, which a stream's task
+        can cancel) rather than answering with one message."""
 
     async def handle(self, request: Request, call: Call) -> dict:
         """The request's result in this era, or the ProtocolError it raises (``call.background``:
@@ -153,7 +154,7 @@ async def serve(request: Request, call: Call, responder: Responder, *, scope=Non
         return await refused(request, call, responder, exc)
     if scope is not None:
         check_scopes(request, call, scope, headers)
-    streamed = responder.wants_stream(spec.may_send(request.params))
+    streamed = responder.wants_stream(spec.may_send(request.params), spec.blocks(request.params))
     call.background = streamed and runs_in_background(request, call.principal)
     if spec.counts_as_call:  # a background tool's job counts too, until it ends
         try:

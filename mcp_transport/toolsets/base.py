@@ -252,7 +252,7 @@ class ModelToolset:
         queryset = self.get_queryset(ctx)
         narrowed = queryset
         if arguments.get("search") and self.search_fields:
-            narrowed = self.search(ctx, narrowed, arguments["search"])
+            narrowed = self.search(ctx, narrowed, _bounded_search(arguments["search"]))
         try:
             narrowed = filtering.apply(narrowed, self.filter_arguments, arguments)
         except ValidationError as exc:
@@ -459,3 +459,13 @@ def register(toolset, registry=default_registry):
     instance = toolset() if isinstance(toolset, type) else toolset
     instance.register(registry)
     return toolset
+
+
+def _bounded_search(term: str) -> str:
+    """The search, refused (a tool error saying why) before a query is built when it has more
+    words than SEARCH_MAX_TERMS."""
+    try:
+        filtering.search_words(term)
+    except ValidationError as exc:
+        raise ToolError(" ".join(exc.messages)) from None
+    return term

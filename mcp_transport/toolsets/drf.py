@@ -25,7 +25,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from django.contrib.auth.models import AnonymousUser
 from django.core import signing
-from django.core.exceptions import ImproperlyConfigured, SynchronousOnlyOperation
+from django.core.exceptions import ImproperlyConfigured, SynchronousOnlyOperation, ValidationError
 from django.core.handlers.wsgi import WSGIRequest
 from django.db import transaction
 from rest_framework import exceptions, filters as drf_filters
@@ -36,6 +36,7 @@ from ..methods.context import Context
 from ..methods.registry import ToolError, make_tool, registry as default_registry
 from . import paging
 from .base import _object, _structured
+from .filters import search_words
 from .schema import field_schema, model_field
 
 logger = logging.getLogger(__name__)
@@ -140,6 +141,11 @@ class ViewSetToolset:
             schema = {"type": "string"}
         return {**schema, "description": f"The {self.opts.verbose_name}'s {self.viewset.lookup_field}"}
 
+    def _search_params(self) -> tuple:
+        """The query parameters of the viewset's SearchFilter backends (``search`` by default)."""
+        backends = getattr(self.viewset, "filter_backends", ())
+        return tuple(backend.search_param for backend in backends if issubclass(backend, drf_filters.SearchFilter))
+
     def list_input_schema(self) -> dict:
         view = self.view("list", "get", False, {})
         properties = {}
@@ -192,6 +198,12 @@ class ViewSetToolset:
 
     def _list_query(self, arguments) -> dict:
         cursor = arguments.pop("cursor", None)
+        for name in self._search_params():  # bounded before the viewset builds its query
+            if isinstance(arguments.get(name), str):
+                try:
+                    search_words(arguments[name])
+                except ValidationError as exc:
+                    raise ToolError(" ".join(exc.messages)) from None
         query = {name: _query_text(value) for name, value in arguments.items()}
         if cursor is None:
             return query

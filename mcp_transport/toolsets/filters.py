@@ -10,6 +10,7 @@ from functools import reduce
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db.models import Q
 
+from ..conf import get_config
 from .schema import field_path, field_schema, parse_value
 
 _TEXT = {"iexact": "equals (any case)", "contains": "contains", "icontains": "contains (any case)",
@@ -84,11 +85,22 @@ def _value(name, lookup, field, value):
 _PREFIXES = {"^": "istartswith", "=": "iexact", "@": "search"}
 
 
+def search_words(term: str) -> list:
+    """The words of a search, each once: at most SEARCH_MAX_TERMS (ValidationError), since each
+    is one more condition over every search field (100 one-letter words cost PostgreSQL 9 s on
+    300,000 rows)."""
+    words = list(dict.fromkeys(term.split()))
+    limit = get_config()["SEARCH_MAX_TERMS"]
+    if len(words) > limit:
+        raise ValidationError(f"A search takes at most {limit} words; this one has {len(words)}.")
+    return words
+
+
 def search(queryset, search_fields, term: str):
     """Rows where every word of ``term`` is found in one of the fields (the admin's rule: plain
     names ``icontains``, ``^`` starts with, ``=`` equals, ``@`` full-text search)."""
     lookups = [_search_lookup(name) for name in search_fields]
-    for word in term.split():
+    for word in search_words(term):
         queryset = queryset.filter(reduce(operator.or_, (Q(**{lookup: word}) for lookup in lookups)))
     return queryset
 

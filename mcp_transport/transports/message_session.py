@@ -108,7 +108,7 @@ class MessageResponder(era.SessionResponder):
     """The pipeline's side of a transport that carries messages (stdio, HTTP+SSE): every
     message reaches the client through the session's follower, from the streams it lists."""
 
-    def wants_stream(self, may_send: bool) -> bool:
+    def wants_stream(self, may_send: bool, blocks: bool = False) -> bool:
         return True  # each request on a stream of its own, so the follower hands over its messages in order
 
     async def answer(self, request, message, error=None) -> None:

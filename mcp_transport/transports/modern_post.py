@@ -82,9 +82,11 @@ class ModernPostResponder(era.StatelessResponder):
         super().__init__(request, ModernReply(exchange, request.id), exchange.headers, exchange.body_size)
         self.exchange = exchange
 
-    def wants_stream(self, may_send: bool) -> bool:
-        # The reply turns into SSE at the first message sent before the result (ModernReply).
-        return may_send
+    def wants_stream(self, may_send: bool, blocks: bool = False) -> bool:
+        # The reply turns into SSE at the first message sent before the result (ModernReply). A
+        # call of sync code runs in the request's own task too: the client's leaving cancels it,
+        # and its query with it ("disconnect = cancel").
+        return may_send or blocks
 
     async def relay_job(self, request, call) -> dict:
         try:

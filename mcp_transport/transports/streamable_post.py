@@ -35,7 +35,7 @@ class PostResponder(era_2025.SessionResponder):
         self.post, self.consumer = post, post.consumer
         self.running_calls = self.consumer.running_calls
 
-    def wants_stream(self, may_send: bool) -> bool:
+    def wants_stream(self, may_send: bool, blocks: bool = False) -> bool:
         return self.post.wants_sse(may_send)
 
     async def answer(self, request, message, error=None) -> None:

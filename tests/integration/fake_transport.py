@@ -19,7 +19,7 @@ class FakeTransport:
     def __init__(self, sent: list):
         self.sent = sent
 
-    def wants_stream(self, may_send: bool) -> bool:
+    def wants_stream(self, may_send: bool, blocks: bool = False) -> bool:
         return may_send
 
     async def answer(self, request, message, error=None):
