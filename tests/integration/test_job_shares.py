@@ -24,8 +24,9 @@ from mcp_transport.testing import HttpClient, LiveWorker, ModernClient
 ROOT = Path(__file__).resolve().parents[2]
 #: For a loaded machine: how long a condition may take, not a measured figure.
 DEADLINE = 120.0
-#: 400 x 50 ms: each of the hog's jobs holds its slot for 20 s or more.
-LONG = {"name": "slow_job", "arguments": {"steps": 400, "interval_ms": 50}}
+#: 2400 x 50 ms: each of the hog's jobs holds its slot for 120 s or more, far beyond how long a
+#: loaded machine takes to serve the victim (every test cancels them when done).
+LONG = {"name": "slow_job", "arguments": {"steps": 2400, "interval_ms": 50}}
 SHORT = {"name": "slow_job", "arguments": {"steps": 1, "interval_ms": 1}}
 TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 #: Taken by the worker: running, or waiting for one of its caller's jobs (jobs.CALLER_BUSY).
