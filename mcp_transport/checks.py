@@ -64,7 +64,8 @@ OPTIONAL_NON_NEGATIVE = ("SSE_RETRY_MS", "POLL_AFTER_SECONDS", "CLOSED_SESSION_R
                          "AUTH_REVOCABLE_MEMORY_SECONDS", "JOB_HELD_WAITS",
                          "REPLAY_BYTES_PER_CALLER", "JOB_SOFT_TIME_LIMIT", "JOB_TIME_LIMIT",
                          "JOB_CANCEL_GRACE_SECONDS", "CLIENT_GONE_SECONDS",
-                         "CALL_LOG_MAX_PER_SECOND", "CALLER_COUNT_MEMORY_SECONDS")
+                         "CALL_LOG_MAX_PER_SECOND", "CALLER_COUNT_MEMORY_SECONDS",
+                         "PERMISSION_CACHE_SECONDS")
 METRICS_ACCESS = ("off", "staff", "token")
 PROCESS_LOCAL_STORES = ("mcp_transport.storage.memory.InMemoryEventStore",)
 PROCESS_LOCAL_LAYERS = ("channels.layers.InMemoryChannelLayer",)

@@ -265,6 +265,12 @@ DEFAULTS = {
     #: Seconds a token's validation result (and its user) is cached, and how many a process keeps.
     "AUTH_CACHE_SECONDS": 60,
     "AUTH_CACHE_SIZE": 10000,
+    #: Seconds a subscription may deliver an update on its process's copy of the listener's
+    #: permissions (a 2026-07-28 listen, a 2025-11-25 subscriber) before loading them again; a
+    #: change of a user's permissions, groups or flags drops the copies on every process at once
+    #: (auth/permissions.py), so this bounds only a process that missed that message (and a
+    #: saving process that hears none: a shell, a Celery worker). None or 0: loaded for every update.
+    "PERMISSION_CACHE_SECONDS": 5,
     # -- the authorization server (mcp_transport.oauth, opt-in): dynamic client registration bounds.
     #: Registrations one client address may make per OAUTH_REGISTRATION_WINDOW seconds (429 above).
     "OAUTH_REGISTRATIONS_PER_ADDRESS": 20,

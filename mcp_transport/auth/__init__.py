@@ -23,12 +23,16 @@ revocation cannot cache the token again. Only a request racing with the control 
 process that missed it (its subscription was down), may still accept the token, for at most
 AUTH_REVOCABLE_MEMORY_SECONDS (0: Redis on every request).
 
+The token's user comes with its permissions loaded, kept in process memory too (users.py:
+``load_user``); a change of a user's permissions, groups or flags drops it in every process
+(permissions.py). Validators' and user loads' database reads run in auth threads of their own
+(``in_auth_thread``), not on Channels' one thread-sensitive thread.
+
 A stream outlives the request that opened it, so it watches its token (``watch_token``): it
 ends when the token expires, and when the control channel says the token was revoked or
 changed (``end_streams``), with no Redis round trip per event.
 """
 import asyncio
-import copy
 import hashlib
 import json
 import time
@@ -37,11 +41,8 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import cache
 from typing import Optional
 
-from channels.db import database_sync_to_async
-from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
 from django.core.signals import setting_changed
-from django.db.models import Model
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
@@ -49,6 +50,8 @@ from ..conf import get_config
 from ..connections import async_redis, keys, publish
 from ..protocol import auth as wire
 from ..protocol.errors import TransportError
+from . import users
+from .users import _Memory, in_auth_thread, load_user  # noqa: F401  (auth.load_user, auth.in_auth_thread)
 
 #: The Redis value that marks a revoked token (``revoked()``).
 TOMBSTONE = "revoked"
@@ -167,34 +170,7 @@ def configured_validators() -> tuple:
     return tuple(built)
 
 
-class _Memory:
-    """A bounded map whose entries expire: the oldest go first when it is full."""
-
-    def __init__(self):
-        self.entries = OrderedDict()
-
-    def get(self, key, now):
-        entry = self.entries.get(key)
-        if entry is None:
-            return None
-        value, until = entry
-        if now >= until:
-            self.entries.pop(key, None)  # revoked() may have dropped it meanwhile, from another thread
-            return None
-        return value
-
-    def put(self, key, value, until):
-        self.entries.pop(key, None)
-        self.entries[key] = (value, until)
-        while len(self.entries) > get_config()["AUTH_CACHE_SIZE"]:
-            self.entries.popitem(last=False)
-
-    def clear(self):
-        self.entries.clear()
-
-
 _principals = _Memory()  # token digest -> Principal (tokens that cannot be revoked)
-_users = _Memory()  # user id -> user, its permissions loaded
 
 
 @receiver(setting_changed)
@@ -202,7 +178,7 @@ def _reset(*, setting, **kwargs):
     if setting == "MCP_TRANSPORT":
         configured_validators.cache_clear()
         _principals.clear()
-        _users.clear()
+        users.clear()
 
 
 # -- the request's resource ------------------------------------------------------------------
@@ -354,35 +330,6 @@ def _remember(digest, principal, now):
 def forget_local(digest: str) -> None:
     """A revocation reached this process (the control channel): drop its memory of the token."""
     _principals.entries.pop(digest, None)
-
-
-async def load_user(user_id):
-    """The user, with its permissions loaded (``has_perm`` then needs no query), from process
-    memory for AUTH_CACHE_SECONDS. A copy: a tool may change its user without touching others'."""
-    now = time.time()
-    user = _users.get(user_id, now)
-    if user is None:
-        user = await database_sync_to_async(_fetch_user)(user_id)
-        _users.put(user_id, user, now + get_config()["AUTH_CACHE_SECONDS"])
-    return _copy_user(user)
-
-
-def _copy_user(user):
-    """``copy.copy(user)`` for a model instance without its round through ``__reduce__`` (a
-    model class lookup in the app registry: 47 us a request on a busy core, 5 here)."""
-    if not isinstance(user, Model):
-        return copy.copy(user)
-    made = object.__new__(type(user))
-    made.__dict__.update(user.__getstate__())
-    return made
-
-
-def _fetch_user(user_id):
-    user = get_user_model().objects.filter(pk=user_id).first()
-    if user is None or not user.is_active:
-        return AnonymousUser()
-    user.get_all_permissions()  # fills ModelBackend's _perm_cache
-    return user
 
 
 # -- revocation --------------------------------------------------------------------------------

@@ -59,8 +59,13 @@ def _toolkit_deleted(sender, instance, **kwargs):
 
 
 def connect_signals():
+    """The receivers that keep the caches honest: tokens' (here) and users' permissions'
+    (permissions.py: a permission taken away holds on the next request and the next update)."""
     from django.apps import apps
 
+    from .permissions import connect_signals as connect_permission_signals
+
+    connect_permission_signals()
     post_save.connect(_static_saved, sender=McpToken, dispatch_uid="mcp_token_saved")
     post_delete.connect(_static_deleted, sender=McpToken, dispatch_uid="mcp_token_deleted")
     if apps.is_installed("oauth2_provider"):

@@ -12,6 +12,9 @@
 "MCP servers MUST validate that access tokens were issued specifically for them as the intended
 audience, according to RFC 8707 Section 2" -- spec 2025-11-25 basic/authorization. Each
 validator checks the audience against the endpoint's URL (``resource``).
+
+Their database reads run in the auth threads (``users.in_auth_thread``), never on Channels' one
+thread-sensitive thread: another caller's slow query there would hold every token check up.
 """
 import asyncio
 import base64
@@ -22,13 +25,13 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from channels.db import database_sync_to_async
 from django.apps import apps
 from django.contrib.auth import get_user_model
 
 from ..logs import client_value
 from ..protocol.auth import parse_scopes
 from . import Principal, TokenValidator
+from .users import in_auth_thread
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +46,7 @@ class StaticTokenValidator(TokenValidator):
 
         if not token.startswith(McpToken.PREFIX):
             return None
-        return await database_sync_to_async(self._lookup)(token)
+        return await in_auth_thread(self._lookup)(token)
 
     def _lookup(self, token):
         from ..models import McpToken
@@ -72,7 +75,7 @@ class OAuthToolkitValidator(TokenValidator):
     async def validate(self, token, resource):
         if not apps.is_installed("oauth2_provider"):
             return None
-        return await database_sync_to_async(self._lookup)(token, resource)
+        return await in_auth_thread(self._lookup)(token, resource)
 
     def _lookup(self, token, resource):
         from oauth2_provider.models import get_access_token_model
@@ -161,7 +164,7 @@ class JwtValidator(_ExternalValidator):
         claims = await asyncio.get_running_loop().run_in_executor(None, self._decode, token, resource)
         if claims is None:
             return None
-        return await database_sync_to_async(self.principal)(claims, resource, "jwt")
+        return await in_auth_thread(self.principal)(claims, resource, "jwt")
 
     def _decode(self, token, resource):
         import jwt
@@ -205,7 +208,7 @@ class IntrospectionValidator(_ExternalValidator):
             return None
         if not isinstance(claims.get(self.username_claim), str):
             claims = {**claims, self.username_claim: claims.get("sub")}
-        return await database_sync_to_async(self.principal)(claims, resource, "introspection")
+        return await in_auth_thread(self.principal)(claims, resource, "introspection")
 
     def _introspect(self, token):
         body = urllib.parse.urlencode({"token": token, "token_type_hint": "access_token"}).encode()

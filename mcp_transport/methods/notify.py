@@ -10,6 +10,7 @@ Call the sync functions from Django code or Celery tasks, the async ones from as
     list_changed_sync("tools")
 """
 import asyncio
+import logging
 from datetime import timedelta
 
 from asgiref.sync import async_to_sync
@@ -30,7 +31,10 @@ from ..protocol.session import SessionState
 from ..state.sessions import SessionRecord, side_key_ttl
 from ..storage import get_event_store
 from .context import Context
+from .invoke import run_sync_or_async
 from .registry import registry
+
+logger = logging.getLogger(__name__)
 
 LIST_KINDS = ("tools", "resources", "prompts")
 
@@ -94,20 +98,68 @@ async def _append_to_all(session_ids, message) -> None:
                                for session_id in session_ids[start:start + FAN_OUT]))
 
 
-async def may_read(uri: str, user) -> bool:
-    """Whether ``user`` (or its id) may read ``uri`` now, by the resource's own ``readable``
-    check (ResourceSpec.readable: the model toolsets' rows); True for a resource without one,
-    whose visibility and scopes were checked on subscribe and do not change with the resource."""
+async def may_read(uri: str, user, call=None) -> bool:
+    """Whether ``user`` (a user, its id, or None: nobody) may read ``uri`` now, as resources/read
+    decides it: the resource's ``permission`` and ``visible`` check (a model toolset's view
+    permission), then its own ``readable`` check (ResourceSpec.readable: the toolsets' rows).
+    A subscription asks it before each update it delivers, so an update goes to no one who lost
+    the permission (or the group that gave it), or the row:
+
+    - the user comes from ``auth.load_user``, its permissions loaded at most
+      PERMISSION_CACHE_SECONDS ago (a change of a user's permissions, groups or flags drops every
+      process's copy at once: auth/permissions.py), so most checks of the permission are free;
+    - the row check queries the database: it runs in a HANDLERS lane thread, in the share of
+      ``call`` (a listen's) or of the user (methods/threads.py), never on Channels' one
+      thread-sensitive thread, where everyone's token checks would wait behind it.
+
+    A check that fails (the database away, a statement timed out) sends nothing: False."""
     spec, variables = registry.find_resource(uri)
-    if spec is None or spec.readable is None:
+    if spec is None or (spec.permission is None and getattr(spec, "visible", None) is None
+                        and spec.readable is None):
+        return True  # visibility and scopes were checked on subscribe, and do not change
+    user = await _current_user(user)
+    if not auth.permitted(spec, _principal_of(user, call)):
+        return False
+    if spec.readable is None:
         return True
-    if not hasattr(user, "is_authenticated"):
-        user = await auth.load_user(user) if user is not None else AnonymousUser()
-    return await _readable(spec.readable, Context(channel=None, session_id=None, request_id=None, user=user),
-                           variables)
+    context = Context(channel=None, session_id=None, request_id=None, user=user)
+    try:
+        return await run_sync_or_async(_readable, (spec.readable, context, variables), call=call or _Checker(user))
+    except Exception:  # noqa: BLE001 -- told to no one rather than to someone who may not read it
+        logger.warning("the readability check of %s failed; the update is not sent", uri, exc_info=True)
+        return False
 
 
-@database_sync_to_async
+async def _current_user(user):
+    """The user with its permissions as they are now (PERMISSION_CACHE_SECONDS at most)."""
+    user_id = getattr(user, "pk", None) if hasattr(user, "is_authenticated") else user
+    if user_id is None:
+        return AnonymousUser()
+    return await auth.load_user(user_id, max_age=get_config()["PERMISSION_CACHE_SECONDS"] or 0)
+
+
+def _principal_of(user, call):
+    """What ``auth.permitted`` asks about: the call's principal (scopes, key) with the user as it is now."""
+    principal = getattr(call, "principal", None)
+    if principal is not None:
+        return principal.of_request(user, principal.digest, principal.checked_at)
+    if getattr(user, "is_authenticated", False):
+        return auth.Principal.for_user(user)
+    return auth.Principal(user=user)
+
+
+class _Checker:
+    """Whose share of the HANDLERS lane a check without a call takes (a 2025-11-25 subscriber's,
+    made by the saving process): its user's."""
+
+    session = None
+    address = ""
+
+    def __init__(self, user):
+        self.principal = auth.Principal.for_user(user) if getattr(user, "is_authenticated", False) else None
+        self.owner = f"user:{user.pk}" if self.principal is not None else None
+
+
 def _readable(readable, context, variables) -> bool:
     try:
         readable(context, **variables)

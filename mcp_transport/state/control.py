@@ -9,6 +9,8 @@ session (and a stream or request) and says what to do; each process acts on what
   minutes, and the client has moved on);
 - ``closed``: the session was deleted or terminated, so its connections end and its requests stop;
 - ``auth_forget``: a token was revoked or changed (auth/), so no process trusts its cached check.
+- ``permissions_changed``: a user's permissions, groups or flags changed (auth/permissions.py),
+  so every process drops its copy of the user (the "session id" is the user's id, or ``*``).
 
 What a module above this one keeps per process (auth's token cache, the sessions kept for a
 quick resume) it drops through ``on_message()``: it registers when the app is ready (apps.py),

@@ -6,7 +6,9 @@ the row's URI through Redis (methods/notify.py: the 2025-11-25 GET streams and t
 
 The notification leaves after the transaction commits (``transaction.on_commit``): a rolled-back
 save tells no one, and a subscriber that reads the row on hearing of it reads the new row. It
-names the URI only; who may hear of it was checked when they subscribed (dispatch.require_readable).
+names the URI only; who may hear of it is checked when they subscribe (dispatch.require_readable)
+and again before each update reaches them (notify.may_read: a permission, a group or the row
+taken away since stops their updates).
 
 One transaction tells each URI once: a row saved ten times in it is one ``resources/updated``,
 and rows created or deleted in it ask once for a ``resources/list_changed`` (``resources/list``

@@ -28,11 +28,28 @@ def listen_caller(call) -> str:
     return f"principal:{key}" if key else f"address:{call.address}"
 
 
-async def _may_hear(message, principal) -> bool:
-    """An update of a resource the listener can no longer read (a row become another user's) is not sent."""
+#: (user id, URI) -> (the change heard, the task checking it): the listens of one user in this
+#: process that hear one change share one check of it (the doorbell gives each the same string).
+_checks = collections.OrderedDict()
+#: Checks kept at most: older ones go first.
+CHECKS_KEPT = 1024
+
+
+async def _may_hear(message, heard, call) -> bool:
+    """Whether the listener may still read the resource an update is about, checked when it is
+    delivered (notify.may_read: a permission, a group or the row taken away since it listened
+    stops the updates); ``heard`` is the doorbell's message, shared by every listen of the process."""
     if message["method"] != "notifications/resources/updated":
         return True
-    return await notify.may_read(message["params"]["uri"], getattr(principal, "user", None))
+    uri, user = message["params"]["uri"], getattr(call.principal, "user", None)
+    key = (getattr(user, "pk", None), uri)
+    found = _checks.get(key)
+    if found is None or found[0] is not heard or found[1].get_loop() is not asyncio.get_running_loop():
+        found = _checks[key] = (heard, asyncio.ensure_future(notify.may_read(uri, user, call)))
+        _checks.move_to_end(key)
+        while len(_checks) > CHECKS_KEPT:
+            _checks.popitem(last=False)
+    return await asyncio.shield(found[1])
 
 
 async def listen(params, call, capabilities: dict) -> dict:
@@ -60,7 +77,7 @@ async def listen(params, call, capabilities: dict) -> dict:
     _open_listens[caller] += 1
     try:
         return await follow_changes(call.channel, honored, {modern.META_SUBSCRIPTION_ID: call.channel.request_id},
-                                    call.principal)
+                                    call)
     finally:
         _leave_listen(caller)
 
@@ -71,7 +88,7 @@ def _leave_listen(caller) -> None:
         del _open_listens[caller]
 
 
-async def follow_changes(channel, honored, tag, principal=None) -> dict:
+async def follow_changes(channel, honored, tag, call) -> dict:
     """Relay changes until the client leaves, LISTEN_MAX_SECONDS pass, or the token it listens
     with expires or is revoked (then end gracefully: the client listens again, perhaps on
     another process, or gets the 401 that sends it for a new token). Subscribed before the
@@ -81,7 +98,7 @@ async def follow_changes(channel, honored, tag, principal=None) -> dict:
     deadline = None if limit is None else loop.time() + limit
     async with doorbell().listen(keys().listen_bell()) as subscription:
         token_ended = asyncio.Event()
-        stop_watching = auth.watch_token(principal, lambda: (token_ended.set(), subscription.wake()))
+        stop_watching = auth.watch_token(call.principal, lambda: (token_ended.set(), subscription.wake()))
         try:
             await channel.reply.send(notification_message("notifications/subscriptions/acknowledged",
                                                           {"notifications": honored, "_meta": tag}))
@@ -91,7 +108,7 @@ async def follow_changes(channel, honored, tag, principal=None) -> dict:
                     continue
                 message = json.loads(rang[1])
                 if modern.wanted(honored, message["method"], message.get("params")) \
-                        and await _may_hear(message, principal):
+                        and await _may_hear(message, rang[1], call):
                     params = {**(message.get("params") or {}), "_meta": tag}
                     await channel.reply.send(notification_message(message["method"], params))
         finally:
