@@ -427,3 +427,22 @@ async def answer_orphan(session_id: str, stream_key: str) -> bool:
                            "The server process running this request stopped before it answered.")
     await get_event_store().append(session_id, stream_key, orphan, final=True)
     return True
+
+
+async def tail(session_id: str, stream_key: str, position: str, bell, quiet: float, on_quiet):
+    """The follow loop of one stream (a resumed GET's, a 2026-07-28 call's job, a task's): its
+    events after ``position`` as they are appended, up to its final event (yielded too).
+
+    It reads the store when the stream's doorbell (``bell``, subscribed by the caller) rings,
+    and also when it stays silent for ``quiet`` seconds: a lost ring delays an event, never
+    loses it. Then ``on_quiet()`` does the follower's housekeeping (answering an orphaned
+    request, keeping a claim), and returns False to stop following."""
+    store = get_event_store()
+    while True:
+        for event in await store.read_after(session_id, stream_key, position):
+            position = event.id.position
+            yield event
+            if event.final:
+                return
+        if await bell.wait(quiet) is None and not await on_quiet():
+            return

@@ -3,6 +3,7 @@ standalone stream, or a stream resumed from its Last-Event-ID (from this process
 it still writes it, else replayed from the event store and followed by a ``StreamTail``)."""
 import asyncio
 import logging
+from contextlib import aclosing
 
 import redis
 
@@ -176,8 +177,7 @@ class StreamTail:
             if finished:
                 return
             await self.wait_confirmed(confirmed)
-            if not self.write(await get_event_store().read_after(self.session_id, self.stream_key, self.position)):
-                await self.follow()
+            await self.follow()
         except Exception:
             logger.warning("following stream %s failed; the client resumes it after a retry", self.stream_key,
                            exc_info=True)
@@ -217,12 +217,12 @@ class StreamTail:
         return False
 
     async def follow(self):
-        store, wait = get_event_store(), self.quiet_interval()
-        while not self.writer.closed:
-            if await self.subscription.wait(wait) is None and not await self.on_quiet():
-                return
-            if self.write(await store.read_after(self.session_id, self.stream_key, self.position)):
-                return
+        events = streams.tail(self.session_id, self.stream_key, self.position, self.subscription,
+                              self.quiet_interval(), self.on_quiet)
+        async with aclosing(events):
+            async for event in events:
+                if self.write((event,)):
+                    return
 
     def quiet_interval(self):
         config = get_config()
@@ -232,6 +232,8 @@ class StreamTail:
 
     async def on_quiet(self) -> bool:
         """Housekeeping when nothing rang; False when this connection must end."""
+        if self.writer.closed:
+            return False
         if not await self.claim.extend():
             self.writer.finish_with_retry()  # taken over by a newer resume
             return False

@@ -21,6 +21,7 @@ are ignored): its job asks again.
 """
 import asyncio
 import logging
+from contextlib import aclosing
 
 from ...running import jobs, streams
 from . import request_state
@@ -31,7 +32,6 @@ from .tasks import stateless_session_id
 from ...protocol import mrtr
 from ...protocol.errors import InvalidParams
 from ...protocol.ids import new_stream_key
-from ...storage import get_event_store
 
 logger = logging.getLogger(__name__)
 
@@ -134,22 +134,24 @@ async def _resumed(payload):
 async def follow(job, position: str, notify):
     """Relay the job's stream after ``position`` until its final event (returns that event's
     message) or a question the client must answer (returns ``(inputRequests, position)``)."""
-    store, session_id, stream_key = get_event_store(), job.session_id, job.stream_key
+    session_id, stream_key = job.session_id, job.stream_key
     quiet = min(get_config()["KEEPALIVE_SECONDS"], get_config()["HEARTBEAT_SECONDS"])
-    async with doorbell().listen(keys().stream_bell(session_id, stream_key)) as bell:
-        while True:
-            for event in await store.read_after(session_id, stream_key, position):
-                position = event.id.position
-                message = event.message
-                if event.final:
-                    return message
-                if message is None:
-                    continue
-                if "id" in message and "method" in message:  # the tool asks: the round ends here
-                    inputs = await jobs.pending_inputs(job)
-                    if inputs:
-                        return inputs, position
-                elif "method" in message:
-                    await notify(message["method"], message.get("params") or {})
-            if await bell.wait(quiet) is None:
-                await streams.answer_orphan(session_id, stream_key)  # a lost worker is answered for
+
+    async def on_quiet():
+        await streams.answer_orphan(session_id, stream_key)  # a lost worker is answered for
+        return True
+
+    async with doorbell().listen(keys().stream_bell(session_id, stream_key)) as bell, \
+            aclosing(streams.tail(session_id, stream_key, position, bell, quiet, on_quiet)) as events:
+        async for event in events:
+            message = event.message
+            if event.final:
+                return message
+            if message is None:
+                continue
+            if "id" in message and "method" in message:  # the tool asks: the round ends here
+                inputs = await jobs.pending_inputs(job)
+                if inputs:
+                    return inputs, event.id.position
+            elif "method" in message:
+                await notify(message["method"], message.get("params") or {})
