@@ -135,6 +135,12 @@ class McpHttpConsumer(HttpEndpoint):
             self.run_task(writer.run())
         return writer
 
+    def follow_tail(self, tail, *run_args):
+        """Run a stream's tail (streamable_get.StreamTail) on this response; a disconnect
+        releases it."""
+        self.tail = tail
+        self.run_task(tail.run(*run_args))
+
     async def send_accepted(self):
         """"the server MUST return HTTP status code 202 Accepted with no body"."""
         await self.send_empty(202)
