@@ -32,6 +32,8 @@
 - mcp_transport.E009: AUTH_VALIDATORS cannot be built (BACKEND not importable, OPTIONS refused).
 - mcp_transport.W009: the app's authorization server takes client ID metadata documents through
   a fetcher that skips the registration policy (not ``PolicyMetadataFetcher``).
+- mcp_transport.W010 (``check --deploy``): SERVER_NAME is not a reverse-DNS name or SERVER_DESCRIPTION
+  is unset: the endpoint's Server Card (``<endpoint>/server-card``) answers 404.
 """
 from numbers import Real
 
@@ -42,7 +44,7 @@ from redis.backoff import NoBackoff
 
 from .conf import get_config, redis_url
 from .connections import CLUSTER_SCHEME, redis_target, retry_policy, sync_client
-from .protocol import http
+from .protocol import http, server_card
 
 #: Keys that must be numbers > 0 (None allowed where the value means "never" or "off").
 POSITIVE = ("SESSION_IDLE_TIMEOUT", "MAX_REQUEST_BYTES", "KEEPALIVE_SECONDS", "HEARTBEAT_SECONDS",
@@ -199,6 +201,7 @@ def values_check(app_configs, **kwargs):
     if isinstance(kept, str) or not isinstance(kept, (list, tuple)) or not all(isinstance(n, str) for n in kept):
         errors.append(_value_error("CALL_LOG_ARGUMENTS_KEPT", kept, "a list of argument names"))
     errors += _job_share_errors(config)
+    errors += _server_info_errors(config)
     if config["METRICS_ACCESS"] not in METRICS_ACCESS:
         errors.append(_value_error("METRICS_ACCESS", config["METRICS_ACCESS"], " or ".join(map(repr, METRICS_ACCESS))))
     elif config["METRICS_ACCESS"] == "token" and not config["METRICS_TOKEN"]:
@@ -222,6 +225,21 @@ def _job_share_errors(config) -> list:
         errors.append(_value_error("MAX_RUNNING_JOBS_PER_CALLER_BY_TOOL", by_tool,
                                    "a dict of tool names to whole numbers >= 1"))
     return errors
+
+
+def _server_info_errors(config) -> list:
+    """What serverInfo and the Server Card say (protocol/server_card.py has each field's rule)."""
+    version, icons = config["SERVER_VERSION"], config["SERVER_ICONS"]
+    problems = [server_card.text_problem("SERVER_TITLE", config["SERVER_TITLE"]),
+                server_card.text_problem("SERVER_DESCRIPTION", config["SERVER_DESCRIPTION"]),
+                server_card.url_problem("SERVER_WEBSITE_URL", config["SERVER_WEBSITE_URL"])]
+    if not isinstance(config["SERVER_NAME"], str) or not config["SERVER_NAME"]:
+        problems.append(f"SERVER_NAME must be text, not {config['SERVER_NAME']!r}")
+    if version is not None and not (isinstance(version, str) and 0 < len(version) <= 255):
+        problems.append(f"SERVER_VERSION must be None or up to 255 characters of text, not {version!r}")
+    problems += [server_card.icon_problem(icon) for icon in icons] if isinstance(icons, (list, tuple)) else \
+        [f"SERVER_ICONS must be a list of icons, not {icons!r}"]
+    return [Error(f"MCP_TRANSPORT's {problem}.", id="mcp_transport.E004") for problem in problems if problem]
 
 
 def _number(value) -> bool:
@@ -288,6 +306,23 @@ def _process_local_warnings(store):
                 "consumers in the other processes.",
                 hint="Use channels_redis.core.RedisChannelLayer.", id="mcp_transport.W002"))
     return messages
+
+
+@register(Tags.compatibility, deploy=True)
+def server_card_check(app_configs, **kwargs):
+    """Only with ``check --deploy``: a project may have no use for a card."""
+    from .methods.dispatch import server_info
+
+    config = _config()
+    if config is None or _server_info_errors(config):  # E001, E004 say what
+        return []
+    problem = server_card.missing(server_info())
+    if problem is None:
+        return []
+    return [Warning(f"The Server Card at <endpoint>{server_card.SUFFIX} answers 404: MCP_TRANSPORT's {problem}.",
+                    hint="Set SERVER_NAME (reverse DNS of a domain you control, 'com.example/weather') and "
+                         "SERVER_DESCRIPTION (docs/server-card.md), or silence mcp_transport.W010.",
+                    id="mcp_transport.W010")]
 
 
 def _background_tools():

@@ -200,9 +200,19 @@ DEFAULTS = {
     #: client address) may hold per web process (429 with Retry-After above it). Each listen's
     #: resourceSubscriptions obeys MAX_SUBSCRIPTIONS_PER_SESSION and MAX_URI_BYTES.
     "MAX_LISTENS_PER_CALLER": 32,
+    #: Who the server is: serverInfo of initialize and of every 2026-07-28 result, and the
+    #: Server Card at <endpoint>/server-card (served once SERVER_NAME is a reverse-DNS name,
+    #: "com.example/weather", and SERVER_DESCRIPTION is set). SERVER_VERSION None: the app's.
     "SERVER_NAME": "django-mcp-transport",
     "SERVER_TITLE": None,
     "SERVER_VERSION": None,
+    #: One line (100 characters at most, as the card allows) of what the server offers.
+    "SERVER_DESCRIPTION": None,
+    #: An http(s) URL of the server's homepage or documentation.
+    "SERVER_WEBSITE_URL": None,
+    #: Icons, as MCP's Icon: [{"src": "https://...png", "mimeType": "image/png", "sizes": ["48x48"],
+    #: "theme": "light"}]; src is required (an http(s) or data: URI), the rest optional.
+    "SERVER_ICONS": [],
     "INSTRUCTIONS": None,
     #: Background tools (jobs.py): seconds between progress notifications the server sends for a
     #: background call with a progressToken while the tool itself reports nothing (None: never).

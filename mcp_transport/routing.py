@@ -1,16 +1,20 @@
-"""Routes a project adds to its ASGI router: ``mcp_path()`` (Streamable HTTP) and, for clients
+"""Routes a project adds to its ASGI router: ``mcp_path()`` (Streamable HTTP, and its Server Card) and, for clients
 of the 2024-11-05 HTTP+SSE transport, ``sse_paths()``; and ``lifespan``, which writes what
 waits for the database when a server that speaks the ASGI lifespan protocol (uvicorn) stops.
 
     application = ProtocolTypeRouter({"http": URLRouter([
         mcp_path("mcp"), *sse_paths(), re_path(r"", django_asgi_app)]), "lifespan": lifespan})
 """
+import re
+
 from django.apps import apps
-from django.urls import path
+from django.urls import path, re_path
 
 from .transports.streamable_http import McpHttpConsumer
 from .transports.endpoints import MCP_PATHS
 from .transports.http_sse import MessagesConsumer, SseConsumer
+from .transports.server_card import WithServerCard
+from .protocol.server_card import SUFFIX as SERVER_CARD
 from .transports.serving import lifespan  # noqa: F401 (a route of the router: see above)
 
 #: The endpoints' paths ("/mcp", "/sse"), for their protected resource metadata (views.py).
@@ -19,11 +23,13 @@ endpoint_paths = []
 
 def mcp_path(route: str = "mcp"):
     """The endpoint at exactly ``/<route>``: no trailing-slash redirect, no CSRF. Under daphne,
-    its request bodies are bounded while they arrive (request_limits.py)."""
+    its request bodies are bounded while they arrive (request_limits.py). Its Server Card at
+    ``/<route>/server-card`` (transports/server_card.py)."""
     if "/" + route not in endpoint_paths:
         endpoint_paths.append("/" + route)
     MCP_PATHS.add("/" + route.strip("/"))
-    return path(route, browser_ready(McpHttpConsumer.as_asgi()))
+    endpoint = WithServerCard(browser_ready(McpHttpConsumer.as_asgi()))
+    return re_path(rf"^{re.escape(route)}(?:{re.escape(SERVER_CARD)})?$", endpoint)
 
 
 def sse_paths(sse_route: str = "sse", messages_route: str = "messages") -> list:

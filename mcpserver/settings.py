@@ -259,7 +259,9 @@ MCP_TRANSPORT = {
     "KEY_PREFIX": os.environ.get("MCP_KEY_PREFIX", "mcp"),
     "SESSION_IDLE_TIMEOUT": int(os.environ.get("MCP_SESSION_IDLE_TIMEOUT", "1800")),
     "TRUSTED_PROXIES": _env_list("MCP_TRUSTED_PROXIES"),
-    "SERVER_NAME": "django-mcp-transport-example",
+    # Who the server is (serverInfo, and the Server Card at /mcp/server-card: docs/server-card.md).
+    "SERVER_NAME": "com.example/django-mcp-transport-example",
+    "SERVER_DESCRIPTION": "The example project of django-mcp-transport: echo, progress, background and book tools.",
     # /metrics: for a bearer token when MCP_METRICS_TOKEN is set, otherwise for staff users.
     "METRICS_ACCESS": "token" if os.environ.get("MCP_METRICS_TOKEN") else "staff",
     "METRICS_TOKEN": os.environ.get("MCP_METRICS_TOKEN") or None,

@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import cache
 from typing import Optional
 
+from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.core.signals import setting_changed
 from django.dispatch import receiver
@@ -185,11 +186,26 @@ def _reset(*, setting, **kwargs):
 
 def resource_url(scope, host: Optional[str], path: Optional[str] = None) -> str:
     """The endpoint's URL: ``AUTH_RESOURCE``, or the request's scheme, Host and path (``path``:
-    the endpoint's own, when the request goes to another URL of it, as /messages is /sse's)."""
+    the endpoint's own, when the request goes to another URL of it, as /messages is /sse's).
+    The one URL of the endpoint: its 401s, its tokens' audience, its Server Card's remote."""
     configured = get_config()["AUTH_RESOURCE"]
     if configured:
         return configured
-    return f"{scope.get('scheme', 'http')}://{host}{scope.get('root_path', '')}{path or scope['path']}"
+    return f"{request_scheme(scope)}://{host}{scope.get('root_path', '')}{path or scope['path']}"
+
+
+def request_scheme(scope) -> str:
+    """The scheme as Django's ``HttpRequest.scheme`` says it (so the protected resource
+    metadata's view agrees): behind a proxy that ends TLS, SECURE_PROXY_SSL_HEADER's header
+    ("X-Forwarded-Proto: https") when it is set and present, else the connection's."""
+    proxy_header = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
+    if proxy_header:
+        name, secure_value = proxy_header
+        wanted = name.removeprefix("HTTP_").replace("_", "-").lower().encode("latin-1")
+        for key, value in scope.get("headers", ()):
+            if key.lower() == wanted:
+                return "https" if value.decode("latin-1").split(",", 1)[0].strip() == secure_value else "http"
+    return scope.get("scheme", "http")
 
 
 def authorization_servers(resource: str) -> list:

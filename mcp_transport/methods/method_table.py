@@ -80,10 +80,13 @@ def declares(capability: str) -> bool:
 
 
 def server_info() -> dict:
+    """The server's Implementation: initialize's serverInfo, the serverInfo every 2026-07-28
+    result carries, and the identity of its Server Card (transports/server_card.py), all one."""
     config = get_config()
     info = {"name": config["SERVER_NAME"], "version": config["SERVER_VERSION"] or __version__}
-    if config["SERVER_TITLE"]:
-        info["title"] = config["SERVER_TITLE"]
+    optional = {"title": config["SERVER_TITLE"], "description": config["SERVER_DESCRIPTION"],
+                "websiteUrl": config["SERVER_WEBSITE_URL"], "icons": [dict(icon) for icon in config["SERVER_ICONS"]]}
+    info.update((key, value) for key, value in optional.items() if value)
     return info
 
 

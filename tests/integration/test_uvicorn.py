@@ -90,6 +90,16 @@ def test_a_dropped_stream_resumes_exactly_once(uvicorn_server):
     assert len([m for m in seen if m.get("id") == call["id"]]) == 1
 
 
+def test_the_server_card_and_its_revalidation(uvicorn_server):
+    card_url = uvicorn_server.url + "/server-card"
+    first = HttpClient(card_url).request("GET", session=False, headers={"Content-Type": None, "Accept": None})
+    assert first.status == 200 and first.content_type == "application/mcp-server-card+json"
+    assert json.loads(first.body)["remotes"][0]["url"] == uvicorn_server.url
+    assert first.headers["access-control-allow-origin"] == "*"
+    again = HttpClient(card_url).request("GET", session=False, headers={"If-None-Match": first.headers["etag"]})
+    assert (again.status, again.body) == (304, b"") and again.headers["etag"] == first.headers["etag"]
+
+
 def test_a_body_over_the_limit_is_refused(start_uvicorn):
     server = start_uvicorn(MCP_TRANSPORT_JSON=json.dumps({"MAX_REQUEST_BYTES": 4096}))
     client = HttpClient(server.url)

@@ -81,3 +81,20 @@ def test_principal_round_trips_without_its_user():
     assert '"scopes":["a","b"]' in principal.to_json()
     assert again.usable("https://h/mcp", 10.0) and not again.usable("https://h/mcp", 10.5)
     assert not again.usable("https://other/mcp", 1.0)
+
+
+def test_the_endpoints_url_follows_a_tls_proxy_as_django_does():
+    """resource_url (the 401's resource, the tokens' audience, the Server Card's remote) says
+    https behind a proxy that ends TLS, as the metadata view's request.scheme does."""
+    from mcp_transport.auth import resource_url
+
+    scope = {"scheme": "http", "path": "/mcp", "headers": [(b"x-forwarded-proto", b"https")]}
+    with override_settings(MCP_TRANSPORT={}):
+        assert resource_url(scope, "mcp.example.com") == "http://mcp.example.com/mcp"  # no proxy declared
+        with override_settings(SECURE_PROXY_SSL_HEADER=("HTTP_X_FORWARDED_PROTO", "https")):
+            assert resource_url(scope, "mcp.example.com") == "https://mcp.example.com/mcp"
+            assert resource_url({**scope, "headers": [(b"x-forwarded-proto", b"http")]}, "h") == "http://h/mcp"
+            assert resource_url({**scope, "headers": []}, "h", "/other") == "http://h/other"
+            assert resource_url({**scope, "scheme": "https", "headers": []}, "h") == "https://h/mcp"
+    with override_settings(MCP_TRANSPORT={"AUTH_RESOURCE": "https://api.example.com/tools/mcp"}):
+        assert resource_url(scope, "mcp.example.com") == "https://api.example.com/tools/mcp"

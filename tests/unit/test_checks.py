@@ -315,3 +315,30 @@ def test_unconsumed_queue_of_a_background_tool_is_w006(monkeypatch, background_t
 def test_workers_check_passes_when_the_workers_fit(monkeypatch, background_tool):
     answers(monkeypatch, {"w@h": [mcp_checks.RUN_JOB]}, {"w@h": [{"name": "celery"}]})
     assert mcp_checks.workers_check(None) == []
+
+
+@pytest.mark.parametrize("key, value, said", [
+    ("SERVER_DESCRIPTION", "x" * 101, "SERVER_DESCRIPTION"), ("SERVER_TITLE", "", "SERVER_TITLE"),
+    ("SERVER_WEBSITE_URL", "example.com", "http(s) URL"), ("SERVER_ICONS", "https://example.com/i.png", "a list"),
+    ("SERVER_ICONS", [{"src": "ftp://example.com/i.png"}], "src"), ("SERVER_VERSION", 2, "SERVER_VERSION"),
+    ("SERVER_NAME", "", "SERVER_NAME")])
+def test_server_info_values_are_e004(key, value, said):
+    from mcp_transport.checks import values_check
+
+    with override_settings(MCP_TRANSPORT={key: value}):
+        messages = values_check(None)
+        assert ours(checks.run_checks(include_deployment_checks=True, tags=[checks.Tags.compatibility])) == messages
+    assert [m.id for m in messages] == ["mcp_transport.E004"] and said in messages[0].msg
+
+
+def test_no_server_card_is_w010_of_check_deploy_only():
+    with override_settings(MCP_TRANSPORT={}, DEBUG=False):
+        assert ours(checks.run_checks(tags=[checks.Tags.compatibility])) == []
+        messages = ours(checks.run_checks(tags=[checks.Tags.compatibility], include_deployment_checks=True))
+    assert [m.id for m in messages] == ["mcp_transport.W010"]
+    assert "'django-mcp-transport' is not a reverse-DNS name" in messages[0].msg and "/server-card" in messages[0].msg
+    with override_settings(MCP_TRANSPORT={"SERVER_NAME": "com.example/weather"}):
+        messages = ours(checks.run_checks(tags=[checks.Tags.compatibility], include_deployment_checks=True))
+    assert [m.id for m in messages] == ["mcp_transport.W010"] and "SERVER_DESCRIPTION" in messages[0].msg
+    with override_settings(MCP_TRANSPORT={"SERVER_NAME": "com.example/weather", "SERVER_DESCRIPTION": "Forecasts."}):
+        assert ours(checks.run_checks(tags=[checks.Tags.compatibility], include_deployment_checks=True)) == []

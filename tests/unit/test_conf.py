@@ -38,7 +38,7 @@ def test_some_defaults():
 
 def test_project_settings_are_merged_over_defaults():
     config = get_config()
-    assert config["SERVER_NAME"] == settings.MCP_TRANSPORT["SERVER_NAME"] == "django-mcp-transport-example"
+    assert config["SERVER_NAME"] == settings.MCP_TRANSPORT["SERVER_NAME"] == "com.example/django-mcp-transport-example"
     assert config["STREAM_MAXLEN"] == DEFAULTS["STREAM_MAXLEN"]  # not set by the project
     assert set(config) == set(DEFAULTS)
 

@@ -248,6 +248,16 @@ def test_initialize_result(reg):
                       "serverInfo": {"name": "n", "version": "9", "title": "T"}, "instructions": "Be nice."}
 
 
+def test_server_info_carries_the_description_website_and_icons(reg):
+    icon = {"src": "https://example.com/i.png", "sizes": ["48x48"]}
+    with override_settings(MCP_TRANSPORT={"SERVER_NAME": "com.example/n", "SERVER_DESCRIPTION": "Does things.",
+                                          "SERVER_WEBSITE_URL": "https://example.com", "SERVER_ICONS": [icon]}):
+        info = dispatch.initialize_result("2025-11-25")["serverInfo"]
+        assert info == dispatch.server_info()
+    assert info == {"name": "com.example/n", "version": dispatch.__version__, "description": "Does things.",
+                    "websiteUrl": "https://example.com", "icons": [icon]}
+
+
 def test_initialize_result_defaults(reg):
     with override_settings(MCP_TRANSPORT={}):
         result = dispatch.initialize_result("2025-06-18")
