@@ -46,6 +46,10 @@ class Keys:
     def outbound_ids(self, session_id):
         return f"{self.prefix}:outid:{session_id}"
 
+    def asked(self, session_id, request_id):
+        """Set while the session's client may answer this request of ours (streams.deliver_reply)."""
+        return f"{self.prefix}:asked:{session_id}:{request_id}"
+
     def reply(self, session_id, request_id):
         return f"{self.prefix}:reply:{session_id}:{request_id}"
 

@@ -22,7 +22,7 @@ from ..conf import get_config
 from ..connections import async_redis, keys, publish
 from ..methods.context import ClientCapabilityError, ClientRequestError, ToolCancelled
 from ..protocol import ids, sse
-from ..protocol.errors import ErrorCode
+from ..protocol.errors import ErrorCode, InvalidRequest
 from ..protocol.jsonrpc import dumps, error_message, notification_message, request_message
 from ..storage import get_event_store
 
@@ -247,7 +247,7 @@ class RequestStream:
         to hold a place for.
         (``_options``: what a 2026-07-28 round uses, rounds.py; nothing here.)"""
         client, names = async_redis(), keys()
-        outbound_id = await next_outbound_id(self.session_id)
+        outbound_id = await next_outbound_id(self.session_id, timeout)
         reply_key = names.reply(self.session_id, outbound_id)
         gone_after = None if park or not self.own_connection else get_config()["CLIENT_GONE_SECONDS"]
         async with doorbell().listen(reply_key) as subscription:
@@ -330,14 +330,23 @@ class JsonReplyChannel:
         return None
 
 
-async def next_outbound_id(session_id: str) -> int:
-    """The id of the session's next server-to-client request (unique across processes)."""
-    names = keys()
-    async with async_redis().pipeline(transaction=False) as pipe:
+async def next_outbound_id(session_id: str, timeout=None) -> int:
+    """The id of the session's next server-to-client request (unique across processes), which
+    its client may answer from now on, once, for ``timeout`` (CLIENT_REQUEST_TIMEOUT) seconds and
+    a grace: ``deliver_reply`` takes only answers to questions asked."""
+    names, client = keys(), async_redis()
+    async with client.pipeline(transaction=False) as pipe:
         pipe.incr(names.outbound_ids(session_id))
         pipe.expire(names.outbound_ids(session_id), sessions.side_key_ttl())
         outbound_id, _ = await pipe.execute()
+    await client.set(names.asked(session_id, outbound_id), "1", ex=_answerable_for(timeout))
     return outbound_id
+
+
+def _answerable_for(timeout) -> int:
+    """How long a question of ours may be answered: its wait, and a grace for an answer already
+    on its way (a parked job's question is found by its key for as long)."""
+    return int(timeout or get_config()["CLIENT_REQUEST_TIMEOUT"]) + 120
 
 
 async def _wait_for_reply(client, reply_key, subscription, stream, timeout=None, gone=None):
@@ -363,8 +372,17 @@ wait_for_reply = _wait_for_reply
 
 
 async def deliver_reply(session_id: str, reply: dict) -> None:
-    """A client's answer to one of our requests, handed to whichever process waits for it."""
+    """A client's answer to one of our requests, handed to whichever process waits for it.
+
+    Only to a request this server sent and still waits on, and once: an answer sent before the
+    question (ids are sequential), to another or an expired one, or a second answer, is refused
+    with InvalidRequest ("If the server cannot accept the input, it MUST return an HTTP error
+    status code (e.g., 400 Bad Request)" -- spec 2025-11-25 basic/transports). Otherwise a
+    client could answer a confirmation before it is asked, and a tool would act on it."""
     names = keys()
+    if not await async_redis().delete(names.asked(session_id, reply["id"])):
+        raise InvalidRequest(f"No request {json.dumps(reply['id'])} of this server waits for an answer: it was "
+                             "never sent, was answered already, or expired.")
     reply_key = names.reply(session_id, reply["id"])
     async with async_redis().pipeline(transaction=False) as pipe:
         pipe.set(reply_key, json.dumps(reply), ex=get_config()["CLIENT_REQUEST_TIMEOUT"] + 60)

@@ -5,7 +5,7 @@ What is fuzzed: POST bodies (bytes, JSON values, messages with one part broken),
 (Content-Type, Accept, MCP-Protocol-Version, Mcp-Session-Id, Origin) and HTTP methods, every
 method's params (with ids, ``_meta`` and progress tokens of every kind, NUL and lone surrogates,
 numbers beyond 64 bits and beyond doubles), client responses and notifications, initialize
-params, ``Last-Event-ID`` resume ids (made up, and real ones bent), and 2026-07-28 requests
+params, answers to questions never asked, ``Last-Event-ID`` resume ids (made up, and real ones bent), and 2026-07-28 requests
 (every method's params under a valid envelope with any progress token, log level and client
 info; a bad progress token alone must get 400, -32602, with the request's id).
 
@@ -332,6 +332,25 @@ CLIENT_MESSAGES = st.one_of(
 def test_client_responses_and_notifications(fuzz_session, message):
     status, messages, _ = exchange(fuzz_session.client, "POST", encode(message), fuzz_session.headers())
     assert status in (202, 400), (status, messages)
+
+
+@pytest.fixture(scope="module")
+def unasked_session(fuzz_server):
+    """A session of its own that the server never asks anything."""
+    return Session(fuzz_server.url)
+
+
+@settings(settings.get_profile("mcp-fuzz"), max_examples=examples(60, 5_000))
+@given(message=CLIENT_MESSAGES.filter(lambda message: "method" not in message))
+def test_answers_to_questions_never_asked_are_refused(unasked_session, message):
+    """Issue 30 (own attacker pass): an answer counts only for a question the server asked and
+    still waits on; a response with any id to a session never asked anything is refused (400),
+    and a well-formed one says so with -32600."""
+    status, messages, _ = exchange(unasked_session.client, "POST", encode(message), unasked_session.headers())
+    assert status == 400, (status, messages)
+    if isinstance(message["id"], int) and not isinstance(message["id"], bool) and "result" in message \
+            and "error" not in message:
+        assert [m.get("error", {}).get("code") for m in messages] == [-32600], messages
 
 
 BODIES = st.one_of(

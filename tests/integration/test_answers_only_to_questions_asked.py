@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from mcp_transport.testing import LiveWorker, ModernClient
+from mcp_transport.testing import HttpClient, LiveWorker, ModernClient
 
 from .test_auth import ROOT, new_token
 
@@ -36,7 +36,7 @@ from tools.library.models import Author
 deleting = Permission.objects.filter(content_type__app_label="library", codename__in=("view_author", "delete_author"))
 for name in ("deleter", "intruder"):
     User.objects.create(username=f"{prefix}-{name}", is_staff=False).user_permissions.add(*deleting)
-print(json.dumps([Author.objects.create(name=f"{prefix} author {n}").pk for n in range(4)]))
+print(json.dumps([Author.objects.create(name=f"{prefix} author {n}").pk for n in range(6)]))
 """
 
 
@@ -66,7 +66,7 @@ def auth_server(start_server, server_env, own_queue):
 
 @pytest.fixture(scope="module")
 def library(server_env):
-    """Two non-staff users who may view and delete authors, their tokens, and four authors."""
+    """Two non-staff users who may view and delete authors, their tokens, and six authors."""
     prefix = f"asked{os.getpid()}"
     authors = json.loads(shell(server_env, f"prefix = {prefix!r}\n{USERS}"))
     return {"authors": authors, **{name: new_token(server_env, f"{prefix}-{name}") for name in ("deleter", "intruder")}}
@@ -171,3 +171,27 @@ def test_tasks_update_answers_only_the_tasks_own_pending_questions(auth_server, 
     result(client.post("tasks/update", {"taskId": created["taskId"], "inputResponses": {key: YES}}))
     done = task(("completed", "failed", "cancelled"))
     assert done["status"] == "completed" and done["result"]["content"][0]["text"] == "Deleted task.txt", done
+
+
+def test_a_2025_answer_sent_before_its_question_is_refused_and_the_tool_asks(auth_server, server_env, library):
+    """The same class in a 2025-11-25 session (own attacker pass): the server's requests are
+    numbered 1, 2, ... per session, so a client could POST the "yes" to a confirmation before it
+    was asked; the tool, asking, found it waiting and deleted without its user ever seeing the
+    question. An answer now counts only for a question sent and still waiting, and only once."""
+    victim = library["authors"][4]
+    client = HttpClient(auth_server.url, token=library["deleter"])
+    client.initialize(capabilities=ASKS)
+    early = client.request("POST", {"jsonrpc": "2.0", "id": 1, "result": YES})
+    assert early.status == 400 and early.json["error"]["code"] == -32600, (early.status, early.body)
+    stream = client.call_tool_stream("author_delete_selected", {"ids": [victim]})
+    question = stream.next_message(timeout=30)
+    assert (question["method"], question["id"]) == ("elicitation/create", 1), question
+    assert existing(server_env, [victim]) == [victim]  # asked, nothing done yet
+    declined = client.request("POST", {"jsonrpc": "2.0", "id": 1, "result": {"action": "decline"}})
+    assert declined.status == 202, (declined.status, declined.body)
+    final = stream.next_message(timeout=30)
+    assert final["result"]["isError"] and "Not confirmed" in final["result"]["content"][0]["text"], final
+    stream.close()
+    again = client.request("POST", {"jsonrpc": "2.0", "id": 1, "result": YES})  # a second answer
+    assert again.status == 400, (again.status, again.body)
+    assert existing(server_env, [victim]) == [victim]

@@ -7,7 +7,6 @@ import logging
 import os
 import subprocess
 import sys
-import timeit
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -234,17 +233,21 @@ print("ok")
 
 
 def test_the_cost_per_call_with_no_sdk_is_negligible(monkeypatch):
-    """start + finish of a call with no provider set, its client sending a traceparent: about a
-    microsecond, against tens of microseconds for a call."""
+    """start + finish of a call with no provider set, its client sending a traceparent, touch
+    nothing of OpenTelemetry but the two cached "is it configured" checks: the client's trace
+    context is not parsed (20 us), no span is made and no metric recorded. Counted, not timed (a
+    busy machine times anything)."""
     monkeypatch.setattr(tracing, "tracing_on", tracing._Configured(trace.get_tracer_provider, lambda provider: True))
     monkeypatch.setattr(tracing, "metrics_on", tracing._Configured(tracing.otel_metrics.get_meter_provider, lambda provider: True))
+    touched = []
+    for owner, name in ((tracing.propagate, "extract"), (tracing._tracer, "start_span"), (tracing._duration, "record"),
+                        (tracing.otel_context, "attach"), (tracing, "_carrier"), (tracing, "_attributes")):
+        monkeypatch.setattr(owner, name, lambda *args, _name=name, **kwargs: touched.append(_name))
     request, the_session, message = call_tool(meta={"traceparent": TRACEPARENT}), session("s"), {"result": {}}
-
-    def one_call():
-        tracing.finish(tracing.start(request, the_session, {}), request, message, None, 0.001)
-    seconds = min(timeit.repeat(one_call, number=20_000, repeat=3)) / 20_000
-    print(f"tracing off: {seconds * 1e6:.2f} us per call")
-    assert seconds < 5e-6
+    for _ in range(3):
+        assert tracing.start(request, the_session, {"traceparent": TRACEPARENT}) is None
+        tracing.finish(None, request, message, None, 0.001)
+    assert touched == []
 
 
 def test_a_provider_set_after_the_first_calls_is_seen_within_a_second(monkeypatch):

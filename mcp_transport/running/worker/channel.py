@@ -155,7 +155,7 @@ class JobChannel(RequestStream):
 
     async def _send_question(self, index, method, params, key):
         client, names, timeout = async_redis(), keys(), get_config()["CLIENT_REQUEST_TIMEOUT"]
-        reply_id = await next_outbound_id(self.session_id)
+        reply_id = await next_outbound_id(self.session_id, timeout)
         entry = {"id": reply_id, "digest": jobs.question_digest(method, params),
                  "until": int((time.time() + timeout) * 1000)}
         async with client.pipeline(transaction=False) as pipe:
@@ -233,7 +233,7 @@ class JobChannel(RequestStream):
         The job stays input_required while any of its questions waits ("The task MUST stay in
         input_required until every pending request has been answered")."""
         client, names = async_redis(), keys()
-        reply_id = await next_outbound_id(self.session_id)
+        reply_id = await next_outbound_id(self.session_id, timeout)
         reply_key = names.reply(self.session_id, reply_id)
         inputs = jobs.inputs_key(self.job)
         async with doorbell().listen(reply_key) as subscription:
