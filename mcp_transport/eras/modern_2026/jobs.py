@@ -29,6 +29,7 @@ from ...state.bell import doorbell
 from ...conf import get_config
 from ...connections import keys
 from .tasks import stateless_session_id
+from ...logs import short_id
 from ...protocol import mrtr
 from ...protocol.errors import InvalidParams
 from ...protocol.ids import new_stream_key
@@ -96,7 +97,9 @@ def cancel_soon(job_id: str) -> None:
 
 async def _cancel(job_id: str) -> None:
     try:
-        await jobs.riding_out_database(jobs.acancel, job_id, CLIENT_LEFT)
+        cancelled = await jobs.riding_out_database(jobs.acancel, job_id, CLIENT_LEFT)
+        logger.info("job %s %s: its client closed the request", short_id(job_id),
+                    "cancelled" if cancelled else "had ended already")
     except Exception:
         logger.exception("cancelling job %s of a closed request failed", job_id)
 
