@@ -256,6 +256,10 @@ DEFAULTS = {
     "TASK_DEFAULT_TTL_MS": 3600 * 1000,
     "TASK_MAX_TTL_MS": 24 * 3600 * 1000,
     "TASK_POLL_INTERVAL_MS": 1000,
+    #: Experimental (SEP-2694, a draft): ``tasks/stream`` of the 2026-07-28 tasks extension, a
+    #: task's events from the event store, resumable with ``after`` on any process (docs/task-streams.md).
+    #: Off: the method does not exist (-32601). Tasks created while it is off have no stream.
+    "TASK_STREAMS": False,
     #: OAuth 2.1 resource server (auth/): every request needs a bearer token. Off (the default)
     #: keeps the endpoint open, for local use and the conformance runs.
     "AUTH": False,

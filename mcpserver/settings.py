@@ -267,6 +267,8 @@ MCP_TRANSPORT = {
     "METRICS_TOKEN": os.environ.get("MCP_METRICS_TOKEN") or None,
     # Bearer tokens on every request (static tokens, then django-oauth-toolkit's).
     "AUTH": os.environ.get("MCP_AUTH", "off") == "on",
+    # Experimental: tasks/stream (SEP-2694, a draft), a task's events resumable on any process.
+    "TASK_STREAMS": True,
 }
 if REDIS_TARGET.kind != "single":  # the cache's LOCATION is not the app's URL then
     MCP_TRANSPORT["REDIS_URL"] = REDIS_URL

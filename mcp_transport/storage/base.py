@@ -163,6 +163,11 @@ class EventStore:
         """Events of the stream strictly after ``position`` ("0-0" for all), in order."""
         raise NotImplementedError("EventStore.read_after() must be implemented")
 
+    async def read_all(self, session_id: str, stream_key: str) -> list:
+        """Every event of the stream the store still keeps, oldest first, a durable copy's
+        included: what its ring trimmed and the database still holds comes first."""
+        return await self.read_after(session_id, stream_key, "0-0")
+
     async def replay_after(self, session_id: str, event_id: EventId) -> Replay:
         """Events strictly after ``event_id`` in its stream, in order, as a ``Replay``.
 

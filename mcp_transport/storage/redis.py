@@ -232,6 +232,13 @@ class RedisEventStore(EventStore):
         rows = await self._settled_rows(persist.rows_after, session_id, stream_key, position, newer)
         return merge(rows, newer)
 
+    async def read_all(self, session_id, stream_key):
+        """Redis's ring, after the database's rows of what it trimmed (or lost: expired, flushed)."""
+        kept = await self.read_after(session_id, stream_key, "0-0")
+        if self.table is None:
+            return kept
+        return merge(await self._settled_rows(persist.rows_after, session_id, stream_key, "0-0", kept), kept)
+
     async def replay_after(self, session_id, event_id):
         # Inclusive range: the first entry must be the id itself, or Redis does not have it.
         stream = StoreKeys().stream(session_id, event_id.stream)

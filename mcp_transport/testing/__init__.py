@@ -328,7 +328,8 @@ class ModernClient(HttpClient):
 
     VERSION = "2026-07-28"
     NAME_KEYS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
-                 "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
+                 "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId",
+                 "tasks/stream": "taskId"}
 
     def __init__(self, url, capabilities=None, log_level=None):
         super().__init__(url, self.VERSION)

@@ -451,7 +451,7 @@ def test_initialize_params(fuzz_server, params, request_id):
 MODERN = "2026-07-28"
 #: Where a method's Mcp-Name header comes from (protocol/modern.py's NAME_BEARING).
 NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
-                "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
+                "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId", "tasks/stream": "taskId"}
 MODERN_CAPABILITIES = st.sampled_from([{}, {"extensions": {"io.modelcontextprotocol/tasks": {}}},
                                        {"sampling": {}, "elicitation": {}, "roots": {}}])
 #: Progress tokens, the ones the shared rule refuses often among them.
@@ -460,7 +460,9 @@ MODERN_EXTRA_META = st.fixed_dictionaries({}, optional={"progressToken": PROGRES
                                                         "io.modelcontextprotocol/logLevel": LEVELS,
                                                         "io.modelcontextprotocol/clientInfo": JSON, "other": JSON})
 MODERN_PARAMS = {**PARAMS, "server/discover": _with({}),
-                 "tasks/update": _with({"taskId": TASK_IDS}, inputResponses=JSON)}
+                 "tasks/update": _with({"taskId": TASK_IDS}, inputResponses=JSON),
+                 # Not the tasks seen: a stream of one lasts until the task ends.
+                 "tasks/stream": _with({"taskId": IDS | st.text(min_size=32, max_size=32)}, after=JSON)}
 #: subscriptions/listen streams until LISTEN_MAX_SECONDS: not a case for a fuzz that reads to the end.
 MODERN_METHODS = (st.sampled_from(sorted(MODERN_PARAMS)) | TEXT).filter(lambda m: m != "subscriptions/listen")
 

@@ -139,6 +139,17 @@ async def test_maxlen_trims_the_oldest_and_counts_capacity(make_store, session_i
     assert [event.id for event in await store.replay_after(session_id, ids[3])] == ids[4:]
 
 
+async def test_read_all_includes_what_the_ring_trimmed_while_a_durable_copy_has_it(make_store, session_id,
+                                                                                    stream_key):
+    """tasks/stream numbers a task's events from its first one (eras/modern_2026/task_streams.py)."""
+    store = make_store(maxlen=5)
+    ids = await append_many(store, session_id, stream_key, 8)
+    await store.flush()
+    kept = [event.id for event in await store.read_all(session_id, stream_key)]
+    assert kept == (ids if store.replays_evicted else ids[3:])
+    assert await store.read_all(session_id, "never-written") == []
+
+
 async def test_ttl_expires_a_quiet_stream(make_store, session_id, stream_key):
     store = make_store(ttl=1)
     ids = await append_many(store, session_id, stream_key, 3)

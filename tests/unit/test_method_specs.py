@@ -11,7 +11,8 @@ from mcp_transport.protocol.jsonrpc import Request
 #: resources/read"; "Mcp-Name ... the value of params.name or params.uri" (taskId for tasks).
 ROUND_TRIP = {"tools/call", "prompts/get", "resources/read"}
 MCP_NAME = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
-            "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
+            "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId",
+            "tasks/stream": "taskId"}
 
 
 def test_the_calls_are_the_methods_that_run_the_projects_code_or_wait_for_a_task():

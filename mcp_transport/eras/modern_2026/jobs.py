@@ -23,11 +23,8 @@ import asyncio
 import logging
 from contextlib import aclosing
 
-from ...running import jobs, streams
+from ...running import job_streams, jobs
 from . import request_state
-from ...state.bell import doorbell
-from ...conf import get_config
-from ...connections import keys
 from .tasks import stateless_session_id
 from ...logs import short_id
 from ...protocol import mrtr
@@ -137,15 +134,7 @@ async def _resumed(payload):
 async def follow(job, position: str, notify):
     """Relay the job's stream after ``position`` until its final event (returns that event's
     message) or a question the client must answer (returns ``(inputRequests, position)``)."""
-    session_id, stream_key = job.session_id, job.stream_key
-    quiet = min(get_config()["KEEPALIVE_SECONDS"], get_config()["HEARTBEAT_SECONDS"])
-
-    async def on_quiet():
-        await streams.answer_orphan(session_id, stream_key)  # a lost worker is answered for
-        return True
-
-    async with doorbell().listen(keys().stream_bell(session_id, stream_key)) as bell, \
-            aclosing(streams.tail(session_id, stream_key, position, bell, quiet, on_quiet)) as events:
+    async with aclosing(job_streams.events_after(job, position)) as events:
         async for event in events:
             message = event.message
             if event.final:

@@ -1,11 +1,12 @@
 """The methods of the 2026-07-28 era: everything era-independent in dispatch, less what
 2026-07-28 removed, plus its own (``server/discover``, ``subscriptions/listen``, the tasks
-extension's), with what ``server/discover`` declares and the cache hints of its results."""
+extension's and its experimental ``tasks/stream``), with what ``server/discover`` declares and
+the cache hints of its results."""
 from ...conf import get_config
 from ...methods import dispatch
 from ...protocol import modern, tasks_extension
 from ...methods.specs import always
-from . import listen, tasks as modern_tasks
+from . import listen, task_streams, tasks as modern_tasks
 
 #: Defaults of the CACHE_HINTS setting: (ttlMs, cacheScope) per cacheable method. "private"
 #: because lists "MAY vary by the authorization presented" (spec 2026-07-28 server/tools).
@@ -48,6 +49,8 @@ def declares(capability: str) -> bool:
     """Whether ``capabilities()`` has ``capability``, without building them all."""
     if capability == "extensions":
         return any(offer() is not None for offer in EXTENSIONS.values())
+    if capability == "task_streams":  # experimental (SEP-2694): a method of the tasks extension
+        return get_config()["TASK_STREAMS"] and modern_tasks.offer() is not None
     return capability != "tasks" and dispatch.declares(capability)
 
 
@@ -77,3 +80,4 @@ METHODS.method("server/discover")(discover)
 # It sends notifications until the client leaves: a stream of its own, in a task of its own.
 METHODS.method("subscriptions/listen", may_send=always)(subscriptions_listen)
 METHODS.update(modern_tasks.METHODS)
+METHODS.update(task_streams.METHODS)

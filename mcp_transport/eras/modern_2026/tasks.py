@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from ...running import jobs
 from ...conf import get_config
-from ...protocol import mrtr, tasks_extension
+from ...protocol import mrtr, task_streams, tasks_extension
 from ...protocol.errors import ProtocolError
 from ...protocol.ids import new_stream_key
 from ...methods.registry import ArgumentError, registry
@@ -37,8 +37,11 @@ def missing_extension(what: str) -> ProtocolError:
 
 def offer():
     """The extension's entry in server/discover's ``capabilities.extensions`` (modern.EXTENSIONS):
-    declared while some tool can run as a task."""
-    return {} if any(spec.task_support for spec in registry.tools.values()) else None
+    declared while some tool can run as a task. "implementations MAY advertise this support as an
+    eventStreams sub-capability of Tasks" (SEP-2694): while TASK_STREAMS is on."""
+    if not any(spec.task_support for spec in registry.tools.values()):
+        return None
+    return {"eventStreams": {}} if get_config()["TASK_STREAMS"] else {}
 
 
 def stateless_session_id() -> str:
@@ -76,9 +79,15 @@ async def submit(spec, arguments: dict, call, request_id, meta: dict) -> dict:
                             ttl_ms=get_config()["TASK_DEFAULT_TTL_MS"],
                             context=jobs.modern_context(call.session.client_capabilities,
                                                         meta.get("io.modelcontextprotocol/logLevel")),
-                            slot=call.quota)
+                            slot=call.quota, opening=stream_opening())
     job = await jobs.load(job.id)  # its timestamps, as the database keeps them
     return tasks_extension.create_task_result(view(job))
+
+
+def stream_opening():
+    """What a task's job stream starts with while TASK_STREAMS is on: its ``working`` status,
+    event 0 of its tasks/stream (task_streams.py)."""
+    return task_streams.opening if get_config()["TASK_STREAMS"] else None
 
 
 def view(job) -> dict:

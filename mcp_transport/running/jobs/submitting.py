@@ -8,6 +8,7 @@ from ...methods import threads
 from ...methods.content import error_result
 from ...logs import short_id
 from ...models import McpJob
+from ...storage import get_event_store
 from .answers import finish
 from .limits import celery_options
 from .modern import internal_failure
@@ -22,10 +23,12 @@ RUN_JOB = "mcp_transport.run_job"
 
 
 async def submit(spec, arguments: dict, *, session_id: str, request_id, stream_key: str, user_id=None,
-                 principal="", progress_token=None, is_task=False, ttl_ms=None, context=None, slot=None) -> McpJob:
+                 principal="", progress_token=None, is_task=False, ttl_ms=None, context=None, slot=None,
+                 opening=None) -> McpJob:
     """Create the job and queue it; its answer will come on ``stream_key`` (``context``: what a
     2026-07-28 call brings instead of a session, ``modern_context()``; ``slot``: the request's
-    place among its owner's running calls, which the job holds until it ends, quotas.py)."""
+    place among its owner's running calls, which the job holds until it ends, quotas.py;
+    ``opening(job_id)``: a message its stream starts with, stored before any worker can write)."""
     # Whose share of the workers it runs in (shares.py): for a sessionless call, the key of its place.
     context = await caller_context(context, principal=principal, session_id=session_id, slot=slot)
     place = quotas.take_for_job(slot)  # before anything is spent: a call's place funds one job
@@ -34,6 +37,8 @@ async def submit(spec, arguments: dict, *, session_id: str, request_id, stream_k
                  is_task=is_task, ttl_ms=ttl_ms, celery_task_id=str(uuid.uuid4()),
                  context=tracing.job_context(context) or {})
     try:
+        if opening is not None:
+            await get_event_store().append(session_id, stream_key, opening(job.id))
         await _insert(job)
     except BaseException:
         await quotas.release_call(place)  # no job holds it: the request's own release no longer can

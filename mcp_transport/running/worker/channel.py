@@ -20,7 +20,7 @@ from ... import tracing
 from ...logs import short_id
 from ...connections import async_redis, keys
 from ...methods.context import ClientRequestError
-from ...protocol import jsonrpc, mrtr
+from ...protocol import jsonrpc, mrtr, task_streams
 from ...protocol.jsonrpc import request_message
 from ...methods.registry import ToolError
 from ...methods.settling import run_until_settled
@@ -168,13 +168,18 @@ class JobChannel(RequestStream):
                           jobs.dumps({"id": reply_id, "method": method, "params": params}))
                 pipe.expire(jobs.inputs_key(self.job), timeout + 60)
             await pipe.execute()
-        await self.emit(request_message(reply_id, method, params))
+        await self.emit(request_message(reply_id, method, self._stored(params, entry.get("key"))))
         # Written once it is sent: a run that stops in between sends it again rather than never.
         async with client.pipeline(transaction=False) as pipe:
             pipe.hset(names.job_asked(self.job.id), str(index), jobs.dumps(entry))
             pipe.expire(names.job_asked(self.job.id), get_config()["STREAM_TTL"])
             await pipe.execute()
         return entry
+
+    def _stored(self, params, key):
+        """A task's question as its stream keeps it: with its inputRequests key (tasks/stream
+        shows it; the copy the client is asked comes from the job's inputs, jobs.inputs_key)."""
+        return task_streams.with_input_key(params, key) if key and self.modern and self.job.is_task else params
 
     async def park(self):
         """The run ends with questions open: the job is parked (``input_required``, its deadlines
@@ -245,7 +250,8 @@ class JobChannel(RequestStream):
             try:
                 if self._open_questions == 1:
                     await self._move(Status.INPUT_REQUIRED, Status.WORKING)
-                await self.emit(request_message(reply_id, method, params))  # wakes whoever follows the call
+                # Wakes whoever follows the call.
+                await self.emit(request_message(reply_id, method, self._stored(params, key)))
                 raw = await wait_for_reply(client, reply_key, subscription, self, timeout)
             finally:
                 await client.hdel(inputs, key)
