@@ -2,9 +2,14 @@
 daphne processes, Redis and a Celery worker: a task's events from the event store, resumable with
 ``after`` on any process, ending with the task; its errors; its retention."""
 import json
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+from mcp_transport.protocol import task_streams
 from mcp_transport.testing import LiveWorker, ModernClient
 
 from .test_auth import manage, new_token
@@ -188,3 +193,53 @@ def test_events_past_the_stores_retention_are_gone(ringed):
     for params in ({}, {"after": 2}):
         gone = error(client.post("tasks/stream", {"taskId": chatty, **params}), code=-32010)
         assert gone["data"] == {"reason": "events_gone", "taskId": chatty}, gone
+    documented = next(json.loads(block) for block in doc_blocks("json") if "-32010" in block)["error"]
+    assert documented["message"] == gone["message"] and set(documented["data"]) == set(gone["data"])
+
+
+# -- docs/task-streams.md -------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = (ROOT / "docs" / "task-streams.md").read_text()
+
+
+def doc_blocks(language) -> list:
+    return re.findall(rf"```{language}\n(.*?)```", PAGE, re.S)
+
+
+def named_block(path) -> str:
+    return next(block for block in doc_blocks("python") if block.startswith(f"# {path}\n"))
+
+
+def test_the_documented_tool_and_setting_are_the_example_projects():
+    tool = next(block for block in doc_blocks("python") if "def export_report" in block)
+    assert tool in (ROOT / "tools" / "mcp_tools" / "background.py").read_text()
+    assert '"TASK_STREAMS": True' in named_block("settings.py") and '"TASK_STREAMS": True' in (
+        ROOT / "mcpserver" / "settings.py").read_text()
+
+
+def test_the_documented_client_follows_a_task_and_resumes_it_on_another_process(mcp_server, second_server,
+                                                                                 tmp_path):
+    (tmp_path / "task_stream_client.py").write_text(named_block("task_stream_client.py"))
+    follow = named_block("follow.py").replace("http://127.0.0.1:8000/mcp", mcp_server.url) \
+        .replace("http://127.0.0.1:8001/mcp", second_server.url)
+    (tmp_path / "follow.py").write_text(follow)
+    done = subprocess.run([sys.executable, "follow.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = [line.split(" ", 2) for line in done.stdout.splitlines()]
+    assert [int(seq) for seq, _, _ in lines] == list(range(7)), done.stdout  # "0 to 6", each once
+    assert lines[0][1:] == ["django-mcp-transport.status", "{'status': 'working'}"]
+    assert lines[-1][1] == "django-mcp-transport.status" and "'status': 'completed'" in lines[-1][2]
+
+
+def test_the_documented_event_is_shaped_as_a_real_one(mcp_server):
+    blocks = [json.loads(block) for block in doc_blocks("json")]  # every one is JSON
+    documented = next(block for block in blocks if block.get("method") == "notifications/tasks/event")
+    client = ModernClient(mcp_server.url, TASKS)
+    events, _ = read(open_stream(client, start(client, "export_report", {"rows": 5, "delay": 0})))
+    real = events[documented["params"]["seq"]]
+    assert set(real) == set(documented["params"]) and real["type"] == documented["params"]["type"]
+    assert set(real["payload"]["params"]) == set(documented["params"]["payload"]["params"])
+    assert real["payload"]["params"]["message"] == documented["params"]["payload"]["params"]["message"]
+    documented_types = set(re.findall(r"^\| `(django-mcp-transport\.\w+)`", PAGE, re.M))
+    assert documented_types == set(task_streams.TYPES)
