@@ -10,7 +10,8 @@ A task's events are its job stream's entries (protocol/task_streams.py: what eac
 from its first one, which the server stores when it creates the task: so ``seq`` is the same on
 every process, with no counter of its own. The request replays the events after ``after``, then
 relays new ones as the worker appends them (running/job_streams.events_after: a job's stream on
-the one follow loop, streams.tail), and ends with the task ("the receiver MUST return TaskStreamResult").
+the one follow loop, streams.tail), and ends with the task ("the receiver MUST return
+TaskStreamResult").
 """
 import asyncio
 from contextlib import aclosing
