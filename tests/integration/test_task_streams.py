@@ -136,15 +136,19 @@ def test_callers_stream_only_their_own_tasks(auth_server, server_env):
 def test_revoking_the_token_ends_the_stream_and_its_resume_is_401(auth_server, server_env):
     """"Receivers MAY close a stream before a task reaches a terminal state": the stream watches
     the token it was opened with, as a listen does, and the client's resume gets the 401."""
-    client = ModernClient(auth_server.url, TASKS)
-    client.token = new_token(server_env, "stream-revoked")
-    task_id = start(client, "export_report", {"rows": 100, "delay": 0.2})
-    stream = open_stream(client, task_id)
-    read(stream, stop=lambda event: event["seq"] == 1)
-    assert "Revoked." in manage(server_env, "mcp_tokens", "revoke", client.token)
-    events, ended = read(stream)
-    assert ended["resultType"] == "complete" and all(event["type"] != PREFIX + "status" for event in events)
-    assert client.post("tasks/stream", {"taskId": task_id, "after": 1}).status == 401
+    client, owner = ModernClient(auth_server.url, TASKS), ModernClient(auth_server.url, TASKS)
+    client.token, owner.token = new_token(server_env, "stream-revoked"), new_token(server_env, "stream-revoked")
+    task_id = start(client, "export_report", {"rows": 10_000, "delay": 0.2})  # runs until cancelled
+    try:
+        stream = open_stream(client, task_id)
+        read(stream, stop=lambda event: event["seq"] == 1)
+        assert "Revoked." in manage(server_env, "mcp_tokens", "revoke", client.token)
+        events, ended = read(stream)
+        assert ended["resultType"] == "complete" and all(event["type"] != PREFIX + "status" for event in events)
+        assert client.post("tasks/stream", {"taskId": task_id, "after": 1}).status == 401
+        assert result(owner.post("tasks/get", {"taskId": task_id}))["status"] == "working"
+    finally:
+        result(owner.post("tasks/cancel", {"taskId": task_id}))  # the same user's other token
 
 
 def test_a_cancelled_task_ends_its_stream_with_its_status(mcp_server):
