@@ -45,6 +45,7 @@ from redis.backoff import NoBackoff
 from .conf import get_config, redis_url
 from .connections import CLUSTER_SCHEME, redis_target, retry_policy, sync_client
 from .protocol import http, server_card
+from .state import rates
 
 #: Keys that must be numbers > 0 (None allowed where the value means "never" or "off").
 POSITIVE = ("SESSION_IDLE_TIMEOUT", "MAX_REQUEST_BYTES", "KEEPALIVE_SECONDS", "HEARTBEAT_SECONDS",
@@ -202,6 +203,11 @@ def values_check(app_configs, **kwargs):
         errors.append(_value_error("CALL_LOG_ARGUMENTS_KEPT", kept, "a list of argument names"))
     errors += _job_share_errors(config)
     errors += _server_info_errors(config)
+    if config["RATE_LIMIT"] is not None:
+        try:
+            rates.parse(config["RATE_LIMIT"])
+        except ValueError:
+            errors.append(_value_error("RATE_LIMIT", config["RATE_LIMIT"], 'None or "<calls>/<period>" ("20/m")'))
     if config["METRICS_ACCESS"] not in METRICS_ACCESS:
         errors.append(_value_error("METRICS_ACCESS", config["METRICS_ACCESS"], " or ".join(map(repr, METRICS_ACCESS))))
     elif config["METRICS_ACCESS"] == "token" and not config["METRICS_TOKEN"]:

@@ -75,6 +75,11 @@ DEFAULTS = {
     #: starts for the caller renews it at once, one another process starts may go unseen this
     #: long, and a refusal is always read afresh. 0: one read per call.
     "CALLER_COUNT_MEMORY_SECONDS": 1,
+    #: tools/call requests one caller (its principal when AUTH is on: every token of a user
+    #: shares it; else its client address, TRUSTED_PROXIES) may make per window, across every
+    #: process and both eras: "20/m" (s, m, h, d; "10/30s"). Over it: 429 with Retry-After. A
+    #: tool's ``@tool(rate_limit=...)`` overrides it (state/rates.py). None: no rate limit.
+    "RATE_LIMIT": None,
     #: Seconds an inline tool (one the web process runs) may run; then it is stopped and the call
     #: gets an error result. None: no limit. Background tools have Celery's time limits.
     "TOOL_MAX_SECONDS": 600,

@@ -18,8 +18,9 @@ and CI:
   ``MCP_ALLOWED_ORIGINS`` (comma separated, added to the loopback origins),
   ``MCP_SESSION_IDLE_TIMEOUT`` (seconds), ``MCP_KEY_PREFIX`` (Redis keys), ``MCP_TRUSTED_PROXIES``
   (comma separated: front proxies whose X-Forwarded-For names the client),
-  ``MCP_MAX_SESSIONS_PER_ADDRESS``, ``MCP_METRICS_TOKEN``
-  (/metrics for this bearer token instead of staff users), ``MCP_CLEANUP_INTERVAL`` (seconds), and
+  ``MCP_MAX_SESSIONS_PER_ADDRESS``, ``MCP_RATE_LIMIT`` (tool calls per caller, e.g. ``20/m``),
+  ``MCP_METRICS_TOKEN`` (/metrics for this bearer token instead of staff users),
+  ``MCP_CLEANUP_INTERVAL`` (seconds), and
   ``MCP_TRANSPORT_JSON`` (any other MCP_TRANSPORT keys, as a JSON object), ``LOG_LEVEL``,
   ``MCP_LOG_LEVEL`` and ``LOG_FORMAT`` (``json`` for one JSON object per line).
 - ``MCP_AUTH=on``: the endpoint is an OAuth 2.1 resource server (every request needs a bearer
@@ -274,6 +275,8 @@ if REDIS_TARGET.kind != "single":  # the cache's LOCATION is not the app's URL t
     MCP_TRANSPORT["REDIS_URL"] = REDIS_URL
 if os.environ.get("MCP_MAX_SESSIONS_PER_ADDRESS"):
     MCP_TRANSPORT["MAX_SESSIONS_PER_ADDRESS"] = int(os.environ["MCP_MAX_SESSIONS_PER_ADDRESS"])
+if os.environ.get("MCP_RATE_LIMIT"):  # "20/m": each caller's tools/call requests per window
+    MCP_TRANSPORT["RATE_LIMIT"] = os.environ["MCP_RATE_LIMIT"]
 # Any other key, as JSON (deployments and tests): MCP_TRANSPORT_JSON='{"SSE_RETRY_MS": null}'
 MCP_TRANSPORT.update(json.loads(os.environ.get("MCP_TRANSPORT_JSON") or "{}"))
 

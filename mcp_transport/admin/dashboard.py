@@ -7,6 +7,8 @@ drawn as a gap).
 """
 from dataclasses import dataclass
 
+from ..methods.registry import registry
+from ..state import rates
 from .charts import Series, line_chart
 
 REPLAY_HITS = ("replay_hits:redis", "replay_hits:database", "replay_hits:memory")
@@ -54,6 +56,19 @@ def cards(now: dict) -> list:
         Card("Orphans answered", f"{now.get('orphans_answered', 0):,}",
              f"{now.get('resume_takeovers', 0):,} resume takeovers"),
     ]
+
+
+def rate_card(now: dict, setting, own_rates: dict) -> Card:
+    """RATE_LIMIT (tools/call per caller per window), the tools with a rate of their own
+    (name -> Rate, None: not limited) and the calls refused over them."""
+    own = ", ".join(f"{name} {rate.text if rate else 'unlimited'}" for name, rate in sorted(own_rates.items()))
+    refused = f"{int(now.get('limit_refusals:rate', 0)):,} calls refused"
+    return Card("Rate limit per caller", setting or "none", f"{refused}; own limits: {own}" if own else refused)
+
+
+def tool_rates() -> dict:
+    """The tools that declare ``@tool(rate_limit=...)``: name -> Rate, or None (not limited)."""
+    return {name: spec.rate_limit for name, spec in registry.tools.items() if spec.rate_limit is not rates.SETTING}
 
 
 def per_minute(samples: list, names) -> list:

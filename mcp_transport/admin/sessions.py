@@ -14,6 +14,7 @@ from django.urls import path
 from django.utils import timezone
 from django.utils.html import format_html
 
+from ..conf import get_config
 from ..state import samples
 from ..state import sessions as live_sessions
 from ..models import McpJob, McpSession, StoredEvent
@@ -326,6 +327,7 @@ class McpSessionAdmin(refs.ByReference, FastListMixin, admin.ModelAdmin):
         history = async_to_sync(samples.recent)()
         now = async_to_sync(samples.current)()
         cards, charts = dashboard.cards(now), dashboard.charts(history + [now])
+        cards.append(dashboard.rate_card(now, get_config()["RATE_LIMIT"], dashboard.tool_rates()))
         if request.user.has_perm("mcp_transport.view_mcpjob"):
             jobs_found = job_admin.activity(*_job_period(history))
             cards += dashboard.job_cards(job_admin.running_now(), jobs_found)

@@ -107,6 +107,11 @@ class Keys:
         """Bytes replayed to a caller (``caller:<digest>``) in the current window (quotas.py)."""
         return f"{self.prefix}:replayed:{caller}"
 
+    def rate(self, caller, tool=""):
+        """Sorted set of the tools/call requests a caller (``caller:<digest>``) made in the last
+        window of its rate limit, or of one tool's own (state/rates.py)."""
+        return f"{self.prefix}:rate:{caller}:{tool}" if tool else f"{self.prefix}:rate:{caller}"
+
     def calls(self, session_id):
         """Sorted set of the requests and background jobs of a session (or of a 2026-07-28 caller,
         ``caller:<digest>``) running now, scored by when they expire (quotas.py)."""

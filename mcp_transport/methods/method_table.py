@@ -28,6 +28,9 @@ class Call:
     #: Its place among its owner's running calls (a quotas.Slot), freed at its end unless the
     #: background job it creates takes it over.
     quota: Any = None
+    #: A tools/call's place in its caller's rate window (a rates.Charge: pipeline.rate_charge),
+    #: taken at admission (or by a 2025-11-25 session's read); None when not rate limited.
+    rate: Any = None
     #: True once a task of its own runs it (that task releases the quota).
     started: bool = False
     #: For the calls log (running/calls.py): when it began (monotonic), its body's size, and

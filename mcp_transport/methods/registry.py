@@ -27,6 +27,7 @@ from ..protocol import storable
 from . import content
 from .context import Context
 from .database_time import DEFAULT_STATEMENT_TIMEOUT
+from ..state import rates
 
 _NOT_STRUCTURED = (type(None), Any, content.ToolResult, list, dict)
 
@@ -151,6 +152,9 @@ class ToolSpec:
     #: Seconds each database statement of an inline call may run (database_time.py); DEFAULT:
     #: STATEMENT_TIMEOUT_SECONDS, None: no bound.
     statement_timeout: Any = DEFAULT_STATEMENT_TIMEOUT
+    #: Its calls per caller per window (state/rates.py): a Rate of its own ("5/m" declared),
+    #: counted apart from the others; rates.SETTING: RATE_LIMIT's; None: not rate limited.
+    rate_limit: Any = rates.SETTING
 
     @property
     def is_async(self) -> bool:
@@ -259,7 +263,7 @@ def _access(permission, scopes) -> dict:
 def make_tool(func, *, name=None, title=None, description=None, input_schema=None, output_schema=None,
               structured_output=None, annotations=None, meta=None, background=False,
               task_support=None, permission=None, scopes=None,
-              statement_timeout=DEFAULT_STATEMENT_TIMEOUT) -> ToolSpec:
+              statement_timeout=DEFAULT_STATEMENT_TIMEOUT, rate_limit=rates.SETTING) -> ToolSpec:
     hints = typing.get_type_hints(func, include_extras=True)
     doc_description, param_docs = parse_docstring(func.__doc__)
     name = name or func.__name__
@@ -270,7 +274,8 @@ def make_tool(func, *, name=None, title=None, description=None, input_schema=Non
                     annotations=annotations, meta=meta, context_param=context_param, background=bool(background),
                     job_options=_job_options(background),
                     task_support=(task_support or "optional") if background else None,
-                    statement_timeout=statement_timeout, **_access(permission, scopes))
+                    statement_timeout=statement_timeout, rate_limit=rates.tool_rate(rate_limit),
+                    **_access(permission, scopes))
     if input_schema is None:
         spec.arguments_model = _arguments_model(name, func, hints, context_param, param_docs)
         input_schema = spec.arguments_model.model_json_schema()

@@ -12,7 +12,9 @@ task's life):
 2. the era's own checks (``Responder.check``: a session's state, a request's ``_meta``), then
    the scopes of the target (403, raised: the transport answers it as HTTP);
 3. admission (``admit``): MAX_CALLS_PER_SESSION for a session's call, MAX_CALLS_PER_CALLER for a
-   sessionless one, 429 as an answer;
+   sessionless one, and a tools/call's place in its caller's RATE_LIMIT window (``rate_charge``;
+   taken by the same script, or already by a 2025-11-25 session's read), 429 as an answer. A
+   request refused at any step gives its place in the window back;
 4. the run, in one of three ways (a fact of the method and the tool, ``Plan``): inline with a
    one-message answer; on a stream of its own (a task of its own answers); or, for a background
    tool in an era whose streams are resumable, in a Celery worker that writes the call's stream
@@ -38,7 +40,7 @@ from ..methods.specs import UNKNOWN, MethodTable
 from ..protocol import ids, jsonrpc
 from ..protocol.errors import ErrorCode, ProtocolError
 from ..protocol.jsonrpc import Request
-from ..state import quotas
+from ..state import quotas, rates
 from ..storage import get_event_store
 
 logger = logging.getLogger(__name__)
@@ -140,7 +142,9 @@ async def answered(request: Request, call: Call, responder: Responder, message: 
 
 
 async def refused(request: Request, call: Call, responder: Responder, exc: ProtocolError) -> None:
-    """Answer a request refused before it ran (its state, its arguments, a quota) with the error."""
+    """Answer a request refused before it ran (its state, its arguments, a quota) with the error;
+    it takes no place in its caller's rate window."""
+    await rates.give_back(call.rate)
     await answered(request, call, responder, responder.error_reply(request.id, exc), exc)
 
 
@@ -153,13 +157,19 @@ async def serve(request: Request, call: Call, responder: Responder, *, scope=Non
     except ProtocolError as exc:
         return await refused(request, call, responder, exc)
     if scope is not None:
-        check_scopes(request, call, scope, headers)
+        try:
+            check_scopes(request, call, scope, headers)
+        except ProtocolError:
+            await rates.give_back(call.rate)
+            raise
     streamed = responder.wants_stream(spec.may_send(request.params), spec.blocks(request.params))
     call.background = streamed and runs_in_background(request, call.principal)
     if spec.counts_as_call:  # a background tool's job counts too, until it ends
+        if call.rate is None:
+            call.rate = rate_charge(request, call.principal, call.address)
         try:
             call.quota = await admit(call, call.background, responder.running_calls)
-        except ProtocolError as exc:  # 429: the session or caller runs its most calls already
+        except ProtocolError as exc:  # 429: the session or caller runs its most calls already, or spent its rate
             return await refused(request, call, responder, exc)
     try:
         if call.background and responder.resumable_jobs:
@@ -173,10 +183,27 @@ async def serve(request: Request, call: Call, responder: Responder, *, scope=Non
 
 
 def admit(call: Call, background: bool, running: Optional[int] = None) -> Awaitable[quotas.Slot]:
-    """The call's place: among its session's calls, or its caller's when it has no session."""
+    """The call's place: among its session's calls, or its caller's when it has no session (and
+    in its caller's rate window, ``call.rate``)."""
     if call.session.id:
-        return quotas.admit_call(call.session.id, running, background=background)
-    return quotas.admit_caller(call.owner, background)  # its caller key (``begin``)
+        return quotas.admit_call(call.session.id, running, background=background, rate=call.rate)
+    return quotas.admit_caller(call.owner, background, call.rate)  # its caller key (``begin``)
+
+
+def rate_charge(request: Request, principal, address: str) -> Optional[rates.Charge]:
+    """A ``tools/call``'s place in its caller's window, to be taken (None: not rate limited): the
+    tool's own ``rate_limit``, else RATE_LIMIT; its caller is its principal, else its client
+    address (a caller with neither, stdio without a user, is not limited)."""
+    if request.method != "tools/call":
+        return None
+    name = request.params.get("name")
+    tool = registry.tools.get(name) if isinstance(name, str) else None
+    own = tool is not None and tool.rate_limit is not rates.SETTING
+    rate = tool.rate_limit if own else rates.configured()
+    key = principal.key if principal is not None else ""
+    if rate is None or not (key or address):
+        return None
+    return rates.charge_for(quotas.caller_key(key, address), rate, name if own else "")
 
 
 async def respond(request: Request, call: Call, responder: Responder) -> tuple:

@@ -22,6 +22,8 @@
   busy caller's inline calls cost none. A job this process starts for the caller drops the
   reading at once; one started by another process goes unseen that long at most, and a
   refusal is always read afresh (nobody is refused on an old reading);
+- a ``tools/call``'s place in its caller's rate window (``RATE_LIMIT``, rates.py), taken by the
+  same script as the count of running calls when the session's read did not take it;
 - ``resources/subscribe`` URIs per session (``MAX_SUBSCRIPTIONS_PER_SESSION``);
 - bytes replayed to a caller per window (``REPLAY_BYTES_PER_CALLER`` per
   ``REPLAY_WINDOW_SECONDS``): a 198-byte resume can replay a 1 MB result, again and again;
@@ -41,7 +43,7 @@ from typing import Awaitable, Optional
 
 from channels.db import database_sync_to_async
 
-from . import metrics
+from . import metrics, rates
 from ..conf import get_config
 from ..connections import async_redis, keys
 from ..protocol import jsonrpc
@@ -72,20 +74,28 @@ redis.call('EXPIRE', key, ARGV[5])
 return -1
 """
 
-ADMIT_CALL_LUA = """
--- KEYS[1]: the owner's running calls. ARGV: limit, now (ms), token, expiry (ms), ttl (ms), the
--- owner's calls running inline in the calling process.
+ADMIT_CALL_LUA = rates.CHARGE_FUNCTION + """
+-- KEYS[1]: the owner's running calls (KEYS[2]: the caller's rate window). ARGV: limit, now (ms),
+-- token, expiry (ms), ttl (ms), the owner's calls running inline in the calling process (then the
+-- rate's four, rates.Charge.args). {1, -1}: admitted; {0}: over the limit (the rate untouched);
+-- {0, ms}: over the rate.
 local key = KEYS[1]
 redis.call('ZREMRANGEBYSCORE', key, '-inf', ARGV[2])
-if redis.call('ZCARD', key) + tonumber(ARGV[6]) >= tonumber(ARGV[1]) then return 0 end
+if redis.call('ZCARD', key) + tonumber(ARGV[6]) >= tonumber(ARGV[1]) then return {0} end
+if KEYS[2] then
+  local wait = charge_rate(KEYS[2], 7)
+  if wait >= 0 then return {0, wait} end
+end
 redis.call('ZADD', key, ARGV[4], ARGV[3])
 if redis.call('PTTL', key) < tonumber(ARGV[5]) then redis.call('PEXPIRE', key, ARGV[5]) end
-return 1
+return {1, -1}
 """
 
-RUNNING_CALLS_LUA = """
--- KEYS[1]: the owner's running calls. ARGV: now (ms). How many run now, expired entries gone.
+RUNNING_CALLS_LUA = rates.CHARGE_FUNCTION + """
+-- KEYS[1]: the owner's running calls (KEYS[2]: the caller's rate window). ARGV: now (ms) (then
+-- the rate's four). How many run now, expired entries gone ({how many, the rate's answer}).
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if KEYS[2] then return {redis.call('ZCARD', KEYS[1]), charge_rate(KEYS[2], 2)} end
 return redis.call('ZCARD', KEYS[1])
 """
 
@@ -180,14 +190,16 @@ _inline = Counter()
 LOCAL = "local"
 
 
-async def admit_call(session_id: str, running: Optional[int] = None, background: bool = False) -> Slot:
+async def admit_call(session_id: str, running: Optional[int] = None, background: bool = False,
+                     rate: Optional[rates.Charge] = None) -> Slot:
     """Count a request that starts running in this session (MAX_CALLS_PER_SESSION), or raise
     LimitReached (the request is not run). ``running``: the session's running background calls
     as its read counted them (``sessions.load_for_call``), so an inline call needs no round trip
-    of its own; ``background``: the request starts a job, counted in Redis at once."""
+    of its own; ``background``: the request starts a job, counted in Redis at once; ``rate``: its
+    place in its caller's rate window, taken in the same script if that read did not take it."""
     limit = get_config()["MAX_CALLS_PER_SESSION"]
     return await _admit(keys().calls(session_id), limit, running, background, "calls_per_session",
-                        f"This session already runs {limit} requests at once: wait for one to finish.")
+                        f"This session already runs {limit} requests at once: wait for one to finish.", rate)
 
 
 @functools.lru_cache(maxsize=4096)  # asked on every sessionless call, by the same few callers
@@ -198,16 +210,17 @@ def caller_key(principal_key: str, address: str) -> str:
     return "caller:" + hashlib.sha256(caller.encode()).hexdigest()[:32]
 
 
-def admit_caller_call(principal_key: str, address: str, background: bool = False) -> Awaitable[Slot]:
+def admit_caller_call(principal_key: str, address: str, background: bool = False,
+                      rate: Optional[rates.Charge] = None) -> Awaitable[Slot]:
     """The same for a sessionless (2026-07-28) request, counted per caller (MAX_CALLS_PER_CALLER)."""
-    return admit_caller(caller_key(principal_key, address), background)
+    return admit_caller(caller_key(principal_key, address), background, rate)
 
 
-def admit_caller(caller: str, background: bool = False) -> Awaitable[Slot]:
+def admit_caller(caller: str, background: bool = False, rate: Optional[rates.Charge] = None) -> Awaitable[Slot]:
     """``admit_caller_call`` for a caller key already made (``caller_key``)."""
     limit = get_config()["MAX_CALLS_PER_CALLER"]
     return _admit(keys().calls(caller), limit, None, background, "calls_per_caller",
-                  f"This client already runs {limit} requests at once: wait for one to finish.")
+                  f"This client already runs {limit} requests at once: wait for one to finish.", rate)
 
 
 async def charge_replay(principal_key: str, address: str, size: int) -> None:
@@ -228,16 +241,25 @@ async def charge_replay(principal_key: str, address: str, size: int) -> None:
                            f"{config['REPLAY_WINDOW_SECONDS']} s: resume later.", retry_after=max(wait_ms / 1000, 1))
 
 
-async def running_calls(key: str) -> int:
-    """How many of the owner's calls run in the background now, whatever the process (one round trip)."""
-    return await script(RUNNING_CALLS_LUA)(keys=[key], args=[_now_ms()])
+async def running_calls(key: str, rate: Optional[rates.Charge] = None) -> int:
+    """How many of the owner's calls run in the background now, whatever the process (one round
+    trip); with ``rate``, the call's place in its caller's rate window is taken in the same script."""
+    now = _now_ms()
+    if rate is None:
+        return await script(RUNNING_CALLS_LUA)(keys=[key], args=[now])
+    running, wait = await script(RUNNING_CALLS_LUA)(keys=[key, rate.key], args=[now, *rate.args(now)])
+    rate.took(wait)
+    return running
 
 
-async def _admit(key: str, limit: int, running: Optional[int], background: bool, label: str, refusal: str) -> Slot:
+async def _admit(key: str, limit: int, running: Optional[int], background: bool, label: str, refusal: str,
+                 rate: Optional[rates.Charge] = None) -> Slot:
     for attempt in range(2):
-        slot = await (_admit_background(key, limit) if background else _admit_inline(key, limit, running))
+        slot = await (_admit_background(key, limit, rate) if background else _admit_inline(key, limit, running, rate))
         if slot is not None:
             return slot
+        if rates.refused(rate):
+            raise rates.refusal(rate)
         running = None  # counted again after the reclaim
         if attempt or not await reclaim_ended_jobs(key):
             break
@@ -245,13 +267,15 @@ async def _admit(key: str, limit: int, running: Optional[int], background: bool,
     raise LimitReached(refusal, retry_after=1)
 
 
-async def _admit_inline(key: str, limit: int, running: Optional[int]) -> Optional[Slot]:
+async def _admit_inline(key: str, limit: int, running: Optional[int], rate: Optional[rates.Charge]) -> Optional[Slot]:
     if running is None:
         running = _recent_reading(key)
-        if running is None or running + _inline[key] >= limit:  # a refusal is read afresh
-            running = _remember(key, await running_calls(key))
+        # A refusal is read afresh; a rate limited call's place is taken with the reading.
+        if running is None or running + _inline[key] >= limit or rates.uncounted(rate):
+            counted = running_calls(key, rate) if rates.uncounted(rate) else running_calls(key)
+            running = _remember(key, await counted)
     # No await between the check and the count: this process's own calls are counted exactly.
-    if running + _inline[key] >= limit:
+    if rates.refused(rate) or running + _inline[key] >= limit:
         return None
     _inline[key] += 1
     return Slot(key, LOCAL, local=True)
@@ -284,13 +308,19 @@ def _forget_reading(key: str) -> None:
     _readings.pop(key, None)
 
 
-async def _admit_background(key: str, limit: int) -> Optional[Slot]:
+async def _admit_background(key: str, limit: int, rate: Optional[rates.Charge]) -> Optional[Slot]:
     _forget_reading(key)
     # An entry outlives the longest a call may run, then goes by itself if never released.
     lifetime_ms = int(((get_config()["TOOL_MAX_SECONDS"] or 24 * 3600) + 60) * 1000)
     token, now = secrets.token_hex(8), _now_ms()
-    args = [limit, now, token, now + lifetime_ms, lifetime_ms, _inline[key]]
-    return Slot(key, token) if await script(ADMIT_CALL_LUA)(keys=[key], args=args) else None
+    names, args = [key], [limit, now, token, now + lifetime_ms, lifetime_ms, _inline[key]]
+    charging = rates.uncounted(rate)
+    if charging:
+        names, args = [key, rate.key], args + rate.args(now)
+    answer = await script(ADMIT_CALL_LUA)(keys=names, args=args)
+    if charging and len(answer) > 1:
+        rate.took(answer[1])
+    return Slot(key, token) if answer[0] else None
 
 
 def _forget_inline(key: str) -> None:

@@ -18,7 +18,7 @@ from typing import Optional
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
-from . import control, metrics, quotas, session_rows
+from . import control, metrics, quotas, rates, session_rows
 from ..conf import get_config
 from ..connections import async_redis, keys, publish
 from ..logs import client_value
@@ -129,26 +129,34 @@ async def load(session_id: str) -> Optional[SessionRecord]:
     return await _loaded(session_id, raw)
 
 
-LOAD_FOR_CALL_LUA = """
--- KEYS[1]: the session's live copy, KEYS[2]: its running background calls (quotas.py). ARGV:
--- the idle timeout (s), now (ms). The copy, its idle timer refreshed ('' when it is gone), and
--- how many of the session's calls run in the background now.
+LOAD_FOR_CALL_LUA = rates.CHARGE_FUNCTION + """
+-- KEYS[1]: the session's live copy, KEYS[2]: its running background calls (quotas.py), KEYS[3]
+-- (a rate limited call): its caller's rate window. ARGV: the idle timeout (s), now (ms) (then the
+-- rate's four, rates.Charge.args). The copy, its idle timer refreshed ('' when it is gone), how
+-- many of the session's calls run in the background now (and the call's place in the window).
 local raw = redis.call('GETEX', KEYS[1], 'EX', ARGV[1])
 if not raw then return {'', 0} end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[2])
+if KEYS[3] then return {raw, redis.call('ZCARD', KEYS[2]), charge_rate(KEYS[3], 3)} end
 return {raw, redis.call('ZCARD', KEYS[2])}
 """
 
 
-async def load_for_call(session_id: str) -> tuple:
+async def load_for_call(session_id: str, rate: Optional[rates.Charge] = None) -> tuple:
     """``load()`` for a request that counts as a call, and the count its admission needs
-    (``quotas.admit_call``), in the same round trip: (record or None, running or None)."""
-    names = keys()
-    raw, running = await quotas.script(LOAD_FOR_CALL_LUA)(
-        keys=[names.session(session_id), names.calls(session_id)], args=[_idle_timeout(), int(time.time() * 1000)])
-    if not raw:
+    (``quotas.admit_call``), in the same round trip: (record or None, running or None). With
+    ``rate`` the call's place in its caller's rate window is taken too, if the session is there."""
+    names, now = keys(), int(time.time() * 1000)
+    script_keys, args = [names.session(session_id), names.calls(session_id)], [_idle_timeout(), now]
+    if rates.uncounted(rate):
+        script_keys.append(rate.key)
+        args += rate.args(now)
+    answer = await quotas.script(LOAD_FOR_CALL_LUA)(keys=script_keys, args=args)
+    if not answer[0]:
         return await _loaded(session_id, None), None
-    return await _loaded(session_id, raw), running
+    if len(answer) > 2:
+        rate.took(answer[2])
+    return await _loaded(session_id, answer[0]), answer[1]
 
 
 async def _loaded(session_id, raw):

@@ -17,7 +17,7 @@ from channels.exceptions import StopConsumer
 from django.contrib.auth.models import AnonymousUser
 
 from .. import logs
-from ..state import control, metrics, sessions
+from ..state import control, metrics, rates, sessions
 from ..protocol import http, ids, versions
 from ..protocol.modern import check_stream_method
 from ..protocol.errors import TransportError
@@ -70,25 +70,30 @@ class McpHttpConsumer(HttpEndpoint):
         else:
             await self.delete()
 
-    async def open_session(self, resume=False, for_call=False) -> sessions.SessionRecord:
+    async def open_session(self, resume=False, for_call=False, rate=None) -> sessions.SessionRecord:
         """The request's session, or 400 / 404. ``for_call``: the request counts as a call, so
         the read also counts the session's running background calls (``self.running_calls``),
-        which its admission needs: one round trip for both."""
+        which its admission needs, and takes a rate limited call's place in its caller's window
+        (``rate``, given back if the request goes no further): one round trip for all."""
         session_id = self.headers.get("mcp-session-id")
         if session_id is None:
             raise TransportError("Missing Mcp-Session-Id header: send initialize first.")
         if not ids.is_session_id(session_id):
             session = None
         elif for_call:
-            session, self.running_calls = await sessions.load_for_call(session_id)
+            session, self.running_calls = await sessions.load_for_call(session_id, rate)
         else:
             session = await (sessions.load_for_resume if resume else sessions.load)(session_id)
-        # A session belongs to its principal: to anyone else it does not exist.
-        if session is None or session.principal != self.principal.key:
-            # "respond to requests containing that session ID with HTTP 404 Not Found"
-            raise TransportError("Session not found: it expired or was terminated; initialize a new one.",
-                                 http_status=404)
-        self.version = http.request_version(self.headers.get("mcp-protocol-version"), session.protocol_version)
+        try:
+            # A session belongs to its principal: to anyone else it does not exist.
+            if session is None or session.principal != self.principal.key:
+                # "respond to requests containing that session ID with HTTP 404 Not Found"
+                raise TransportError("Session not found: it expired or was terminated; initialize a new one.",
+                                     http_status=404)
+            self.version = http.request_version(self.headers.get("mcp-protocol-version"), session.protocol_version)
+        except TransportError:
+            await rates.give_back(rate)
+            raise
         logs.bind_session(session.id)
         return session
 

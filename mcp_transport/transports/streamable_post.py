@@ -115,10 +115,13 @@ class PostHandling:
                 and message.method == "initialize":
             return await initialize(PostExchange(consumer, accept), message)
         is_request = isinstance(message, Request)
-        session = await consumer.open_session(for_call=is_request and counts_as_call(message))
+        for_call = is_request and counts_as_call(message)
+        # A rate limited call's place in its caller's window is taken by the session's read.
+        rate = pipeline.rate_charge(message, consumer.principal, consumer.client_address) if for_call else None
+        session = await consumer.open_session(for_call=for_call, rate=rate)
         exchange = PostExchange(consumer, accept)  # with the session's running calls its read counted
         if is_request:
-            await post_request(exchange, session, message)
+            await post_request(exchange, session, message, rate)
         elif isinstance(message, Notification):
             await receive_notification(session, message)
             await exchange.send_accepted()
@@ -155,9 +158,9 @@ async def initialize(exchange: PostExchange, request) -> None:
     await stream.emit(reply, final=True)
 
 
-async def post_request(exchange: PostExchange, session, request) -> None:
+async def post_request(exchange: PostExchange, session, request, rate=None) -> None:
     logs.bind_request(request.id)
     call = pipeline.begin(request, session, exchange.headers, principal=exchange.principal, user=exchange.user,
-                          request_bytes=exchange.body_size, address=session.address)
+                          request_bytes=exchange.body_size, address=session.address, rate=rate)
     await pipeline.serve(request, call, PostResponder(exchange, session), scope=exchange.scope,
                          headers=exchange.headers)

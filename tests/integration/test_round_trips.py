@@ -137,3 +137,28 @@ def test_a_busy_callers_2026_inline_call_costs_no_round_trip(counted, own_redis)
     commands = count(own_redis, calls)
     print("2026-07-28 commands per call:", len(commands) / CALLS)
     assert len(commands) <= CALLS * BUDGET["2026-07-28"], commands
+
+
+@pytest.fixture(scope="module")
+def rated(start_server, own_redis):
+    """A server with a rate limit no call here reaches: each tools/call takes its place in its
+    caller's window in the script its admission runs anyway (state/rates.py)."""
+    settings = {**QUIET, "RATE_LIMIT": "1000000/h"}
+    server = start_server(REDIS_URL=own_redis.url, MCP_TRANSPORT_JSON=json.dumps(settings))
+    yield server
+    server.stop()
+
+
+def test_a_rate_limited_call_costs_no_round_trip_of_its_own(rated, own_redis):
+    """2025-11-25: still the session's read alone (the rate is counted in it); 2026-07-28: one,
+    the count of the caller's calls with its place in the window (shared by every process, so
+    it cannot be remembered)."""
+    legacy, modern = HttpClient(rated.url), ModernClient(rated.url)
+    legacy.initialize()
+    calls = {"2025-11-25": lambda: legacy.call("tools/call", ECHO),
+             "2026-07-28": lambda: modern.post("tools/call", ECHO).json}
+    for era, budget in (("2025-11-25", BUDGET["2025-11-25"]), ("2026-07-28", 1)):
+        assert calls[era]()["result"]["structuredContent"] == {"result": "counted"}  # warm
+        commands = count(own_redis, lambda: [calls[era]() for _ in range(CALLS)])
+        print(era, "commands per rate limited call:", len(commands) / CALLS)
+        assert len(commands) <= CALLS * budget, commands

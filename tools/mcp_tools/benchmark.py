@@ -1,4 +1,5 @@
-"""The benchmark pair, ``echo`` and ``slow_progress`` (as the SDK anchor has them), and ``whoami``."""
+"""The benchmark pair, ``echo`` and ``slow_progress`` (as the SDK anchor has them), ``whoami``, and
+``rationed_echo`` (a tool with a rate limit of its own)."""
 import asyncio
 
 from mcp_transport import Context, tool
@@ -39,3 +40,14 @@ async def slow_progress(steps: Steps = 100, interval_ms: IntervalMs = 100, ctx: 
 def whoami(ctx: Context) -> str:
     """The caller's username ("anonymous" without one): ``ctx.user`` is the request's Django user."""
     return ctx.user.get_username() if ctx.user is not None and ctx.user.is_authenticated else "anonymous"
+
+
+@tool(rate_limit="3/h", annotations={"readOnlyHint": True, "openWorldHint": False})
+async def rationed_echo(text: str) -> str:
+    """Return text unchanged, at most 3 times an hour per caller: a tool's own rate limit, counted
+    apart from RATE_LIMIT (``@tool(rate_limit="3/h")``).
+
+    Args:
+        text: The text to return.
+    """
+    return text
