@@ -190,18 +190,22 @@ def admit(call: Call, background: bool, running: Optional[int] = None) -> Awaita
     return quotas.admit_caller(call.owner, background, call.rate)  # its caller key (``begin``)
 
 
-def rate_charge(request: Request, principal, address: str) -> Optional[rates.Charge]:
+def rate_charge(request: Request, principal, address) -> Optional[rates.Charge]:
     """A ``tools/call``'s place in its caller's window, to be taken (None: not rate limited): the
     tool's own ``rate_limit``, else RATE_LIMIT; its caller is its principal, else its client
-    address (a caller with neither, stdio without a user, is not limited)."""
+    address (``address``: it, or a function that says it, asked only then). A caller with
+    neither (stdio without a user) is not limited."""
     if request.method != "tools/call":
         return None
     name = request.params.get("name")
     tool = registry.tools.get(name) if isinstance(name, str) else None
     own = tool is not None and tool.rate_limit is not rates.SETTING
     rate = tool.rate_limit if own else rates.configured()
+    if rate is None:
+        return None
     key = principal.key if principal is not None else ""
-    if rate is None or not (key or address):
+    address = "" if key else address() if callable(address) else address
+    if not (key or address):
         return None
     return rates.charge_for(quotas.caller_key(key, address), rate, name if own else "")
 

@@ -167,11 +167,13 @@ def test_the_caller_is_the_principal_else_the_address_and_a_tool_of_its_own_coun
     with limited(RATE_LIMIT="20/m"):
         by_user = pipeline.rate_charge(call(), Principal(key="user:7"), "192.0.2.1")
         same_user = pipeline.rate_charge(call(), Principal(key="user:7"), "192.0.2.99")  # another token, address
-        by_address = pipeline.rate_charge(call(), Principal(), "192.0.2.1")
+        unasked = pipeline.rate_charge(call(), Principal(key="user:7"), lambda: pytest.fail("address asked"))
+        by_address = pipeline.rate_charge(call(), Principal(), lambda: "192.0.2.1")
         rationed = pipeline.rate_charge(call("rationed_echo"), Principal(key="user:7"), "")
         nobody = pipeline.rate_charge(call(), Principal(), "")  # stdio without --user
         listing = pipeline.rate_charge(Request(id=2, method="tools/list", params={}), Principal(key="user:7"), "")
-    assert by_user.key == same_user.key != by_address.key
+    assert by_user.key == same_user.key == unasked.key != by_address.key
+    assert by_address.key == rates.charge_for(quotas.caller_key("", "192.0.2.1"), by_address.rate).key
     assert by_user.rate == rates.parse("20/m") and not by_user.tool
     assert rationed.rate == rates.parse("3/h") and rationed.tool == "rationed_echo" and rationed.key != by_user.key
     assert nobody is None and listing is None
