@@ -42,6 +42,7 @@ def connect_layers():
     through hooks the lower module offers, so that no module imports one above it."""
     from . import auth, tracing
     from .eras.legacy_2025 import tasks
+    from .eras.modern_2026 import methods as modern_methods
     from .methods import dispatch
     from .running import jobs
     from .state import control, quotas, sessions
@@ -54,3 +55,5 @@ def connect_layers():
     control.on_message("auth_forget", auth.end_streams)  # and the streams opened with it
     tracing.known_target = dispatch.is_known_target  # span names: only registered tools and prompts
     tracing.target_of = dispatch.target_of  # the target each method declares (methods/specs.py)
+    # The methods a metric names; any other is _OTHER (both eras' tables, the tasks utility's in).
+    tracing.method_names = frozenset({"initialize", *dispatch.METHODS, *modern_methods.METHODS})

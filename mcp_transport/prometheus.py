@@ -16,11 +16,12 @@ a snapshot it reads one itself on each collect.
 from asgiref.sync import async_to_sync
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from .state import metrics
+from . import tracing
+from .state import histograms, metrics
 from .state.metrics import JOB_BUCKETS
 from .storage.base import EVICTION_REASONS, FAILURE_REASONS, REPLAY_SOURCES
 
@@ -84,13 +85,16 @@ class McpCollector(Collector):
         yield from _streams(totals)
         yield from _ratios(totals)
         yield from _jobs(totals)
+        yield from _durations(totals.get("histograms", {}))
 
 
 async def scrape() -> dict:
     """What a scrape exports: ``metrics.snapshot()`` plus the jobs not ended yet (one query on
-    the status index, made for scrapes only, not for the admin's snapshots)."""
+    the status index, made for scrapes only, not for the admin's snapshots) and the duration
+    histograms (histograms.py, read for scrapes only too)."""
     totals = await metrics.snapshot()
     totals["jobs_active"] = await metrics.active_jobs()
+    totals["histograms"] = await histograms.read()
     return totals
 
 
@@ -155,6 +159,39 @@ def _jobs(totals):
     if "jobs_active" in totals:
         yield _labelled(GaugeMetricFamily("mcp_jobs_active", "Background jobs not ended yet, by status.",
                                           labels=["status"]), totals["jobs_active"])
+
+
+#: The semantic conventions' names (model/mcp/metrics.yaml) as Prometheus names: dots become
+#: underscores and the unit ("s") a ``_seconds`` suffix, as OpenTelemetry's Prometheus exporters
+#: write them; attributes likewise (``mcp.method.name`` -> ``mcp_method_name``).
+DURATIONS = {
+    histograms.OPERATION: ("mcp_server_operation_duration_seconds", "MCP request duration as observed on the "
+                           "receiver from the time it was received until the result is sent (mcp.server.operation."
+                           "duration), by method, tool or prompt (registered ones) and error type (failures only)."),
+    histograms.SESSION: ("mcp_server_session_duration_seconds", "The duration of the MCP session as observed on the "
+                         "MCP server (mcp.server.session.duration), counted when it closes."),
+}
+_LABELS = tuple(name.replace(".", "_") for name in tracing.OPERATION_ATTRIBUTES)
+_BOUNDS = [floatToGoString(bound) for bound in histograms.BOUNDS] + ["+Inf"]
+
+
+def _durations(found: dict):
+    """The convention's histograms; a label an operation has not (a tool name for another
+    method, ``error_type`` for a success) is left out of its series, not written empty."""
+    for histogram, (name, text) in DURATIONS.items():
+        family = Metric(name, text, "histogram")
+        series = found.get(histogram) or {}
+        if histogram == histograms.SESSION and not series:  # present before the first session closes
+            series = {(): ([0] * len(_BOUNDS), 0.0)}
+        for labels, (counts, total) in sorted(series.items()):
+            labelled = {label: value for label, value in zip(_LABELS, labels) if value}
+            cumulative = 0
+            for bound, count in zip(_BOUNDS, counts):
+                cumulative += count
+                family.add_sample(f"{name}_bucket", {**labelled, "le": bound}, cumulative)
+            family.add_sample(f"{name}_count", labelled, cumulative)
+            family.add_sample(f"{name}_sum", labelled, total)
+        yield family
 
 
 def _ordered(counts: dict, names) -> dict:

@@ -60,6 +60,13 @@ known_target = None
 #: ``target_of(request)``: (kind, value) of what the request acts on, as its method declares it
 #: (apps.connect_layers: the methods' table), or None.
 target_of = None
+#: The method names the server serves in either era, and ``initialize`` (apps.connect_layers: the
+#: methods' tables): a metric labels any other name ``_OTHER``, so a client sending made-up
+#: methods makes no new series. None: every name is kept (no table connected).
+method_names = None
+#: A metric's ``mcp.method.name`` for a method the server does not know: the fallback the
+#: semantic conventions use where a name is not one of the known values (``http.request.method``).
+OTHER_METHOD = "_OTHER"
 
 if trace is not None:
     _tracer = trace.get_tracer(SCOPE, __version__)  # a proxy: it follows a provider set later
@@ -158,16 +165,17 @@ def _attributes(request, params, session, transport="http"):
     return attributes, name
 
 
-def finish(span, request, message, status=None, seconds=None) -> None:
+def finish(span, request, message, status=None, seconds=None, labels=None) -> None:
     """End the span of a finished call: ``message`` is its answer (None: cancelled, or handed to
-    its background job when ``status`` says so), ``seconds`` its duration for the metric."""
+    its background job when ``status`` says so), ``seconds`` its duration for the metric, whose
+    attributes are ``labels`` (``operation_labels``, computed here when not given)."""
     if trace is None:
         return
     if span is not None:
         _record_outcome(span, message, status)
         span.end()
     if seconds is not None and metrics_on():
-        _duration.record(seconds, _metric_attributes(request, message))
+        _duration.record(seconds, metric_attributes(labels or operation_labels(request, message)))
 
 
 def _record_outcome(span, message, status):
@@ -190,16 +198,45 @@ def _record_outcome(span, message, status):
         span.add_event("background job" if status else "cancelled")
 
 
-def _metric_attributes(request, message) -> dict:
-    attributes = {"mcp.method.name": request.method}
+#: The attributes of ``operation_labels``, in its order, by their semantic-convention names.
+OPERATION_ATTRIBUTES = ("mcp.method.name", "gen_ai.tool.name", "gen_ai.prompt.name", "error.type")
+
+
+def operation_labels(request, message) -> tuple:
+    """(method, tool, prompt, error) of a finished request for the operation duration metric, ""
+    for an attribute it has not: the one classification behind the OpenTelemetry histogram and
+    /metrics' ``mcp_server_operation_duration_seconds``. Every value is bounded: a method the
+    server does not serve is ``_OTHER``, a tool or prompt name only a registered one's.
+
+    ``error.type`` is "Conditionally Required: If and only if the operation fails"
+    (model/mcp/common.yaml): the JSON-RPC error code as a string, except the codes of a caller's
+    mistake, which "SHOULD NOT be considered errors" (``CALLER_ERRORS``); ``tool_error`` for a
+    CallToolResult with ``isError``. A call its client cancelled, or handed to its background
+    job (no answer yet), has none."""
+    method = request.method
+    if method_names is not None and method not in method_names:
+        method = OTHER_METHOD
+    tool = prompt = error = ""
     params = request.params if isinstance(request.params, dict) else {}
-    if request.method == "tools/call" and isinstance(params.get("name"), str) and \
-            (known_target is None or known_target(request.method, params["name"])):
-        attributes["gen_ai.tool.name"] = params["name"]
-    error = message.get("error") if isinstance(message, dict) else None
-    if isinstance(error, dict) and error.get("code") not in CALLER_ERRORS:
-        attributes["error.type"] = str(error.get("code"))
-    return attributes
+    name = params.get("name") if method in ("tools/call", "prompts/get") else None
+    if isinstance(name, str) and (known_target is None or known_target(method, name)):
+        if method == "tools/call":
+            tool = name
+        else:
+            prompt = name
+    if isinstance(message, dict):
+        failure, result = message.get("error"), message.get("result")
+        if isinstance(failure, dict):
+            code = failure.get("code")
+            error = "" if code in CALLER_ERRORS else str(code)[:MAX_VALUE]
+        elif isinstance(result, dict) and result.get("isError") is True:
+            error = "tool_error"
+    return method, tool, prompt, error
+
+
+def metric_attributes(labels: tuple) -> dict:
+    """The OpenTelemetry attributes of ``operation_labels``' tuple (those it has)."""
+    return {name: value for name, value in zip(OPERATION_ATTRIBUTES, labels) if value}
 
 
 # -- a background job ------------------------------------------------------------------------

@@ -85,6 +85,10 @@ class Keys:
     def metrics(self):
         return f"{self.prefix}:metrics"
 
+    def histograms(self):
+        """The duration histograms' buckets and sums of every process: state/histograms.py."""
+        return f"{self.prefix}:histograms"
+
     def open_streams(self, process_id):
         return f"{self.prefix}:openstreams:{process_id}"
 

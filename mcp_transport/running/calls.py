@@ -3,7 +3,8 @@ an operator's view of the traffic, and the audit trail of every call that change
 
 ``finished()`` is called once per request where it is finished (its answer is written, or its
 work handed to a background job), by the request pipeline alone (pipeline.py: ``record``), in
-both eras and on every transport (with no answer when its client left before it). It hands
+both eras and on every transport (with no answer when its client left before it), and counted in
+the operation duration histogram (state/histograms.py). It hands
 ``add()`` what it knows (a tuple of references) and returns at once: no database write, no
 Redis round trip and no serializing on the hot path. The captured calls wait in the process,
 and a task of the loop makes their rows and bulk-inserts them every ``INTERVAL`` seconds or
@@ -43,7 +44,7 @@ from ..conf import get_config
 from ..models import McpCall
 from ..methods import dispatch
 from ..protocol import jsonrpc
-from ..state import metrics
+from ..state import histograms, metrics
 
 logger = logging.getLogger(__name__)
 
@@ -206,7 +207,11 @@ def finished(request, call, message, *, status=None, job_id="") -> None:
     state-changing call always; another if the sample keeps it, within its caller's share. The
     request pays for a tuple: the row is made on the writer's thread."""
     ended = time.monotonic()
-    tracing.finish(call.span, request, message, status, ended - call.began)
+    # One observation of the request's duration, in the process (histograms.py), and in the
+    # OpenTelemetry histogram when a meter provider is set: both with the same attributes.
+    labels = tracing.operation_labels(request, message)
+    histograms.observe_operation(labels, ended - call.began)
+    tracing.finish(call.span, request, message, status, ended - call.began, labels)
     writes = audit.changes_state(request, message)
     if not writes and not _kept(call, status is None and _answered_ok(message)):
         return

@@ -128,7 +128,8 @@ def begin(request: Request, session, headers=None, transport: str = "http", *, a
 
 
 def record(request: Request, call: Call, message: Optional[dict], **outcome) -> None:
-    """The call's one calls-log record (and the end of its span); a second one is not made."""
+    """The call's one calls-log record (and the end of its span, its one observation of the
+    operation duration); a second one is not made."""
     if not call.recorded:
         call.recorded = True
         calls.finished(request, call, message, **outcome)

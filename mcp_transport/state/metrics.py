@@ -33,6 +33,9 @@ Per session (a ``{prefix}:sesscount:{session}`` hash each, flushed the same way,
 ``Last-Event-ID`` on a live session), ``replays`` and ``replay_failures`` (how those went), and
 ``replayed_events``.
 
+The histograms of the semantic conventions for MCP (operation and session durations) wait and
+are flushed the same way, in a hash of their own (histograms.py).
+
 ``prometheus.py`` exports the snapshot in the Prometheus text format.
 """
 import json
@@ -42,6 +45,7 @@ from collections import Counter, defaultdict
 
 from asgiref.sync import async_to_sync
 
+from . import histograms
 from ..connections import async_redis, keys
 from ..storage import get_event_store
 
@@ -75,6 +79,7 @@ def flush_into(pipe, open_streams: dict) -> None:
 
 
 def _queue_counts(pipe) -> None:
+    histograms.queue(pipe)
     counts, key = dict(_pending), keys().metrics()
     _pending.clear()
     for name, amount in counts.items():
@@ -92,7 +97,7 @@ def _queue_counts(pipe) -> None:
 async def flush() -> None:
     """Add this process's pending counts to the shared ones now. Processes without the
     housekeeping loop (management commands, Celery tasks) call it when their work is done."""
-    if _pending or _pending_sessions:
+    if _pending or _pending_sessions or histograms.waiting():
         async with async_redis().pipeline(transaction=False) as pipe:
             _queue_counts(pipe)
             await pipe.execute()
@@ -100,7 +105,7 @@ async def flush() -> None:
 
 def flush_sync() -> None:
     """``flush()`` from sync code (a Celery worker after each task); free when nothing waits."""
-    if _pending or _pending_sessions:
+    if _pending or _pending_sessions or histograms.waiting():
         async_to_sync(flush)()
 
 

@@ -19,10 +19,12 @@ import asyncio
 import dataclasses
 import logging
 import weakref
-from datetime import datetime, timezone as dt_timezone
+from datetime import datetime, timedelta, timezone as dt_timezone
 
 from django.db import connections, router, transaction
 
+from . import histograms
+from ..conf import get_config
 from ..protocol.session import SessionState
 from ..storage.persist import RETRY_DELAYS, RETRYABLE, EventTable
 
@@ -220,9 +222,27 @@ def _write(batch, closing):
 def _close(objects, session_ids, reason):
     from django.utils import timezone
 
-    closed = SessionState.CLOSED.value
+    closed, now = SessionState.CLOSED.value, timezone.now()
     objects.filter(pk__in=list(session_ids)).exclude(state=closed).update(
-        state=closed, closed_at=timezone.now(), closed_reason=reason)
+        state=closed, closed_at=now, closed_reason=reason)
+    # The rows this UPDATE closed carry its closed_at (read after it, in its transaction: another
+    # process closing one of them too finds it closed, or waits for this commit and then does),
+    # so each closed session's duration is observed once, when the close is committed.
+    ended = objects.filter(pk__in=list(session_ids), state=closed, closed_at=now, closed_reason=reason)
+    durations = [_lasted(created, seen, now, reason)
+                 for created, seen in ended.values_list("created_at", "last_seen_at")]
+    if durations:
+        transaction.on_commit(lambda: histograms.observe_sessions(durations), using=router.db_for_write(model()))
+
+
+def _lasted(created, last_seen, closed, reason) -> float:
+    """Seconds a session lasted as the server saw it: until its close, or for an expired one
+    until its idle timeout ran out after its last request (``last_seen_at``, written at most
+    every LAST_SEEN_WRITE_INTERVAL), which the cleanup may notice much later."""
+    end = closed
+    if reason == "expired":
+        end = min(closed, last_seen + timedelta(seconds=get_config()["SESSION_IDLE_TIMEOUT"]))
+    return max(0.0, (end - created).total_seconds())
 
 
 def _upsert(objects, using, columns, records):

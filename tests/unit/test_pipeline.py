@@ -17,7 +17,7 @@ from mcp_transport import auth
 from mcp_transport.transports import message_session
 from mcp_transport.protocol.jsonrpc import Request
 from mcp_transport.running import calls
-from mcp_transport.state import sessions
+from mcp_transport.state import histograms, sessions
 from mcp_transport.testing import ModernClient
 from mcp_transport.transports import stdio
 from mcp_transport.transports.streamable_http import McpHttpConsumer
@@ -68,6 +68,7 @@ def line(request_id, method, params=None):
 
 
 async def test_stdio_gives_each_request_one_span_and_one_record(spans, records):
+    histograms.take()  # nothing waiting from another test of this process
     reader, out = asyncio.StreamReader(), []
     for data in (line(1, "tools/call", {"name": "echo", "arguments": {"text": "early"}}),  # before initialize
                  line(2, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
@@ -90,6 +91,9 @@ async def test_stdio_gives_each_request_one_span_and_one_record(spans, records):
     assert found["1"].attributes["rpc.response.status_code"] == "-32600"
     for span in found.values():  # "network.transport: pipe" for stdio, and no HTTP
         assert span.attributes["network.transport"] == "pipe" and "network.protocol.name" not in span.attributes
+    # And one observation of the operation duration each (-32600, -32602: the caller's, no error.type).
+    observed = {labels: sum(counts[:15]) for (kind, labels), counts in histograms.take().items() if kind == "operation"}
+    assert observed == {("initialize", "", "", ""): 1, ("tools/call", "echo", "", ""): 2, ("tools/list", "", "", ""): 1}
 
 
 async def test_a_message_transport_over_http_gives_each_request_one_span_and_one_record(spans, records):

@@ -2,6 +2,7 @@
 from prometheus_client.parser import text_string_to_metric_families
 
 from mcp_transport.prometheus import McpCollector, render
+from mcp_transport.state import histograms
 from mcp_transport.storage.base import stats_from_counts
 
 
@@ -113,3 +114,67 @@ def test_no_jobs_yet_is_an_empty_histogram():
     found = samples(text_of(snapshot()))
     assert value(found, "mcp_job_duration_seconds_count") == 0
     assert not any(name == "mcp_jobs_active" for name, _labels in found)
+
+
+def buckets(**counts) -> list:
+    """A histogram's counts per bucket (not cumulative), by bound: ``le_0_01=2, inf=1``."""
+    found = [0] * 15
+    for bound, count in counts.items():
+        found[14 if bound == "inf" else histograms.BOUNDS.index(float(bound[3:].replace("_", ".")))] = count
+    return found
+
+
+def test_the_semantic_conventions_histograms_with_only_the_labels_each_operation_has():
+    operations = {("tools/call", "echo", "", ""): (buckets(le_0_01=3, le_0_05=1), 0.07),
+                  ("tools/call", "echo", "", "tool_error"): (buckets(le_1=1), 0.6),
+                  ("_OTHER", "", "", ""): (buckets(le_0_01=2), 0.004),
+                  ("prompts/get", "", "summary", "-32603"): (buckets(inf=1), 301.5)}
+    sessions = {(): (buckets(le_60=1, le_300=1, inf=1), 4000.0)}
+    found = samples(text_of(snapshot(histograms={"operation": operations, "session": sessions})))
+    name = "mcp_server_operation_duration_seconds"
+    echo = {"mcp_method_name": "tools/call", "gen_ai_tool_name": "echo"}
+    assert value(found, f"{name}_bucket", **echo, le="0.01") == 3
+    assert value(found, f"{name}_bucket", **echo, le="0.02") == 3  # cumulative, as "le" says
+    assert value(found, f"{name}_bucket", **echo, le="0.05") == 4
+    assert value(found, f"{name}_bucket", **echo, le="+Inf") == value(found, f"{name}_count", **echo) == 4
+    assert value(found, f"{name}_sum", **echo) == 0.07
+    assert value(found, f"{name}_count", **echo, error_type="tool_error") == 1
+    assert value(found, f"{name}_count", mcp_method_name="_OTHER") == 2
+    prompt = {"mcp_method_name": "prompts/get", "gen_ai_prompt_name": "summary", "error_type": "-32603"}
+    assert value(found, f"{name}_bucket", **prompt, le="300.0") == 0
+    assert value(found, f"{name}_count", **prompt) == 1
+    # No series carries a label it has not (left out, not written ""): value() matches label sets exactly.
+    assert all(given for sample, labels in found if sample.startswith(name) for _label, given in labels)
+    assert b'=""' not in text_of(snapshot(histograms={"operation": operations}))
+    assert value(found, "mcp_server_session_duration_seconds_bucket", le="60.0") == 1
+    assert value(found, "mcp_server_session_duration_seconds_bucket", le="120.0") == 1
+    assert value(found, "mcp_server_session_duration_seconds_count") == 3
+    assert value(found, "mcp_server_session_duration_seconds_sum") == 4000
+
+
+def test_the_conventions_buckets_are_there_before_any_session_closes():
+    found = samples(text_of(snapshot()))
+    bounds = {dict(labels)["le"] for name, labels in found if name == "mcp_server_session_duration_seconds_bucket"}
+    assert bounds == {*(str(float(bound)) for bound in histograms.BOUNDS), "+Inf"}
+    assert value(found, "mcp_server_session_duration_seconds_count") == 0
+    assert not any(name.startswith("mcp_server_operation_duration") for name, _labels in found)
+
+
+def test_the_metrics_page_lists_every_family_and_the_labels_its_queries_use():
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    table = page[page.index("| metric | labels | what |"):page.index("Ratios are cumulative")]
+    full = snapshot(jobs_active={"queued": 0}, histograms={"operation": {("tools/call", "echo", "", "x"): (
+        buckets(le_1=1), 1.0)}})
+    for family in text_string_to_metric_families(text_of(full).decode()):
+        written = f"{family.name}_total" if family.type == "counter" else family.name
+        assert f"`{written}`" in table, written
+    found = samples(text_of(full))
+    labels = {label for _name, pairs in found for label, _value in pairs}
+    queries = page[page.index("```promql"):]
+    queries = queries[:queries.index("```", 3)]
+    for label in re.findall(r"(\w+)(?:=|!=)\"", queries) + re.findall(r"by \(([\w, ]+)\)", queries):
+        for name in label.split(", "):
+            assert name in labels, name

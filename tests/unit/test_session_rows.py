@@ -199,3 +199,46 @@ def test_the_clients_name_reaches_the_row_with_its_change(writes):
     asyncio.run(scenario())
     row = McpSession.objects.get(pk="rows-0009")
     assert (row.client_name, row.client_version) == ("late-client", "2.0")
+
+
+def test_each_closed_session_is_observed_once_with_how_long_it_lasted():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from mcp_transport.state import histograms
+
+    histograms.take()  # nothing from another test of this process
+    session_rows.write_batch([session_rows.Pending(record(n, state="ready")) for n in (10, 11, 12)])
+    began = timezone.now() - timedelta(seconds=90)
+    McpSession.objects.filter(pk__in=["rows-0010", "rows-0011"]).update(created_at=began)
+    # Another process closed rows-0012 first: its close, not this one, observes it.
+    session_rows.write_batch([], {"deleted": {"rows-0012"}})
+    assert sum(histograms.take()[("session", ())][:15]) == 1
+    session_rows.write_batch([], {"deleted": {"rows-0010", "rows-0011", "rows-0012"}})
+    session_rows.write_batch([], {"terminated": {"rows-0010"}})  # closed already: not again
+    counts = histograms.take()[("session", ())]
+    assert counts[:15] == [0] * 12 + [2, 0, 0]  # 90 s: in the 120 s bucket, twice
+    assert 180 <= counts[15] / 1_000_000 < 200
+
+
+def test_an_expired_session_lasted_until_its_idle_timeout_ran_out_not_until_the_cleanup():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from mcp_transport.conf import get_config
+    from mcp_transport.state import histograms
+
+    histograms.take()
+    now, idle = timezone.now(), get_config()["SESSION_IDLE_TIMEOUT"]
+    row = record(13, state="ready")
+    session_rows.write_batch([session_rows.Pending(row)])
+    McpSession.objects.filter(pk=row.id).update(created_at=now - timedelta(seconds=idle + 3600),
+                                                last_seen_at=now - timedelta(seconds=idle + 3000))
+    session_rows.write_batch([], {"expired": {row.id}})
+    counts = histograms.take()[("session", ())]
+    # Its last request 600 s after it began, then SESSION_IDLE_TIMEOUT without one; the cleanup
+    # that closed it came 3,000 s after that.
+    assert counts[15] / 1_000_000 == pytest.approx(600 + idle, abs=1)
+    assert counts[:15] == [0] * 14 + [1]

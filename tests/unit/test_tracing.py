@@ -303,14 +303,59 @@ def test_the_operation_duration_histogram_is_recorded_when_a_meter_provider_is_s
     # the app's own test of whether a provider is set, asked afresh (no answer cached from before)
     monkeypatch.setattr(tracing, "metrics_on", tracing._Configured(metrics.get_meter_provider, tracing.metrics_on.unset))
     monkeypatch.setattr(tracing, "known_target", lambda method, name: name == "echo")
+    monkeypatch.setattr(tracing, "method_names", frozenset({"tools/call"}))
     tracing.finish(None, call_tool(), {"result": {}}, None, 0.25)
     tracing.finish(None, call_tool("made-up"), {"error": {"code": -32603, "message": "x"}}, None, 0.5)
+    # The same attributes as /metrics' series (operation_labels): a tool's isError result is a
+    # tool_error, a method the server does not serve is _OTHER.
+    tracing.finish(None, call_tool(), {"result": {"isError": True}}, None, 1.5)
+    tracing.finish(None, Request(id=1, method="x" * 50, params={}), {"error": {"code": -32601, "message": ""}},
+                   None, 2.5)
     (metric,) = [metric for resource in reader.get_metrics_data().resource_metrics
                  for scope in resource.scope_metrics for metric in scope.metrics]
     assert (metric.name, metric.unit) == ("mcp.server.operation.duration", "s")
     points = {tuple(sorted(point.attributes.items())): point.sum for point in metric.data.data_points}
     assert points == {(("gen_ai.tool.name", "echo"), ("mcp.method.name", "tools/call")): 0.25,
-                      (("error.type", "-32603"), ("mcp.method.name", "tools/call")): 0.5}
+                      (("error.type", "-32603"), ("mcp.method.name", "tools/call")): 0.5,
+                      (("error.type", "tool_error"), ("gen_ai.tool.name", "echo"), ("mcp.method.name", "tools/call")):
+                      1.5,
+                      (("mcp.method.name", "_OTHER"),): 2.5}
+
+
+@pytest.fixture
+def registered(monkeypatch):
+    """The server serves these methods; echo and the prompt summary are registered
+    (apps.connect_layers connects both in a running server)."""
+    monkeypatch.setattr(tracing, "method_names", frozenset({"initialize", "tools/call", "tools/list", "prompts/get",
+                                                            "resources/read"}))
+    monkeypatch.setattr(tracing, "known_target", lambda method, name: name in ("echo", "summary"))
+
+
+@pytest.mark.parametrize("request_, message, labels", [
+    (call_tool(), {"result": {"content": []}}, ("tools/call", "echo", "", "")),
+    (call_tool(), {"result": {"content": [], "isError": True}}, ("tools/call", "echo", "", "tool_error")),
+    # "The following error codes indicate that the caller sent a request the receiver could not
+    # serve and SHOULD NOT be considered errors": -32700, -32600, -32601, -32602, -32002.
+    (call_tool("no-such-tool"), {"error": {"code": -32602, "message": "Unknown tool"}}, ("tools/call", "", "", "")),
+    (Request(id=1, method="made/up", params={}), {"error": {"code": -32601, "message": "x"}}, ("_OTHER", "", "", "")),
+    (Request(id=1, method="resources/read", params={"uri": "x:/y"}), {"error": {"code": -32002, "message": "x"}},
+     ("resources/read", "", "", "")),
+    (call_tool(), {"error": {"code": -32600, "message": "Too many calls"}}, ("tools/call", "echo", "", "")),
+    # "Any other error code SHOULD be considered an error."
+    (call_tool(), {"error": {"code": -32603, "message": "x"}}, ("tools/call", "echo", "", "-32603")),
+    (call_tool(), {"error": {"code": -32021, "message": "x"}}, ("tools/call", "echo", "", "-32021")),
+    (Request(id=1, method="prompts/get", params={"name": "summary"}), {"result": {"messages": []}},
+     ("prompts/get", "", "summary", "")),
+    (Request(id=1, method="prompts/get", params={"name": "not-one"}), {"result": {"messages": []}},
+     ("prompts/get", "", "", "")),
+    (Request(id=1, method="tools/list", params={"name": "echo"}), {"result": {"tools": []}},
+     ("tools/list", "", "", "")),
+    (call_tool(), None, ("tools/call", "echo", "", "")),  # cancelled, or handed to its background job
+    (Request(id=1, method="initialize", params=None), {"result": {}}, ("initialize", "", "", "")),
+], ids=["ok", "tool_error", "unknown tool", "unknown method", "resource not found", "limit", "internal",
+        "missing capability", "prompt", "unknown prompt", "no target", "no answer", "initialize"])
+def test_operation_labels_are_bounded_and_name_only_failures(registered, request_, message, labels):
+    assert tracing.operation_labels(request_, message) == labels
 
 
 def test_a_clients_long_strings_are_cut_in_attributes(spans):
