@@ -19,6 +19,7 @@ class McpTransportConfig(AppConfig):
         from .auth.tokens import connect_signals
         from .conf import get_config
         from .logs import quote_client_values
+        from .transports.draining import drain_on_sigterm
         from .transports.serving import enforce_request_limits, flush_events_at_shutdown
 
         # Import every installed app's tools module, as the admin does with admin.py.
@@ -26,6 +27,7 @@ class McpTransportConfig(AppConfig):
         flush_events_at_shutdown()
         connect_signals()  # revoking a token takes effect on the next request
         enforce_request_limits()
+        drain_on_sigterm()  # a rolling deploy loses no call (transports/draining.py)
         connect_layers()
         quote_client_values()  # libraries' log lines show a client's values as ours do (logs.py)
         operations.schedule_cleanup(current_app)  # beat runs the retention cleanup

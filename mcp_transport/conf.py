@@ -128,6 +128,10 @@ DEFAULTS = {
     #: Seconds between heartbeats of running requests; one silent for 3 beats is an orphan
     #: (its process died) and a resuming client gets an error response for it.
     "HEARTBEAT_SECONDS": 5,
+    #: Seconds a web process told to stop (SIGTERM, under daphne or uvicorn) gives the calls it
+    #: runs to finish before it answers the ones still running with an error and exits: it takes
+    #: no new request meanwhile, and its held streams end with a retry (running/drain.py).
+    "DRAIN_SECONDS": 30,
     #: Seconds between samples of the counters for the admin dashboard's charts (one process
     #: takes each sample), and how many samples are kept (1440 x 60 s: a day).
     "DASHBOARD_SAMPLE_SECONDS": 60,

@@ -13,6 +13,7 @@ apart on CI's Redis.
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -121,6 +122,11 @@ def start_server(server_env):
         return server
 
     yield start
+    # Each drains (SIGTERM) at once, and a second SIGTERM (``stop``) ends at once a daphne's
+    # drain that waits for calls a test left running: the run does not wait DRAIN_SECONDS each.
+    for server in servers:
+        if server.process.poll() is None:
+            server.process.send_signal(signal.SIGTERM)
     for server in servers:
         server.stop()
 
@@ -230,8 +236,9 @@ def redis_cluster():
 
 #: Files whose tests may go to different workers: each test starts the servers it needs, or the
 #: file's module-scoped ones are cheap beside its length (test_auth: a token is a management
-#: command each).
-SPREAD = {"tests/integration/test_auth.py", "tests/integration/test_redis_faults.py"}
+#: command each; test_drain: each test stops a daphne of its own).
+SPREAD = {"tests/integration/test_auth.py", "tests/integration/test_redis_faults.py",
+          "tests/integration/test_drain.py"}
 #: The files, and the test ids, of the tests on the Sentinel set and the Cluster.
 TOPOLOGY_FILES = {"tests/integration/test_redis_topologies.py", "tests/storage/test_doorbell.py"}
 TOPOLOGY_IDS = ("[redis-sentinel", "[redis-cluster")

@@ -49,6 +49,9 @@ class Call:
     background: bool = False
     #: Its calls-log record is made (exactly one per call).
     recorded: bool = False
+    #: Its process was stopped (SIGTERM) and its grace ran out while it ran: it is answered with
+    #: that error instead of its result (running/drain.py).
+    stopped: bool = False
 
 
 #: What each capability declares when it is declared (``declares``); tasks' comes from its module.

@@ -10,6 +10,7 @@ Tree::
     │   ├── InvalidParams          -32602, in-band (HTTP 200)
     │   └── TransportError         -32600, HTTP 403/404/405/406/409/413/415/400
     │       └── LimitReached       -32600, HTTP 429 with Retry-After
+    ├── ServerStopping             -32000: the process is being stopped (503, or in-band)
     └── LocalProtocolError         we broke it: a bug (-32603)
 
 Parsing client input raises nothing but ``RemoteProtocolError`` (the h11 fuzz invariant);
@@ -32,6 +33,10 @@ class ErrorCode(IntEnum):
     INTERNAL_ERROR = -32603
     #: Resource not found (spec 2025-11-25 server/resources).
     RESOURCE_NOT_FOUND = -32002
+    #: The server process is being stopped (a deploy): the request was not run, or not finished.
+    #: JSON-RPC's range for "implementation-defined server-errors"; 2026-07-28 keeps
+    #: -32000..-32019 for those ("legacy and implementation-defined") and -32020.. for the spec.
+    SERVER_STOPPING = -32000
 
 
 class ProtocolError(Exception):
@@ -102,3 +107,24 @@ class LimitReached(TransportError):
 
     def __init__(self, message, retry_after):
         super().__init__(message, headers=[("retry-after", str(math.ceil(retry_after)))])
+
+
+class ServerStopping(ProtocolError):
+    """The process is being stopped (SIGTERM, a rolling deploy: running/drain.py). A request that
+    reaches it then is refused with 503, ``Retry-After`` and ``Connection: close`` (``refusal``),
+    so that the client, or its load balancer, sends it to another process; a call still running
+    when the drain's grace ends is answered with this error in-band (``unfinished``)."""
+
+    code = ErrorCode.SERVER_STOPPING
+    http_status = 503
+
+    @classmethod
+    def refusal(cls) -> "ServerStopping":
+        return cls("This server process is stopping: send the request again (another process takes it).",
+                   headers=[("retry-after", "1"), ("connection", "close")])
+
+    @classmethod
+    def unfinished(cls, seconds: float) -> "ServerStopping":
+        return cls(f"The server process was stopped (a restart or a deploy) before this call finished: it ran "
+                   f"past the {seconds:g} s it was given to finish. It did not complete; send it again.",
+                   http_status=200)

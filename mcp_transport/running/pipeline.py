@@ -23,6 +23,9 @@ task's life):
 5. the release of the call's place before the answer goes out (the client may send its next
    call as soon as it has it), and the record.
 
+From its run to its answer a call is tracked (drain.py): a process told to stop waits for it,
+and answers it with an error if its grace runs out first.
+
 The fairness key of the call's sync code (methods/threads.py) is its ``owner``: its session, or
 its caller (principal, else client address) when it has none, set here for every era.
 """
@@ -32,7 +35,7 @@ import logging
 from typing import Any, Awaitable, Callable, Optional, Protocol
 
 from .. import auth, tracing
-from . import calls, jobs, streams
+from . import calls, drain, jobs, streams
 from ..methods.context import ToolCancelled
 from ..methods.dispatch import Call, runs_in_background, target_spec
 from ..methods.registry import registry
@@ -214,13 +217,20 @@ def rate_charge(request: Request, principal, address) -> Optional[rates.Charge]:
 async def respond(request: Request, call: Call, responder: Responder) -> tuple:
     """(the era's answer, the error whose status it is answered with) of running the request:
     its result, or the error it raised (-32603, and a log record, for one nobody meant). A
-    cancel (ToolCancelled, asyncio's) goes through."""
+    cancel (ToolCancelled, asyncio's) goes through, unless its process's drain stopped the
+    call: that is answered (drain.stopped_error)."""
     try:
-        result = await responder.handle(request, call)
+        with drain.stoppable(call):
+            result = await responder.handle(request, call)
     except ProtocolError as exc:
         return responder.error_reply(request.id, exc), None if responder.in_band_errors else exc
-    except ToolCancelled:
-        raise
+    except (ToolCancelled, asyncio.CancelledError):
+        if not call.stopped:
+            raise
+        # The process is stopping and the call ran past its grace (drain.py): it still gets
+        # its one answer, the way any answer goes (stored first on a stream), in-band.
+        asyncio.current_task().uncancel()
+        return responder.error_reply(request.id, drain.stopped_error()), None
     except Exception:
         logger.exception("%s failed", request.method)  # the record carries the (short) session id
         return jsonrpc.error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error."), None
@@ -230,9 +240,10 @@ async def respond(request: Request, call: Call, responder: Responder) -> tuple:
 async def run_inline(request: Request, call: Call, responder: Responder) -> None:
     """A one-message answer: it has nowhere to put messages sent before the result."""
     call.channel = responder.inline_channel(request, call)
-    message, error = await respond(request, call, responder)
-    await quotas.release_call(call.quota)
-    await answered(request, call, responder, message, error)
+    with drain.tracking(call):  # a process told to stop waits for the answer
+        message, error = await respond(request, call, responder)
+        await quotas.release_call(call.quota)
+        await answered(request, call, responder, message, error)
 
 
 async def run_on_stream(request: Request, call: Call, responder: Responder) -> None:
@@ -242,6 +253,7 @@ async def run_on_stream(request: Request, call: Call, responder: Responder) -> N
     call.channel = stream.channel
     call.started = True
     task = stream.start(_answer_on(stream, request, call, responder))
+    drain.track(task, call)  # a process told to stop waits for its answer
     # A done callback runs however the task ends, even cancelled before its first step.
     task.add_done_callback(lambda _task: _unanswered(request, call))
 
@@ -258,7 +270,7 @@ async def _answer_on(stream: CallStream, request: Request, call: Call, responder
     finally:
         # Before the response goes out: the client may send its next call as soon as it has it.
         await quotas.release_call(call.quota)
-    if getattr(call.channel, "cancelled", False):
+    if getattr(call.channel, "cancelled", False) and not call.stopped:
         message = error = None
     if not await stream.claim():  # exactly one response, even after a long stall
         call.recorded = True  # another process answered it (an orphan's answer), and records nothing

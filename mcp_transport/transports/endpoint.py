@@ -1,6 +1,7 @@
 """What every MCP endpoint over HTTP shares (/mcp, and HTTP+SSE's /sse and /messages): the
 request's body as it arrives, the checks every request passes before its transport reads it
-(Origin 403, Host 400, method 405, the bearer token 401/403), the JSON and error replies."""
+(Origin 403, Host 400, method 405, the bearer token 401/403), the JSON and error replies. Before
+them all, a process that is stopping refuses the request (503: transports/draining.py)."""
 import asyncio
 import functools
 import logging
@@ -17,7 +18,8 @@ from .. import auth
 from ..conf import get_config
 from ..connections import redis_failure
 from ..protocol import http, jsonrpc
-from ..protocol.errors import ProtocolError, TransportError
+from ..protocol.errors import ProtocolError, ServerStopping, TransportError
+from ..running import drain
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +114,8 @@ class HttpEndpoint(AsyncConsumer):
         # a JSON reply is sent without Channels' task and wait (three loop turns) per message;
         # every later message goes through Channels' loop, in the order described above.
         self.scope, self.base_send, self.channel_layer = scope, send, None
+        if drain.active():  # the process is stopping: another one takes the request
+            return await self.send_error(ServerStopping.refusal())
         try:
             await self.dispatch(await receive())
             await await_many_dispatch([receive], self.dispatch)

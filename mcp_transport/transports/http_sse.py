@@ -70,7 +70,11 @@ class _Endpoint(HttpEndpoint):
 
 class HeldWriter(SseWriter):
     """An SseWriter that ends only when told to: HTTP+SSE has no polling mode, so
-    POLL_AFTER_SECONDS (Streamable HTTP's) does not apply."""
+    POLL_AFTER_SECONDS (Streamable HTTP's) does not apply. A process that stops ends it last,
+    once its own calls have answered: the answers of the session's calls go out on it, and
+    clients of this transport need not reconnect."""
+
+    ends_when_draining = False
 
     __slots__ = ()
 

@@ -29,6 +29,7 @@ keeps Twisted's channel: put a front proxy's limits in front of it (README).
 """
 import functools
 import time
+import weakref
 
 from twisted.web import http as twisted_http
 
@@ -40,6 +41,21 @@ from .endpoints import MCP_PATHS
 
 #: Seconds a refused connection stays half-open for the client to read the response.
 LINGER_SECONDS = 5
+#: The open connections of this process (a process that stops closes them: ``close_connections``).
+open_channels = weakref.WeakSet()
+#: This process is stopping: a connection closes after its response, an idle one at once.
+_closing = False
+
+
+def close_connections() -> int:
+    """The process stops: every connection ends after its response (an idle kept-alive one now),
+    so that its client's next request opens a connection to another process. Returns how many
+    are still open."""
+    global _closing
+    _closing = True
+    for channel in list(open_channels):
+        channel.close_when_idle()
+    return len(open_channels)
 
 
 def install(factory_class) -> bool:
@@ -151,6 +167,7 @@ class LimitedChannel(twisted_http.HTTPChannel):
     def connectionMade(self):
         self.timeOut = None  # Twisted's idle timeout: replaced by _check_idle
         super().connectionMade()
+        open_channels.add(self)
         self._active_at = time.monotonic()
         self._idle_timer = self.callLater(self.idle_seconds, self._check_idle)
 
@@ -175,6 +192,7 @@ class LimitedChannel(twisted_http.HTTPChannel):
         return super().setTimeout(period)
 
     def connectionLost(self, reason):
+        open_channels.discard(self)
         self._disarm()
         self._cancel_deadline()
         if self._linger is not None and self._linger.active():
@@ -250,7 +268,15 @@ class LimitedChannel(twisted_http.HTTPChannel):
     def requestDone(self, request):
         self._in_request = False
         self._active_at = time.monotonic()
+        if _closing:
+            self.persistent = False  # Twisted closes the connection once the response is out
         super().requestDone(request)
+
+    def close_when_idle(self):
+        """End the connection after the response it serves, or now if it serves none."""
+        if self.requests or self.transport is None:
+            return  # requestDone closes it (``_closing``); a request still arriving gets its 503
+        self.transport.loseConnection()
 
     # -- the receive deadline and refusals ---------------------------------------------------
 

@@ -1,7 +1,8 @@
 """What the app needs from the ASGI server in front of it.
 
-``flush_events_at_shutdown()`` and ``enforce_request_limits()`` run by themselves under daphne
-(``AppConfig.ready``); ``lifespan`` does the first under uvicorn (routing.py exports it).
+``flush_events_at_shutdown()``, ``enforce_request_limits()`` and ``draining.drain_on_sigterm()``
+run by themselves under daphne (``AppConfig.ready``); ``lifespan`` does the first and the last
+under uvicorn (routing.py exports it).
 ``tune_daphne()`` and ``tune_gc()`` are opt-in tuning; call them from the project's asgi.py
 (``tune_gc()`` last, once the application is built)::
 
@@ -114,15 +115,20 @@ def flush_events_at_shutdown() -> bool:
 
 async def lifespan(scope, receive, send) -> None:
     """The ASGI lifespan protocol, for ``ProtocolTypeRouter({..., "lifespan": lifespan})``:
-    at shutdown, write the rows still waiting for the database, as daphne's trigger does.
-    uvicorn stops its loop without cancelling the app's tasks, so without it a SIGTERM dropped
-    them (tests/integration/test_uvicorn.py)."""
+    at startup, drain on SIGTERM (draining.py: the calls running finish first); at shutdown,
+    wait for the drain, then write the rows still waiting for the database, as daphne's trigger
+    does. uvicorn stops its loop without cancelling the app's tasks, so without it a SIGTERM
+    dropped them (tests/integration/test_uvicorn.py)."""
+    from . import draining
+
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
+            draining.drain_on_sigterm_under_uvicorn()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             try:
+                await draining.drained()  # a 2025-11-25 call whose client left has no connection to wait for
                 await _flush_rows()
             except Exception as exc:  # the database is down: say so, the server exits anyway
                 logger.exception("writing the rows still waiting for the database at shutdown failed")

@@ -40,6 +40,10 @@ class SseWriter:
     open at once, so a wake-up costs no extra task (``asyncio.wait_for`` makes one per wait on
     Python 3.11) and an idle stream holds one timer, re-armed once per keep-alive interval."""
 
+    #: A process that stops ends it at once, with a retry (transports/draining.py), unless a call
+    #: running here writes its stream: the client resumes it with Last-Event-ID elsewhere.
+    ends_when_draining = True
+
     __slots__ = ("_send", "_frames", "_wakeup", "_timer", "_last_sent", "_sent_before_run", "session_id",
                  "stream_key", "token", "closed", "principal")
 

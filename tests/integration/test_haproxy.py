@@ -24,18 +24,23 @@ def documented_config() -> str:
     return re.search(r"```haproxy\n(.*?)```", text, re.S).group(1)
 
 
-@pytest.fixture(scope="module")
-def haproxy(start_server, tmp_path_factory):
+def front(daphnes, directory, balance=None):
+    """haproxy with the documented configuration, in front of ``daphnes`` (its first server lines,
+    the others left out; ``balance``: another algorithm). Returns (the process, the /mcp URL)."""
     if not shutil.which("haproxy"):
         pytest.skip("haproxy is not installed (make haproxy installs Debian's where it can)")
-    daphnes = [start_server() for _ in range(4)]
     port = free_port()
     config = documented_config().replace("bind 127.0.0.1:8000", f"bind 127.0.0.1:{port}")
-    for number, daphne in enumerate(daphnes, 1):
-        address = daphne.url.split("//")[1].split("/")[0]
+    for number in range(1, 5):
+        if number > len(daphnes):
+            config = re.sub(rf"\n *server daphne{number} [^\n]*", "", config)
+            continue
+        address = daphnes[number - 1].url.split("//")[1].split("/")[0]
         config = config.replace(f"127.0.0.1:800{number} ", f"{address} ")
     assert "127.0.0.1:800" not in config
-    path = tmp_path_factory.mktemp("haproxy") / "haproxy.cfg"
+    if balance is not None:
+        config = config.replace("balance roundrobin", f"balance {balance}")
+    path = directory / "haproxy.cfg"
     path.write_text(config)
     subprocess.run(["haproxy", "-c", "-q", "-f", str(path)], check=True)
     process = subprocess.Popen(["haproxy", "-db", "-f", str(path)], stdout=subprocess.DEVNULL,
@@ -48,7 +53,13 @@ def haproxy(start_server, tmp_path_factory):
         except OSError:
             assert time.monotonic() < deadline, "haproxy did not listen"
             time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}/mcp"
+    return process, f"http://127.0.0.1:{port}/mcp"
+
+
+@pytest.fixture(scope="module")
+def haproxy(start_server, tmp_path_factory):
+    process, url = front([start_server() for _ in range(4)], tmp_path_factory.mktemp("haproxy"))
+    yield url
     process.terminate()
     process.wait(10)
 

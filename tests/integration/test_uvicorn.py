@@ -1,6 +1,6 @@
 """The app under uvicorn, started with the command of docs/deployment.md ("uvicorn") as written
 but for the project's name and the port: both eras, the official SDK client, a resume exactly
-once, the body limit, and the rows written at a clean shutdown."""
+once, the body limit, the rows written at a clean shutdown, and the drain on SIGTERM."""
 import functools
 import json
 import os
@@ -9,12 +9,15 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from mcp import Client
 
 from mcp_transport.testing import HttpClient, LiveServer, ModernClient, free_port
+
+from .test_drain import lost_calls, refuses_connections, started_call, started_calls, stop
 
 ROOT = Path(__file__).resolve().parents[2]
 ECHO = {"name": "echo", "arguments": {"text": "under uvicorn"}}
@@ -127,3 +130,28 @@ def test_events_waiting_for_the_database_are_written_at_a_clean_shutdown(start_u
     events, calls = map(int, out.strip().splitlines()[-1].split())
     assert events == 5  # the priming event, 3 progress notifications, the result
     assert calls == 2  # the calls log's rows (initialize and the call)
+
+
+def test_a_sigterm_drains_as_under_daphne(start_uvicorn, second_server):
+    """test_drain.py's rolling deploy, the stopping process a uvicorn: its calls answer (two on
+    their open streams, two resumed on a daphne), its GET stream ends with a retry, it exits."""
+    stopping = start_uvicorn()
+    running = started_calls(stopping.url, 4)
+    held = running[0][0].stream("GET", headers=GET)
+    assert held.status == 200 and held.next_event().data == ""
+    primed = len(held.raw)
+    signalled = stop(stopping)
+    assert held.events(timeout=10) == [] and b"retry: 1000" in held.raw[primed:]
+    refuses_connections(stopping)
+    assert lost_calls(running, second_server) == []
+    assert stopping.process.wait(30) in (0, -signal.SIGTERM) and time.monotonic() - signalled < 30
+    assert "stopping: 4 call(s) running" in stopping.log(), stopping.log()
+
+
+def test_a_call_past_the_grace_gets_the_error(start_uvicorn):
+    stopping = start_uvicorn(MCP_TRANSPORT_JSON=json.dumps({"DRAIN_SECONDS": 1}))
+    _client, call, stream, _seen = started_call(stopping.url, steps=600)
+    signalled = stop(stopping)
+    answer = stream.messages(timeout=30)[-1]
+    assert answer["id"] == call["id"] and answer["error"]["code"] == -32000, answer
+    assert stopping.process.wait(30) in (0, -signal.SIGTERM) and time.monotonic() - signalled < 1 + 10

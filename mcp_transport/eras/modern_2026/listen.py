@@ -14,6 +14,7 @@ from ...methods import dispatch, notify
 from ...protocol import modern
 from ...protocol.errors import LimitReached
 from ...protocol.jsonrpc import notification_message
+from ...running import drain
 from ...state import metrics
 from ...state.bell import doorbell
 
@@ -89,16 +90,20 @@ def _leave_listen(caller) -> None:
 
 
 async def follow_changes(channel, honored, tag, call) -> dict:
-    """Relay changes until the client leaves, LISTEN_MAX_SECONDS pass, or the token it listens
-    with expires or is revoked (then end gracefully: the client listens again, perhaps on
+    """Relay changes until the client leaves, LISTEN_MAX_SECONDS pass, the token it listens
+    with expires or is revoked, or the process stops (then end gracefully: the client listens again, perhaps on
     another process, or gets the 401 that sends it for a new token). Subscribed before the
     acknowledgment, so no change made after the client saw it can be missed."""
     limit = get_config()["LISTEN_MAX_SECONDS"]
     loop = asyncio.get_running_loop()
     deadline = None if limit is None else loop.time() + limit
     async with doorbell().listen(keys().listen_bell()) as subscription:
-        token_ended = asyncio.Event()
-        stop_watching = auth.watch_token(call.principal, lambda: (token_ended.set(), subscription.wake()))
+        token_ended = asyncio.Event()  # or the process stops (drain.py): listen again elsewhere
+
+        def end():
+            token_ended.set()
+            subscription.wake()
+        stop_watching, stop_waiting = auth.watch_token(call.principal, end), drain.when_draining(end)
         try:
             await channel.reply.send(notification_message("notifications/subscriptions/acknowledged",
                                                           {"notifications": honored, "_meta": tag}))
@@ -113,5 +118,6 @@ async def follow_changes(channel, honored, tag, call) -> dict:
                     await channel.reply.send(notification_message(message["method"], params))
         finally:
             stop_watching()
+            stop_waiting()
     # Graceful end: "the server SHOULD send {id, result:{resultType:"complete", _meta:{subscriptionId}}}".
     return {"resultType": "complete", "_meta": tag}
