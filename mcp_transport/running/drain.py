@@ -30,7 +30,8 @@ logger = logging.getLogger(__name__)
 _calls = {}
 #: Those of them whose handler runs now (``stoppable``): what the deadline stops.
 _handlers = {}
-#: What ends by itself when the drain begins (``when_draining``): held 2026-07-28 listens.
+#: What ends by itself when the drain begins (``when_draining``): 2026-07-28 listens and task
+#: streams, whose clients listen again or resume elsewhere.
 _on_begin = set()
 #: Whether the drain began; set when no call is left; its deadline (loop time) and grace.
 _began = False

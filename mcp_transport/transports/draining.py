@@ -12,10 +12,11 @@ process drains (``drain``):
    closes now if it is idle, else after its response (request_limits.close_connections);
 3. its held streams end with an SSE ``retry`` field (the spec's way to close a stream that has
    not ended): a session's GET stream, a resumed stream of a call that runs elsewhere, a
-   background job's stream (the job goes on in its worker), and 2026-07-28 listens end as they
-   do after LISTEN_MAX_SECONDS. Their clients reconnect, to another process, with
-   ``Last-Event-ID``, and miss nothing: the events are in the shared event store. The POST
-   streams of calls that run here stay open: their answers go out on them;
+   background job's stream (the job goes on in its worker). Their clients reconnect, to another
+   process, with ``Last-Event-ID``, and miss nothing: the events are in the shared event store.
+   2026-07-28 listens and task streams end as they do when their token ends, with their result
+   (running/drain.when_draining). The POST streams of calls that run here stay open: their
+   answers go out on them;
 4. the calls it runs finish (running/drain.py), for ``DRAIN_SECONDS`` at most; any still
    running then is answered with an error (-32000, in-band, stored like any answer);
 5. what it still holds (HTTP+SSE streams: their session's answers went out on them) ends with a

@@ -16,7 +16,11 @@ from mcp import Client
 
 from mcp_transport.testing import HttpClient, ModernClient
 
+from .test_auth import LISTEN
 from .test_haproxy import front
+from .test_http_sse import SseConnection
+from .test_modern_tasks import TASKS
+from .test_task_streams import open_stream, read, start
 from .waiting import eventually
 
 GET = {"Accept": "text/event-stream"}
@@ -248,3 +252,33 @@ def test_background_jobs_are_untouched(start_server, start_worker, other):
     results = [m for m in seen if m.get("id") == call["id"]]
     assert progress == list(range(1, 21)) and len(results) == 1, seen
     assert results[0]["result"]["content"][0]["text"] == "done 20", results
+
+
+def test_listens_task_streams_and_http_sse_streams_end_and_go_on_elsewhere(start_server, celery_worker, other):
+    """A 2026-07-28 listen and task stream end at once, gracefully (the task goes on: the client
+    resumes its events with ``after`` on the other process); an HTTP+SSE stream ends last, with
+    a retry, once the calls running here have answered."""
+    stopping = start_server()
+    _client, call, stream, seen = started_call(stopping.url)  # keeps the process draining for 4 s
+    listen = ModernClient(stopping.url).open("subscriptions/listen", LISTEN)
+    assert listen.next_message()["method"] == "notifications/subscriptions/acknowledged"
+    tasks = ModernClient(stopping.url, TASKS)
+    task_id = start(tasks, "export_report", {"rows": 20, "delay": 0.2})
+    head, _ = read(open_stream(tasks, task_id), stop=lambda event: event["seq"] == 1)
+    task_stream = open_stream(tasks, task_id, after=1)
+    legacy = SseConnection(stopping)
+    assert legacy.next().event == "endpoint"
+    stop(stopping)
+    assert listen.messages(timeout=10)[-1]["result"]["resultType"] == "complete"
+    middle, ended = read(task_stream)
+    assert ended["resultType"] == "complete" and stopping.process.poll() is None  # before the call's end
+    tail, ended = read(open_stream(ModernClient(other.url, TASKS), task_id, after=(head + middle)[-1]["seq"]))
+    events = head + middle + tail
+    assert [event["seq"] for event in events] == list(range(len(events)))
+    assert events[-1]["payload"]["status"] == "completed", events[-1]
+    assert answered_exactly_once(seen + stream.messages(timeout=30), call)
+    rest = b""
+    while chunk := legacy.response.read1(65536):
+        rest += chunk
+    assert rest.endswith(b"retry: 1000\n\n"), rest[-200:]
+    assert stopping.process.wait(30) == 0

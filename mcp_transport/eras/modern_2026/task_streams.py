@@ -17,7 +17,7 @@ import asyncio
 from contextlib import aclosing
 
 from ... import auth
-from ...running import job_streams, jobs
+from ...running import drain, job_streams, jobs
 from ...methods.specs import MethodTable, always
 from ...protocol import task_streams
 from . import tasks as modern_tasks
@@ -78,13 +78,16 @@ async def tasks_stream(params, call):
 
 async def _follow(timeline, call) -> None:
     """Relay the task's new events until it ends, or until the token the stream was opened with
-    expires or is revoked: then the stream ends as any does, and the client, resuming with
-    ``after``, gets the 401 that sends it for a new token ("Receivers MAY close a stream before
-    a task reaches a terminal state")."""
+    expires or is revoked, or the process stops (drain.py): then the stream ends as any does, and
+    the client, resuming with ``after`` (on another process), gets the rest, or the 401 that
+    sends it for a new token ("Receivers MAY close a stream before a task reaches a terminal
+    state")."""
     loop = asyncio.get_running_loop()
     try:
         async with asyncio.timeout(None) as token_end:
-            stop_watching = auth.watch_token(call.principal, lambda: token_end.reschedule(loop.time()))
+            def end_now():
+                token_end.reschedule(loop.time())
+            stop_watching, stop_waiting = auth.watch_token(call.principal, end_now), drain.when_draining(end_now)
             try:
                 async with aclosing(job_streams.events_after(timeline.job, timeline.position)) as stored:
                     async for entry in stored:
@@ -93,6 +96,7 @@ async def _follow(timeline, call) -> None:
                             await call.channel.notify(event["method"], event["params"])
             finally:
                 stop_watching()
+                stop_waiting()
     except TimeoutError:
         if not token_end.expired():
             raise
