@@ -19,10 +19,11 @@ import logging
 from ..state import control, metrics, quotas, sessions
 from ..state.bell import doorbell
 from ..conf import get_config
+from ..logs import client_value
 from ..connections import async_redis, keys, publish
 from ..methods.context import ClientCapabilityError, ClientRequestError, ToolCancelled
 from ..protocol import ids, sse
-from ..protocol.errors import ErrorCode, InvalidRequest
+from ..protocol.errors import ErrorCode
 from ..protocol.jsonrpc import dumps, error_message, notification_message, request_message
 from ..storage import get_event_store
 
@@ -374,15 +375,17 @@ wait_for_reply = _wait_for_reply
 async def deliver_reply(session_id: str, reply: dict) -> None:
     """A client's answer to one of our requests, handed to whichever process waits for it.
 
-    Only to a request this server sent and still waits on, and once: an answer sent before the
-    question (ids are sequential), to another or an expired one, or a second answer, is refused
-    with InvalidRequest ("If the server cannot accept the input, it MUST return an HTTP error
-    status code (e.g., 400 Bad Request)" -- spec 2025-11-25 basic/transports). Otherwise a
-    client could answer a confirmation before it is asked, and a tool would act on it."""
+    Only to a request this server sent and still waits on, and once: an answer sent before its
+    question (the ids are sequential), to another or an expired one, or a second answer, is
+    accepted and dropped ("If the server accepts the input, the server MUST return HTTP status
+    code 202 Accepted"; a late answer is a race the client cannot avoid). Before, it waited in
+    Redis for its question: a confirmation asked later found its "yes" there, and a tool acted
+    without its user ever seeing the question."""
     names = keys()
     if not await async_redis().delete(names.asked(session_id, reply["id"])):
-        raise InvalidRequest(f"No request {json.dumps(reply['id'])} of this server waits for an answer: it was "
-                             "never sent, was answered already, or expired.")
+        logger.info("a response to request %s, which waits for none, was dropped",
+                    client_value(json.dumps(reply["id"])))
+        return
     reply_key = names.reply(session_id, reply["id"])
     async with async_redis().pipeline(transaction=False) as pipe:
         pipe.set(reply_key, json.dumps(reply), ex=get_config()["CLIENT_REQUEST_TIMEOUT"] + 60)

@@ -76,8 +76,6 @@ async def _receive_line(session, line, principal, write):
         return write(_error(exc.code, exc.message))
     try:
         await message_session.receive(session, message, principal)
-    except ProtocolError as exc:  # a response to no question of ours: refused, as over HTTP
-        write(_error(exc.code, exc.message, message.id if isinstance(message, jsonrpc.Request) else None))
     except Exception:
         logger.exception("the stdio transport failed on a %s", type(message).__name__)
         if isinstance(message, jsonrpc.Request):

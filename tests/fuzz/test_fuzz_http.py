@@ -334,23 +334,47 @@ def test_client_responses_and_notifications(fuzz_session, message):
     assert status in (202, 400), (status, messages)
 
 
+class AskedSession(Session):
+    """A session that accepts elicitation, and how many questions the server has asked it."""
+
+    def __init__(self, url):
+        self.url, self.asked = url, 0
+        self.client = HttpClient(url)
+        self.client.initialize(capabilities={"elicitation": {}})
+
+
 @pytest.fixture(scope="module")
-def unasked_session(fuzz_server):
-    """A session of its own that the server never asks anything."""
-    return Session(fuzz_server.url)
+def asked_session(fuzz_server):
+    return AskedSession(fuzz_server.url)
 
 
-@settings(settings.get_profile("mcp-fuzz"), max_examples=examples(60, 5_000))
-@given(message=CLIENT_MESSAGES.filter(lambda message: "method" not in message))
-def test_answers_to_questions_never_asked_are_refused(unasked_session, message):
-    """Issue 30 (own attacker pass): an answer counts only for a question the server asked and
-    still waits on; a response with any id to a session never asked anything is refused (400),
-    and a well-formed one says so with -32600."""
-    status, messages, _ = exchange(unasked_session.client, "POST", encode(message), unasked_session.headers())
-    assert status == 400, (status, messages)
-    if isinstance(message["id"], int) and not isinstance(message["id"], bool) and "result" in message \
-            and "error" not in message:
-        assert [m.get("error", {}).get("code") for m in messages] == [-32600], messages
+ANSWERS = st.fixed_dictionaries({"jsonrpc": st.just("2.0")},
+                                optional={"result": JSON | st.just({"action": "accept", "content": {
+                                    "username": "x", "email": "x@example.com"}}), "error": JSON})
+
+
+@settings(settings.get_profile("mcp-fuzz"), max_examples=examples(20, 1_000))
+@given(answers=st.lists(st.tuples(st.integers(0, 3), ANSWERS), max_size=4))
+def test_no_answer_counts_before_its_question(asked_session, answers):
+    """Issue 30 (own attacker pass): answers POSTed ahead of the server's next questions (their
+    ids are sequential) are accepted or refused, and never taken: the tool's question is still
+    sent, and the answer given after it is the one the tool gets."""
+    client = asked_session.client
+    for ahead, answer in answers:
+        status, messages, _ = exchange(client, "POST", encode({**answer, "id": asked_session.asked + 1 + ahead}),
+                                       asked_session.headers())
+        assert status in (202, 400), (status, messages)
+    stream = client.call_tool_stream("test_elicitation", {"message": "fuzz"})
+    try:
+        question = stream.next_message(timeout=READ_TIMEOUT)
+        asked_session.asked += 1
+        assert (question.get("method"), question.get("id")) == ("elicitation/create", asked_session.asked), question
+        taken = client.request("POST", {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "decline"}})
+        assert taken.status == 202, (taken.status, taken.body)
+        final = stream.next_message(timeout=READ_TIMEOUT)
+        assert "action=decline" in final["result"]["content"][0]["text"], final
+    finally:
+        stream.close()
 
 
 BODIES = st.one_of(

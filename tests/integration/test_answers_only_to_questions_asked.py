@@ -173,16 +173,17 @@ def test_tasks_update_answers_only_the_tasks_own_pending_questions(auth_server, 
     assert done["status"] == "completed" and done["result"]["content"][0]["text"] == "Deleted task.txt", done
 
 
-def test_a_2025_answer_sent_before_its_question_is_refused_and_the_tool_asks(auth_server, server_env, library):
+def test_a_2025_answer_sent_before_its_question_counts_for_nothing(auth_server, server_env, library):
     """The same class in a 2025-11-25 session (own attacker pass): the server's requests are
     numbered 1, 2, ... per session, so a client could POST the "yes" to a confirmation before it
     was asked; the tool, asking, found it waiting and deleted without its user ever seeing the
-    question. An answer now counts only for a question sent and still waiting, and only once."""
+    question. An answer now counts only for a question sent and still waiting, and only once
+    (others are accepted, 202 as the spec asks of a response, and dropped)."""
     victim = library["authors"][4]
     client = HttpClient(auth_server.url, token=library["deleter"])
     client.initialize(capabilities=ASKS)
     early = client.request("POST", {"jsonrpc": "2.0", "id": 1, "result": YES})
-    assert early.status == 400 and early.json["error"]["code"] == -32600, (early.status, early.body)
+    assert early.status == 202, (early.status, early.body)
     stream = client.call_tool_stream("author_delete_selected", {"ids": [victim]})
     question = stream.next_message(timeout=30)
     assert (question["method"], question["id"]) == ("elicitation/create", 1), question
@@ -192,6 +193,8 @@ def test_a_2025_answer_sent_before_its_question_is_refused_and_the_tool_asks(aut
     final = stream.next_message(timeout=30)
     assert final["result"]["isError"] and "Not confirmed" in final["result"]["content"][0]["text"], final
     stream.close()
-    again = client.request("POST", {"jsonrpc": "2.0", "id": 1, "result": YES})  # a second answer
-    assert again.status == 400, (again.status, again.body)
+    client.request("POST", {"jsonrpc": "2.0", "id": 1, "result": YES})  # a second answer, dropped too
+    again = client.call_tool_stream("author_delete_selected", {"ids": [victim]})
+    assert again.next_message(timeout=30)["method"] == "elicitation/create"  # asked again, not pre-answered
+    again.close()
     assert existing(server_env, [victim]) == [victim]
