@@ -1,8 +1,8 @@
 """Line charts as inline SVG: no JavaScript, no files to serve, nothing fetched by the browser.
 
 ``line_chart(times, series)`` draws each series (a label, a colour and one value per time, None
-for a gap) on shared axes that start at zero, with three grid lines and the first, middle and
-last times under them.
+for a gap) on shared axes that start at zero, with three grid lines and the times at the start,
+the middle and the end of the axis under them.
 """
 import math
 from dataclasses import dataclass
@@ -89,8 +89,11 @@ def line_chart(times: list, series: list, unit: str = "") -> str:
                                  '<text x="{}" y="{}" class="axis" text-anchor="end">{}{}</text>',
                                  LEFT, WIDTH - RIGHT, _at(level), _at(level), LEFT - 6, _at(level + 4),
                                  _number(top * fraction), unit))
-    for t, anchor in ((times[0], "start"), (times[len(times) // 2], "middle"), (times[-1], "end")):
-        parts.append(format_html('<text x="{}" y="{}" class="axis" text-anchor="{}">{}</text>',
+    # The middle label names the middle of the time span, not the middle sample: samples bunched
+    # at one end (an old one, then a few recent ones) put the middle sample under the last
+    # label, and the two were drawn over each other.
+    for t, anchor in ((start, "start"), (start + span / 2, "middle"), (times[-1], "end")):
+        parts.append(format_html('<text x="{}" y="{}" class="axis time" text-anchor="{}">{}</text>',
                                  _at(x(t)), HEIGHT - 6, anchor, _clock(t, span)))
     for line in series:
         points = [None if v is None else (x(t), y(v)) for t, v in zip(times, line.values)]

@@ -6,6 +6,8 @@ moves without a reload) and takes a screenshot of each.
 Screenshots go to MCP_SCREENSHOT_DIR when set (``make screenshots`` refreshes docs/), else to
 a temporary folder.
 """
+import contextlib
+import json
 import os
 import shutil
 import time
@@ -85,6 +87,41 @@ def _shoot(driver, path, height=None):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@contextlib.contextmanager
+def _an_old_sample():
+    """A sample from ten minutes before this run's few seconds of them, as a server that
+    sampled earlier leaves: the charts' samples bunch at the right end of their time axis."""
+    from redis import Redis
+
+    from mcp_transport.connections import keys
+
+    oldest = json.dumps({"t": time.time() - 600})
+    redis = Redis.from_url(os.environ["REDIS_URL"])
+    redis.rpush(keys().samples(), oldest)  # the list is newest first
+    try:
+        yield
+    finally:
+        redis.lrem(keys().samples(), 1, oldest)
+        redis.close()
+
+
+def _assert_time_labels_apart(driver):
+    """Every chart's time labels (start, middle, end of its axis) as drawn: inside the chart and
+    clear of each other (the middle one once stood on the middle sample, over the last one)."""
+    charts = driver.execute_script(
+        "return Array.from(document.querySelectorAll('.mcp-chart svg')).map(function (svg) {"
+        "  var box = svg.getBoundingClientRect();"
+        "  return {box: [box.left, box.right], labels: Array.from(svg.querySelectorAll('text.time')).map("
+        "    function (t) { var r = t.getBoundingClientRect(); return [r.left, r.right, t.textContent]; })};"
+        "});")
+    assert charts
+    for chart in charts:
+        labels = sorted(chart["labels"])
+        assert len(labels) == 3, chart
+        assert chart["box"][0] <= labels[0][0] and labels[-1][1] <= chart["box"][1] + 0.5, chart
+        assert all(left[1] < right[0] for left, right in zip(labels, labels[1:])), chart
+
+
 def test_admin_pages_in_a_browser(admin_server, admin_login, browser, shots, celery_worker):
     from selenium.webdriver.common.by import By
     from selenium.common.exceptions import TimeoutException
@@ -117,7 +154,9 @@ def test_admin_pages_in_a_browser(admin_server, admin_login, browser, shots, cel
     assert "POST request" in browser.find_element(By.ID, "streams").text
     _shoot(browser, shots / "admin-session.png", 1900)
 
-    browser.get(f"{base}/admin/mcp_transport/mcpsession/dashboard/")
+    with _an_old_sample():
+        browser.get(f"{base}/admin/mcp_transport/mcpsession/dashboard/")
+    _assert_time_labels_apart(browser)
     # Every chart is drawn, and its lines join two samples or more. A line's own width is no
     # measure: the samples list is the run's, so when an earlier file's server sampled minutes
     # ago this test's few seconds of samples take a fraction of a pixel on the shared time axis.

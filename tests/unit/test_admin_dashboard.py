@@ -51,3 +51,12 @@ def test_chart_draws_each_series_and_breaks_lines_at_gaps():
 def test_chart_without_enough_samples_says_so():
     assert "Not enough samples yet" in str(line_chart([0], [Series("a", [1])]))
     assert "Not enough samples yet" in str(line_chart([0, 1], [Series("a", [None, None])]))
+
+
+def test_time_labels_stand_at_the_start_middle_and_end_of_the_axis_whatever_the_samples():
+    """Samples bunched at the end (one from ten minutes ago, then the last few seconds: a
+    dashboard opened soon after a restart) once put the middle label on the middle sample,
+    under the last label at the right end of the axis."""
+    html = str(line_chart([0, 594, 596, 598, 600], [Series("a", [1, 2, 3, 4, 5])]))
+    labels = re.findall(r'<text x="([\d.]+)" y="184" class="axis time" text-anchor="(\w+)">([\d:]+)</text>', html)
+    assert labels == [("52.0", "start", "00:00"), ("300.0", "middle", "00:05"), ("548.0", "end", "00:10")]
