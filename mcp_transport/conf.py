@@ -37,6 +37,10 @@ DEFAULTS = {
     #: job's start and end ride out, retrying with back-off, before the call gets an error result
     #: (running.jobs.riding_out_database).
     "DATABASE_OUTAGE_TOLERANCE": 60,
+    #: Seconds /readyz gives Redis to answer a PING and the database a SELECT 1 (both at once,
+    #: neither retried) before it answers 503 (probes.py): its own short deadline, not the
+    #: outage tolerances above, so an orchestrator hears of an outage while the app rides it out.
+    "READINESS_CHECK_SECONDS": 2,
     #: The django-redis cache whose server holds sessions and events.
     "CACHE_ALIAS": "default",
     #: Prefix of every Redis key and pub/sub channel this app uses.

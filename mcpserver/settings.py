@@ -97,6 +97,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: /healthz and /readyz answer a kubelet that names the pod's IP address in Host and
+    # speaks plain HTTP, before the host check and the HTTPS redirect below see them.
+    "mcp_transport.probes.ProbesMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Before CommonMiddleware, as django-cors-headers requires; /mcp has the same logic (cors.py).
     "corsheaders.middleware.CorsMiddleware",

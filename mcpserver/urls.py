@@ -4,7 +4,8 @@ from django.urls import include, path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("", include("mcp_transport.urls")),  # /metrics (MCP_TRANSPORT["METRICS_ACCESS"])
+    # /healthz, /readyz (the probes) and /metrics (MCP_TRANSPORT["METRICS_ACCESS"])
+    path("", include("mcp_transport.urls")),
     # The authorization server: RFC 8414 metadata, /o/authorize, /o/token, /o/register, /o/login.
     path("", include("mcp_transport.oauth.urls")),
 ]

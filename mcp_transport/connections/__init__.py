@@ -20,7 +20,7 @@ error says), ``sentinel`` and ``cluster`` (each topology's failover), ``clients`
 clients), ``keyspace`` (key and channel names), ``pubsub`` (publishing). Other code imports
 from the package; what a module keeps (the clients, the cached target) lives in that module only.
 """
-from .clients import async_redis, packing_in_c, sync_client, sync_redis
+from .clients import async_redis, packing_in_c, probe_redis, sync_client, sync_redis
 from .cluster import _cluster_class, failed_before_sending, riding_cluster_class  # noqa: F401 (_cluster_class: tests)
 from .keyspace import Keys, hash_tag, keys
 from .outages import CONNECT_TIMEOUT, OUTAGE_ERRORS, connection_options, redis_failure, retry_policy
@@ -32,6 +32,6 @@ from .targets import (CLUSTER_SCHEME, SENTINEL_SCHEME, RedisTarget, is_cluster, 
 __all__ = [
     "CLUSTER_SCHEME", "CONNECT_TIMEOUT", "OUTAGE_ERRORS", "SENTINEL_OPTIONS", "SENTINEL_SCHEME", "Keys",
     "RedisTarget", "async_redis", "connection_options", "failed_before_sending", "hash_tag", "is_cluster",
-    "keys", "packing_in_c", "parse_redis_url", "publish", "redis_failure", "redis_target", "retry_policy",
+    "keys", "packing_in_c", "parse_redis_url", "probe_redis", "publish", "redis_failure", "redis_target", "retry_policy",
     "riding_cluster_class", "structured_target", "sync_client", "sync_redis",
 ]

@@ -1,5 +1,6 @@
 """The Redis clients: one asyncio client (and connection pool) per event loop
-(``async_redis()``), and one blocking one (``sync_redis()``), of any topology."""
+(``async_redis()``), and one blocking one (``sync_redis()``), of any topology; and the readiness
+probe's own small client per loop (``probe_redis()``), which rides out nothing."""
 import asyncio
 import functools
 import weakref
@@ -13,6 +14,7 @@ from .sentinel import SENTINEL_OPTIONS, _blocking_sentinel_pool, _failover_conne
 from .targets import RedisTarget, redis_target
 
 _async_clients = weakref.WeakKeyDictionary()
+_probe_clients = weakref.WeakKeyDictionary()  # the loop -> ((seconds, target), its probe client)
 
 
 def _sentinel_connection_class(target):
@@ -48,8 +50,11 @@ def _pool_wait() -> float:
     return max(20.0, _tolerance() * 2)
 
 
-def _async_client(target: RedisTarget, max_connections: int):
-    common = {"decode_responses": True, **connection_options(), **target.options}
+def _async_client(target: RedisTarget, max_connections: int, pool_wait: float = None, **overrides):
+    """A client of ``target``; ``overrides``: keyword arguments that replace the app's own
+    (``connection_options()``) and the target's, e.g. a probe's timeouts."""
+    common = {"decode_responses": True, **connection_options(), **target.options, **overrides}
+    pool_wait = _pool_wait() if pool_wait is None else pool_wait
     if target.kind == "cluster":
         from redis.asyncio.cluster import ClusterNode
 
@@ -57,12 +62,13 @@ def _async_client(target: RedisTarget, max_connections: int):
 
         # A few immediate attempts each (a MOVED slot, a refreshed map); RidingCluster waits between.
         return _cluster_class()(startup_nodes=[ClusterNode(host, port) for host, port in target.nodes],
-                                max_connections=max_connections, **{**common, "retry": retry_policy(NoBackoff(), 2)})
+                                max_connections=max_connections,
+                                **{**common, "retry": retry_policy(NoBackoff(), 2), **overrides})
     if target.kind == "sentinel":
         from redis.asyncio.sentinel import Sentinel
 
         sentinel = Sentinel(list(target.nodes), sentinel_kwargs={**SENTINEL_OPTIONS, **target.sentinel_options})
-        return sentinel.master_for(target.master, db=target.db, max_connections=max_connections, timeout=_pool_wait(),
+        return sentinel.master_for(target.master, db=target.db, max_connections=max_connections, timeout=pool_wait,
                                    connection_pool_class=_blocking_sentinel_pool(),
                                    connection_class=_sentinel_connection_class(target), **common)
     # A blocking pool: with a thousand streams appending at once, a command waits for a free
@@ -71,7 +77,7 @@ def _async_client(target: RedisTarget, max_connections: int):
     # It waits for a free connection as long as a command rides out an outage: during a stall
     # every connection is busy waiting for its reply.
     pool = aredis.BlockingConnectionPool.from_url(target.url, max_connections=max_connections,
-                                                  timeout=_pool_wait(), **common)
+                                                  timeout=pool_wait, **common)
     pool.connection_class = packing_in_c(pool.connection_class)  # before its first connection
     return aredis.Redis(connection_pool=pool)
 
@@ -84,6 +90,22 @@ def async_redis():
     if client is None:
         client = _async_clients[loop] = _async_client(redis_target(), get_config()["REDIS_MAX_CONNECTIONS"])
     return client
+
+
+def probe_redis(seconds: float):
+    """The running loop's client for readiness probes (/readyz): every command tried once, on
+    one of two connections, and every wait (a connection from the pool, a connect, a reply)
+    given up after ``seconds``. The app's own clients wait out a stalled Redis for
+    REDIS_OUTAGE_TOLERANCE; a probe must say at once that it does not answer."""
+    from redis.backoff import NoBackoff
+
+    loop, target = asyncio.get_running_loop(), redis_target()
+    held = _probe_clients.get(loop)
+    if held is None or held[0] != (seconds, target):
+        client = _async_client(target, 2, pool_wait=seconds, retry=retry_policy(NoBackoff(), 0),
+                               socket_timeout=seconds, socket_connect_timeout=seconds, health_check_interval=0)
+        held = _probe_clients[loop] = ((seconds, target), client)
+    return held[1]
 
 
 _sync_client = None

@@ -6,12 +6,15 @@ sessions, a busy worker) never shows in another file's.
   0.3 s, and a staff user logged in to its admin (test_admin*.py);
 - ``auth_server`` and ``connect_as``: a daphne with ``MCP_AUTH=on``, and the official SDK client
   on it with a bearer token (test_auth.py, the model toolsets' tests);
+- ``redis_server``: a private redis-server of the test's own, which it may pause or kill
+  (test_redis_faults.py, test_probes.py);
 - ``own_queue``, ``own_queue_server``: a Celery queue no other file's worker consumes, and a daphne
   sending its jobs there (the files that kill or block the workers they start on it).
 """
 import json
 import os
 import secrets
+import signal
 
 import pytest
 
@@ -21,6 +24,17 @@ def admin_server(start_server):
     from .test_admin import FAST
 
     return start_server(MCP_TRANSPORT_JSON=FAST)
+
+
+@pytest.fixture
+def redis_server():
+    from mcpserver.embedded_redis import EmbeddedRedis
+
+    server = EmbeddedRedis().start()
+    yield server
+    if server.process is not None and server.process.poll() is None:
+        os.kill(server.process.pid, signal.SIGCONT)  # a test that failed while it was paused
+    server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,9 @@ def documented_config() -> str:
 
 def front(daphnes, directory, balance=None):
     """haproxy with the documented configuration, in front of ``daphnes`` (its first server lines,
-    the others left out; ``balance``: another algorithm). Returns (the process, the /mcp URL)."""
+    the others left out; ``balance``: another algorithm), and a stats socket of the test's,
+    ``directory / "stats.sock"``, to read what its health checks found. Returns (the process, the
+    /mcp URL)."""
     if not shutil.which("haproxy"):
         pytest.skip("haproxy is not installed (make haproxy installs Debian's where it can)")
     port = free_port()
@@ -36,10 +38,11 @@ def front(daphnes, directory, balance=None):
             config = re.sub(rf"\n *server daphne{number} [^\n]*", "", config)
             continue
         address = daphnes[number - 1].url.split("//")[1].split("/")[0]
-        config = config.replace(f"127.0.0.1:800{number} ", f"{address} ")
+        config = re.sub(rf"127\.0\.0\.1:800{number}\b", address, config)
     assert "127.0.0.1:800" not in config
     if balance is not None:
         config = config.replace("balance roundrobin", f"balance {balance}")
+    config = config.replace("global\n", f"global\n    stats socket {directory / 'stats.sock'} mode 600\n", 1)
     path = directory / "haproxy.cfg"
     path.write_text(config)
     subprocess.run(["haproxy", "-c", "-q", "-f", str(path)], check=True)
@@ -57,11 +60,38 @@ def front(daphnes, directory, balance=None):
 
 
 @pytest.fixture(scope="module")
-def haproxy(start_server, tmp_path_factory):
-    process, url = front([start_server() for _ in range(4)], tmp_path_factory.mktemp("haproxy"))
-    yield url
+def haproxy_run(start_server, tmp_path_factory):
+    """(the /mcp URL through haproxy, the path of its stats socket)."""
+    directory = tmp_path_factory.mktemp("haproxy")
+    process, url = front([start_server() for _ in range(4)], directory)
+    yield url, directory / "stats.sock"
     process.terminate()
     process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def haproxy(haproxy_run):
+    return haproxy_run[0]
+
+
+def test_the_health_check_of_the_recipe_passes_on_every_daphne(haproxy_run):
+    """The recipe checks each daphne at GET /readyz and expects 200: haproxy's own statistics
+    say every one of them is up by that check (a path that answered anything else, as /mcp's 4xx
+    would, leaves them down after two checks)."""
+    from .waiting import eventually
+
+    def checked():
+        with socket.socket(socket.AF_UNIX) as stats:
+            stats.connect(str(haproxy_run[1]))
+            stats.sendall(b"show stat\n")
+            text = b"".join(iter(lambda: stats.recv(65536), b"")).decode()
+        header, *rows = [line.split(",") for line in text.lstrip("# ").splitlines() if line]
+        servers = [dict(zip(header, row)) for row in rows]
+        assert {server["svname"]: (server["status"], server["check_status"]) for server in servers
+                if server["pxname"] == "daphnes" and server["svname"].startswith("daphne")} == {
+            f"daphne{n}": ("UP", "L7OK") for n in range(1, 5)}
+
+    eventually(checked, deadline=30)
 
 
 def test_a_session_works_whichever_instance_each_request_reaches(haproxy):

@@ -1,8 +1,8 @@
 """Calls in flight when Redis stalls or comes back empty, or the database is unreachable: each
 one ends with its own result.
 
-Every test runs a private redis-server (for the app and the Celery broker, as in a deployment
-with one Redis), its own daphne and its own worker, so that pausing or restarting that Redis
+Every test runs a private redis-server (``redis_server``, conftest.py: for the app and the Celery
+broker, as in a deployment with one Redis), its own daphne and its own worker, so that pausing or restarting that Redis
 touches nothing else of the suite. Load: inline calls with progress, background calls, and a
 client sending echoes all along. What was lost is counted, and must be nothing.
 """
@@ -19,21 +19,11 @@ import time
 import pytest
 
 from mcp_transport.testing import HttpClient, LiveWorker
-from mcpserver.embedded_redis import EmbeddedRedis
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FAST = {"HEARTBEAT_SECONDS": 0.5, "KEEPALIVE_SECONDS": 1}
 #: A deadline for a loaded machine, not a figure the tests measure.
 ANSWER_DEADLINE = 120
-
-
-@pytest.fixture
-def redis_server():
-    server = EmbeddedRedis().start()
-    yield server
-    if server.process is not None and server.process.poll() is None:
-        os.kill(server.process.pid, signal.SIGCONT)  # a test that failed while it was paused
-    server.stop()
 
 
 @pytest.fixture
