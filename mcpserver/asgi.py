@@ -8,6 +8,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mcpserver.settings")
 # Sets Django up before the app's modules import models. Static files (the admin's CSS) are
 # served by daphne itself here; a deployment puts them behind nginx or WhiteNoise instead.
 django_asgi_app = ASGIStaticFilesHandler(get_asgi_application())
+if os.environ.get("MCP_DB_PROBE"):  # a test's view of the database work (db_probe.py)
+    import mcpserver.db_probe  # noqa: E402,F401
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402

@@ -2,9 +2,9 @@
 
 - sessions per client address (``MAX_SESSIONS_PER_ADDRESS``): a sorted set of the address's
   session ids, scored by when they were admitted. A DELETE takes its session out at once; a
-  session that idled out stops counting once its live key is gone (an admitted session's key is
-  written after its database row, so only entries older than ``ADMISSION_GRACE_SECONDS`` are
-  checked for it);
+  session that idled out stops counting once its live key is gone (the admission writes the
+  session's live copy in the same script call; only entries older than ``ADMISSION_GRACE_SECONDS``
+  are checked for it, the grace of a key written by an older release after its admission);
 - calls running at once, per session (``MAX_CALLS_PER_SESSION``) and, for the sessionless
   2026-07-28 era, per caller (``MAX_CALLS_PER_CALLER``: the principal when authorization is on,
   else the client address). What runs in the background is counted across processes, in a
@@ -52,9 +52,10 @@ from ..protocol.errors import InvalidParams, LimitReached
 logger = logging.getLogger(__name__)
 
 ADMIT_SESSION_LUA = """
--- KEYS[1]: the address's set of session ids. ARGV: limit, prefix of session keys, new id,
--- now (ms), the set's ttl (s), grace (ms). Returns -1 when admitted, else the seconds until the
--- soonest of the address's sessions expires (the Retry-After).
+-- KEYS[1]: the address's set of session ids, KEYS[2]: the new session's live copy. ARGV: limit,
+-- prefix of session keys, new id, now (ms), the set's ttl (s), grace (ms), the copy, its ttl (s).
+-- Returns -1 when admitted (the copy written: one step), else the seconds until the soonest of
+-- the address's sessions expires (the Retry-After).
 local key, limit, prefix = KEYS[1], tonumber(ARGV[1]), ARGV[2]
 if redis.call('ZCARD', key) >= limit then
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', key, '-inf', tonumber(ARGV[4]) - tonumber(ARGV[6]))) do
@@ -71,6 +72,7 @@ if redis.call('ZCARD', key) >= limit then
 end
 redis.call('ZADD', key, ARGV[4], ARGV[3])
 redis.call('EXPIRE', key, ARGV[5])
+redis.call('SET', KEYS[2], ARGV[7], 'EX', ARGV[8])
 return -1
 """
 
@@ -154,14 +156,15 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-async def admit_session(address: str, session_id: str) -> None:
-    """Count a new session against its client address, or raise LimitReached."""
+async def admit_session(address: str, session_id: str, copy: str, ttl: int) -> None:
+    """Count a new session against its client address and write its live copy (``copy``, for
+    ``ttl`` seconds), in one script call; or raise LimitReached and write nothing."""
     config = get_config()
     limit, idle = config["MAX_SESSIONS_PER_ADDRESS"], config["SESSION_IDLE_TIMEOUT"]
     names = keys()
     wait = await script(ADMIT_SESSION_LUA)(
-        keys=[names.address_sessions(address)],
-        args=[limit, names.session(""), session_id, _now_ms(), idle + 60, ADMISSION_GRACE_SECONDS * 1000])
+        keys=[names.address_sessions(address), names.session(session_id)],
+        args=[limit, names.session(""), session_id, _now_ms(), idle + 60, ADMISSION_GRACE_SECONDS * 1000, copy, ttl])
     if wait >= 0:
         metrics.incr("limit_refusals:sessions_per_address")
         raise LimitReached(f"This address already holds {limit} open sessions: end one (DELETE) or retry later.",

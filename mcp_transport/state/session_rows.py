@@ -108,6 +108,12 @@ class RowWriter:
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
 
+    def closing(self, session_ids, reason: str) -> None:
+        """``close`` without waiting: the rows close with the next write (a client's DELETE)."""
+        self._closing.setdefault(reason, set()).update(session_ids)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
     async def close(self, session_ids, reason: str) -> None:
         """Close the sessions' rows, after what waits for them here; returns once written. Many
         sessions closing at once (a client ending its thousand sessions) share an UPDATE."""

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from . import control, metrics, quotas, rates, session_rows
 from ..conf import get_config
-from ..connections import async_redis, keys, publish
+from ..connections import async_redis, is_cluster, keys
 from ..logs import client_value
 from ..models import McpSession
 from ..protocol.ids import GET_STREAM
@@ -71,12 +71,17 @@ async def _cache(record: SessionRecord) -> None:
 
 
 async def create(record: SessionRecord) -> None:
-    """Open the session: its Redis copy serves from now on; its row is written in the same
-    transaction as those of the sessions opening meanwhile (``session_rows``)."""
-    metrics.incr("sessions_created")
+    """Open the session: its Redis copy serves from now on, written with its admission against
+    its client address (MAX_SESSIONS_PER_ADDRESS; LimitReached, and nothing written, above it) in
+    one round trip. Its row is written behind (``session_rows``): the admin lists it within
+    moments, and no request waits for the database."""
     record.seen_written = time.time()
-    await _cache(record)
-    await session_rows.writer().inserted(record)
+    if record.address:
+        await quotas.admit_session(record.address, record.id, record.to_json(), _idle_timeout())
+    else:
+        await _cache(record)
+    metrics.incr("sessions_created")
+    session_rows.writer().insert(record)
     logger.info("session opened by %s %s (protocol %s)", client_value(record.client_info.get("name", "?")),
                 client_value(record.client_info.get("version", "?")), record.protocol_version)
 
@@ -194,6 +199,10 @@ async def _extend_side_keys(session_id):
 async def _load_from_database(session_id):
     if session_rows.writer().waiting(session_id):  # Redis lost it before its row was written
         await flush_rows()
+    # A close writes its row behind: the marker it leaves first keeps the row, open for a few
+    # moments more, from reopening the session.
+    if await async_redis().exists(keys().closed(session_id)):
+        return None
     row = await database_sync_to_async(McpSession.objects.filter(pk=session_id).first)()
     if row is None or not row.is_open:
         return None
@@ -226,63 +235,122 @@ def on_close(hook) -> None:
         _on_close.append(hook)
 
 
-async def close(session_id: str, reason: str) -> None:
+async def close(session_id: str, reason: str, running: Optional[int] = None) -> None:
     """Close the session everywhere: row, live copy, buffered events; every process ends its
-    open streams and stops its running requests (the ``closed`` control message)."""
-    await close_many([session_id], reason)
+    open streams and stops its running requests (the ``closed`` control message). ``running``:
+    its background calls as the request's read counted them (``load_for_call``): with none,
+    nothing is asked about its jobs and its row is written behind (a client's DELETE)."""
+    if running is None:
+        return await close_many([session_id], reason)
+    await asyncio.shield(_close_many([session_id], reason, with_jobs=bool(running), wait=False))
 
 
 async def close_many(session_ids: list, reason: str) -> None:
-    """``close()`` for many sessions at once: one UPDATE, one Redis round trip for the keys and
-    the control messages, and the event store's deletions side by side (the cleanup's path).
-    It goes on when the request that asked for it is cancelled (its client went away): else a
-    session would stay counted against its address, its keys left behind."""
+    """``close()`` for many sessions at once: one UPDATE (awaited), one script call a session
+    for the keys and the control messages, and the event store's deletions side by side (the
+    cleanup's path). It goes on when the request that asked for it is cancelled (its client went
+    away): else a session would stay counted against its address, its keys left behind."""
     await asyncio.shield(_close_many(session_ids, reason))
 
 
-async def _close_many(session_ids, reason):
+CLOSE_LUA = """
+-- KEYS: the session's live copy, its GET stream's reader, outbound ids, subscriptions, running
+-- calls, closed marker, and the event store's set of its streams. ARGV: session id, reason, the
+-- marker's ttl (s), the control message, the prefix of address sets, now (ms), the control
+-- channel. Frees its place at its address at once, deletes its keys, marks it closed (before its
+-- events go: an event a request still running appends after this is not stored, as the store's
+-- append script and batch writer look for the marker) and tells every process. Returns how many
+-- background calls it ran, whether it has stored events, and the URIs it subscribed to.
+local raw = redis.call('GET', KEYS[1])
+if raw then
+  local ok, record = pcall(cjson.decode, raw)
+  if ok and type(record) == 'table' and type(record.address) == 'string' and record.address ~= '' then
+    redis.call('ZREM', ARGV[5] .. record.address, ARGV[1])
+  end
+end
+local uris = redis.call('SMEMBERS', KEYS[4])
+redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', ARGV[6])
+local running = redis.call('ZCARD', KEYS[5])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+redis.call('SET', KEYS[6], ARGV[2], 'EX', ARGV[3])
+redis.call('PUBLISH', ARGV[7], ARGV[4])
+return {running, redis.call('EXISTS', KEYS[7]), uris}
+"""
+
+
+def _close_script():
+    # On a Cluster the control channel is a sharded one (connections.publish).
+    return quotas.script(CLOSE_LUA.replace("redis.call('PUBLISH'", "redis.call('SPUBLISH'") if is_cluster()
+                         else CLOSE_LUA)
+
+
+async def _close_many(session_ids, reason, with_jobs=True, wait=True):
     from ..storage import get_event_store
 
-    names = keys()
     for session_id in session_ids:
         forget(session_id)
+        logger.info("session closed: %s", reason, extra={"mcp_session_id": session_id})
     # After what waits for these rows, and with the other sessions closing meanwhile (one UPDATE).
-    await session_rows.writer().close(session_ids, reason)
+    if wait:
+        await session_rows.writer().close(session_ids, reason)
+    else:
+        session_rows.writer().closing(session_ids, reason)
     metrics.incr(f"sessions_closed:{reason}", len(session_ids))
+    if with_jobs:
+        await _end_jobs(session_ids)
+    closed = await _close_keys(session_ids, reason)
+    # A job submitted after the read that said there was none (with_jobs False) ends all the same.
+    started = [session_id for session_id, (running, _, _) in zip(session_ids, closed) if running]
+    if started and not with_jobs:
+        await _end_jobs(started)
+    await _unsubscribe(session_ids, [uris for _, _, uris in closed])
+    with_events = [session_id for session_id, (_, events, _) in zip(session_ids, closed) if events]
+    if with_events:  # a session that never stored an event costs the store nothing
+        await asyncio.shield(get_event_store().delete_sessions(with_events))
+
+
+async def _end_jobs(session_ids):
     # Background jobs end with their session (running/jobs.py, through on_close): one waiting for
     # the gone client's answer, parked or in its worker slot, would otherwise hold on until
     # CLIENT_REQUEST_TIMEOUT.
     for hook in _on_close:
         await hook(session_ids)
-    subscribed, addresses = await _subscriptions_and_addresses(session_ids)
-    async with async_redis().pipeline(transaction=False) as pipe:
-        for session_id, uris, address in zip(session_ids, subscribed, addresses):
-            logger.info("session closed: %s", reason, extra={"mcp_session_id": session_id})
-            if address:  # its place is free at once
-                pipe.zrem(names.address_sessions(address), session_id)
-            pipe.delete(names.session(session_id), names.reader(session_id, GET_STREAM),
-                        names.outbound_ids(session_id), names.subscriptions(session_id), names.calls(session_id))
-            for uri in uris:  # else every URI it ever subscribed to keeps its id until the set expires
-                pipe.srem(names.uri_subscribers(uri), session_id)
-            # Before its events go: an event a request still running appends after this is not
-            # stored (the store's append script and batch writer look for it).
-            pipe.set(names.closed(session_id), reason, ex=get_config()["STREAM_TTL"])
-            publish(pipe, names.control_channel(), control.message("closed", session_id))
-        await pipe.execute()
-    await asyncio.shield(get_event_store().delete_sessions(session_ids))
 
 
-async def _subscriptions_and_addresses(session_ids) -> tuple:
-    """The subscribed URIs of each session, and the client address it counts against (one
-    round trip)."""
-    if not session_ids:
-        return [], []
-    names = keys()
+async def _close_keys(session_ids, reason) -> list:
+    """One CLOSE_LUA call a session (pipelined, else side by side on a Cluster, whose pipelines
+    refuse scripts): [(background calls, has events, subscribed URIs)] in ``session_ids`` order."""
+    from ..storage import get_event_store
+
+    names, store, script = keys(), get_event_store(), _close_script()
+    ttl, now, channel = get_config()["STREAM_TTL"], int(time.time() * 1000), names.control_channel()
+
+    def call(session_id, client=None):
+        return script(keys=[names.session(session_id), names.reader(session_id, GET_STREAM),
+                            names.outbound_ids(session_id), names.subscriptions(session_id),
+                            names.calls(session_id), names.closed(session_id),
+                            # A store that cannot say whether the session has events: the
+                            # marker, there by then, says it may.
+                            store.sessions_events_key(session_id) or names.closed(session_id)],
+                      args=[session_id, reason, ttl, control.message("closed", session_id),
+                            names.address_sessions(""), now, channel], client=client)
+
+    if len(session_ids) == 1 or is_cluster():
+        return await asyncio.gather(*(call(session_id) for session_id in session_ids))
     async with async_redis().pipeline(transaction=False) as pipe:
         for session_id in session_ids:
-            pipe.smembers(names.subscriptions(session_id))
-        for session_id in session_ids:  # GETs, not one MGET: a Redis Cluster's pipelines refuse MGET
-            pipe.get(names.session(session_id))
-        replies = await pipe.execute()
-    subscribed, records = replies[:len(session_ids)], replies[len(session_ids):]
-    return subscribed, [json.loads(raw).get("address", "") if raw else "" for raw in records]
+            await call(session_id, pipe)
+        return await pipe.execute()
+
+
+async def _unsubscribe(session_ids, subscribed):
+    """Take the sessions out of the subscriber sets of the URIs they subscribed to (else every
+    URI one ever subscribed to keeps its id until the set expires): no round trip for none."""
+    names = keys()
+    if not any(subscribed):
+        return
+    async with async_redis().pipeline(transaction=False) as pipe:
+        for session_id, uris in zip(session_ids, subscribed):
+            for uri in uris:
+                pipe.srem(names.uri_subscribers(uri), session_id)
+        await pipe.execute()

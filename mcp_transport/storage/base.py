@@ -184,6 +184,11 @@ class EventStore:
         for session_id in session_ids:
             await self.delete_session(session_id)
 
+    def sessions_events_key(self, session_id: str):
+        """A Redis key that exists while the store keeps events of the session, or None if the
+        store cannot say: a close deletes the events of a session only where it has some."""
+        return None
+
     async def buffered(self, session_ids) -> dict:
         """What the store keeps of each session: ``{session id: {stream key: events}}``, for
         the admin. A store that cannot tell returns ``{}``."""

@@ -328,6 +328,10 @@ class RedisEventStore(EventStore):
                 state.flusher.drop_session(session_id)
             await self.table.run(persist.delete_sessions_rows, session_ids)
 
+    def sessions_events_key(self, session_id):
+        # Its streams' set lives as long as its newest stream (APPEND_LUA: PEXPIRE with the stream).
+        return StoreKeys().session_streams(session_id)
+
     async def buffered(self, session_ids):
         """Two round trips for any number of sessions: their stream sets, then the lengths."""
         names, client = StoreKeys(), async_redis()

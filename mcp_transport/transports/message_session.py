@@ -21,7 +21,7 @@ import logging
 from django.contrib.auth.models import AnonymousUser
 
 from .. import auth, logs
-from ..state import quotas, sessions
+from ..state import sessions
 from ..running import pipeline, streams
 from ..eras.legacy_2025 import era
 from ..eras.legacy_2025.era import receive_notification
@@ -51,9 +51,7 @@ async def open_session(principal: auth.Principal, address: str = "") -> tuple:
     session = sessions.SessionRecord(id=ids.new_session_id(), protocol_version="", state=SessionState.NEW.value,
                                      user_id=principal.user_id, principal=principal.key, address=address,
                                      log_level=get_config()["DEFAULT_LOG_LEVEL"])
-    if address:
-        await quotas.admit_session(address, session.id)
-    await sessions.create(session)
+    await sessions.create(session)  # 429 past MAX_SESSIONS_PER_ADDRESS when it has an address
     name = keys().opened_streams(session.id)
     async with async_redis().pipeline(transaction=False) as pipe:
         pipe.rpush(name, GET_STREAM)

@@ -110,10 +110,12 @@ class McpHttpConsumer(HttpEndpoint):
     # -- DELETE ------------------------------------------------------------------------------
 
     async def delete(self):
-        session = await self.open_session()
+        # Its read counts its background calls too: a session that runs none costs its close no
+        # question about jobs (one round trip for both).
+        session = await self.open_session(for_call=True)
         # "Terminating a session ... closes its open SSE streams, cancels its in-flight work"
         # (checklist G2): sessions.close() tells every process.
-        await sessions.close(session.id, "deleted")
+        await sessions.close(session.id, "deleted", running=self.running_calls)
         await self.send_empty(200)
 
     # -- responses ---------------------------------------------------------------------------

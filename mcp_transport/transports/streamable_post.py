@@ -6,7 +6,7 @@ import asyncio
 import logging
 
 from .. import logs
-from ..state import control, quotas, sessions
+from ..state import control, sessions
 from ..running import pipeline, streams
 from . import modern_post
 from ..state.bell import doorbell
@@ -144,9 +144,8 @@ async def initialize(exchange: PostExchange, request) -> None:
         return await pipeline.refused(request, call, PostResponder(exchange, session), exc)
     session.address = exchange.client_address()
     with pipeline.recording_failure(request, call):  # 429: MAX_SESSIONS_PER_ADDRESS
-        await quotas.admit_session(session.address, session.id)
+        await sessions.create(session)
     logs.bind_session(session.id)
-    await sessions.create(session)
     reply = era_2025.initialize_reply(request, version)
     pipeline.record(request, call, reply)
     if not exchange.wants_sse():
