@@ -6,9 +6,11 @@ sessions queued on the database's one writer (SQLite has one; issue 19 measured 
 6-10 s after the request and 51 % of the server's samples in these two statements). So rows go
 to this process's ``RowWriter``, which writes what waits in one transaction as soon as the one
 before is done (a group commit: a lone row is written at once, a burst in a few transactions).
-``sessions.update`` returns at once (the state change at notifications/initialized waits for no
-database); ``sessions.create`` waits for the commit that takes its row, so the admin lists a
-session once its ``initialize`` is answered; ``sessions.close`` for the one that closes it.
+No request waits for these writes (issue 32): ``sessions.create``, ``sessions.update`` and a
+client's DELETE hand their rows over and return; the admin lists a session within moments (the
+writer starts at once), and a clean shutdown writes what waits (``transports/serving.py``). Only
+``sessions.close_many`` (the cleanup, the admin's terminate) waits for the commit that closes its
+rows.
 
 Any process may write any session's row, so a write never assumes the row is there or not:
 a new session's row is inserted unless it is there; a change is an upsert of the changed columns

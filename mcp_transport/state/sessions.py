@@ -164,6 +164,37 @@ async def load_for_call(session_id: str, rate: Optional[rates.Charge] = None) ->
     return await _loaded(session_id, answer[0]), answer[1]
 
 
+READY_LUA = """
+-- KEYS[1]: the session's live copy. ARGV: the idle timeout (s), the principal it must belong to.
+-- The copy, its idle timer refreshed and, if it belongs to that principal and is initializing,
+-- made ready in the same step (notifications/initialized: one round trip, not a read and a
+-- write). The state is SessionRecord.to_json's third field, after two that cannot hold quotes
+-- (the id, the version), so its first match is the field itself. Returns {copy or '', made ready}.
+local raw = redis.call('GETEX', KEYS[1], 'EX', ARGV[1])
+if not raw then return {'', 0} end
+local ok, record = pcall(cjson.decode, raw)
+if ok and type(record) == 'table' and record.principal == ARGV[2] and record.state == 'initializing' then
+  local ready, found = string.gsub(raw, '"state":"initializing"', '"state":"ready"', 1)
+  if found == 1 then
+    redis.call('SET', KEYS[1], ready, 'KEEPTTL')
+    return {ready, 1}
+  end
+end
+return {raw, 0}
+"""
+
+
+async def load_initialized(session_id: str, principal: str) -> Optional[SessionRecord]:
+    """``load()`` for ``notifications/initialized``: the session of ``principal`` that was
+    initializing comes back ready, its copy changed in the same round trip, its row behind."""
+    raw, made_ready = await quotas.script(READY_LUA)(keys=[keys().session(session_id)],
+                                                     args=[_idle_timeout(), principal])
+    record = await _loaded(session_id, raw or None)
+    if made_ready and record is not None:
+        session_rows.writer().change(record, ("state",))
+    return record
+
+
 async def _loaded(session_id, raw):
     if raw is not None:
         record = SessionRecord.from_json(raw)
@@ -242,7 +273,7 @@ async def close(session_id: str, reason: str, running: Optional[int] = None) -> 
     nothing is asked about its jobs and its row is written behind (a client's DELETE)."""
     if running is None:
         return await close_many([session_id], reason)
-    await asyncio.shield(_close_many([session_id], reason, with_jobs=bool(running), wait=False))
+    await asyncio.shield(_close_many([session_id], reason, running=running))
 
 
 async def close_many(session_ids: list, reason: str) -> None:
@@ -284,28 +315,31 @@ def _close_script():
                          else CLOSE_LUA)
 
 
-async def _close_many(session_ids, reason, with_jobs=True, wait=True):
+async def _close_many(session_ids, reason, running=None):
+    """``running``: a client's DELETE, whose read counted its session's background calls: its
+    row is written behind, its jobs and events are asked about only if it had any. Else (the
+    cleanup, the admin) the rows are written first, and every session's jobs and events go."""
     from ..storage import get_event_store
 
     for session_id in session_ids:
         forget(session_id)
         logger.info("session closed: %s", reason, extra={"mcp_session_id": session_id})
-    # After what waits for these rows, and with the other sessions closing meanwhile (one UPDATE).
-    if wait:
+    if running is None:  # after what waits for these rows, with the others closing meanwhile (one UPDATE)
         await session_rows.writer().close(session_ids, reason)
     else:
         session_rows.writer().closing(session_ids, reason)
     metrics.incr(f"sessions_closed:{reason}", len(session_ids))
-    if with_jobs:
+    if running is None or running:
         await _end_jobs(session_ids)
     closed = await _close_keys(session_ids, reason)
-    # A job submitted after the read that said there was none (with_jobs False) ends all the same.
-    started = [session_id for session_id, (running, _, _) in zip(session_ids, closed) if running]
-    if started and not with_jobs:
-        await _end_jobs(started)
+    if running == 0:  # a job submitted after the read that said there was none ends all the same
+        started = [session_id for session_id, (count, _, _) in zip(session_ids, closed) if count]
+        if started:
+            await _end_jobs(started)
     await _unsubscribe(session_ids, [uris for _, _, uris in closed])
-    with_events = [session_id for session_id, (_, events, _) in zip(session_ids, closed) if events]
-    if with_events:  # a session that never stored an event costs the store nothing
+    with_events = [session_id for session_id, (_, events, _) in zip(session_ids, closed)
+                   if events or running is None]
+    if with_events:  # a DELETE of a session that never stored an event costs the store nothing
         await asyncio.shield(get_event_store().delete_sessions(with_events))
 
 

@@ -70,11 +70,13 @@ class McpHttpConsumer(HttpEndpoint):
         else:
             await self.delete()
 
-    async def open_session(self, resume=False, for_call=False, rate=None) -> sessions.SessionRecord:
+    async def open_session(self, resume=False, for_call=False, rate=None, initialized=False) -> sessions.SessionRecord:
         """The request's session, or 400 / 404. ``for_call``: the request counts as a call, so
         the read also counts the session's running background calls (``self.running_calls``),
         which its admission needs, and takes a rate limited call's place in its caller's window
-        (``rate``, given back if the request goes no further): one round trip for all."""
+        (``rate``, given back if the request goes no further): one round trip for all.
+        ``initialized``: the request is notifications/initialized, and the read makes the session
+        ready (``load_initialized``)."""
         session_id = self.headers.get("mcp-session-id")
         if session_id is None:
             raise TransportError("Missing Mcp-Session-Id header: send initialize first.")
@@ -82,6 +84,8 @@ class McpHttpConsumer(HttpEndpoint):
             session = None
         elif for_call:
             session, self.running_calls = await sessions.load_for_call(session_id, rate)
+        elif initialized:
+            session = await sessions.load_initialized(session_id, self.principal.key)
         else:
             session = await (sessions.load_for_resume if resume else sessions.load)(session_id)
         try:

@@ -118,7 +118,8 @@ class PostHandling:
         for_call = is_request and counts_as_call(message)
         # A rate limited call's place in its caller's window is taken by the session's read.
         rate = pipeline.rate_charge(message, consumer.principal, consumer.client_address) if for_call else None
-        session = await consumer.open_session(for_call=for_call, rate=rate)
+        initialized = isinstance(message, Notification) and message.method == "notifications/initialized"
+        session = await consumer.open_session(for_call=for_call, rate=rate, initialized=initialized)
         exchange = PostExchange(consumer, accept)  # with the session's running calls its read counted
         if is_request:
             await post_request(exchange, session, message, rate)
