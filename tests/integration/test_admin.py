@@ -114,6 +114,11 @@ def listed(html, session_id) -> bool:
     return f'value="{session_ref(session_id)}"' in html
 
 
+def _listed_only(html, session_id, other_id) -> str:
+    assert listed(html, session_id) and not listed(html, other_id)
+    return html
+
+
 def _assert(condition):
     assert condition
 
@@ -149,8 +154,9 @@ def test_session_list_filters_and_search(admin_server, admin):
     live = admin.page("/admin/mcp_transport/mcpsession/", streaming="yes")
     assert listed(live, streaming.session_id) and not listed(live, idle.session_id)
     assert _cells(_row(live, streaming.session_id))[8] == "1"
-    closed = admin.page("/admin/mcp_transport/mcpsession/", state__exact="closed")
-    assert listed(closed, idle.session_id) and not listed(closed, streaming.session_id)
+    # The DELETE's row is written behind it (issue 32): closed within moments.
+    closed = eventually(lambda: _listed_only(admin.page("/admin/mcp_transport/mcpsession/", state__exact="closed"),
+                                             idle.session_id, streaming.session_id))
     assert "closed (deleted)" in _row(closed, idle.session_id)
     found = admin.page("/admin/mcp_transport/mcpsession/", q=idle.session_id[:10])
     assert listed(found, idle.session_id) and not listed(found, streaming.session_id)
@@ -166,7 +172,9 @@ def test_the_lists_link_opens_the_page_of_a_session_whose_id_holds_an_underscore
         if "_" in client.session_id:
             break
     assert "_" in client.session_id
-    row = _row(admin.page("/admin/mcp_transport/mcpsession/", q=client.session_id[:12]), client.session_id)
+    # Its row is written behind its initialize (issue 32): listed within moments.
+    row = eventually(lambda: _row(admin.page("/admin/mcp_transport/mcpsession/", q=client.session_id[:12]),
+                                  client.session_id))
     link = re.search(r'href="(/admin/mcp_transport/mcpsession/[^"?]+/change/)', row).group(1)
     assert link == f"{listed_url(client.session_id)}/change/"
     assert client.session_id in admin.page(link)

@@ -18,6 +18,7 @@ from mcp_transport.admin.refs import session_ref
 from mcp_transport.testing import HttpClient
 
 from .test_admin import Admin
+from .waiting import eventually
 from .test_admin_jobs import job_row, running_task, task_status
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -89,14 +90,21 @@ def test_lists_show_short_session_ids_and_the_session_page_the_full_one(server, 
     client.initialize()
     session_id = client.session_id
     admin = Admin(server, admin_login)
-    # What the page shows (its text and tooltips; links and action checkboxes carry the key).
-    shown = re.sub(r'\s(href|value)="[^"]*"', "", admin.page("/admin/mcp_transport/mcpsession/", q=session_id[:8]))
-    assert f"<code>{session_id[:8]}…</code>" in shown
+
+    def shown():  # what the page shows (its text and tooltips; links and action checkboxes carry the key)
+        html = re.sub(r'\s(href|value)="[^"]*"', "", admin.page("/admin/mcp_transport/mcpsession/", q=session_id[:8]))
+        assert f"<code>{session_id[:8]}…</code>" in html  # once its row is written (behind its initialize)
+        return html
+    shown = eventually(shown)
     assert session_id[:9] not in shown
     assert session_id in admin.page(f"/admin/mcp_transport/mcpsession/{quote(session_id)}/change/")
 
 
 LIST = "/admin/mcp_transport/mcpsession/"
+
+
+def _listed(html, session_id):
+    assert f"<code>{session_id[:8]}…</code>" in html
 
 
 def test_the_session_list_html_carries_no_full_session_id(server, admin_login):
@@ -107,6 +115,8 @@ def test_the_session_list_html_carries_no_full_session_id(server, admin_login):
     for client in clients:
         client.initialize()
     admin = Admin(server, admin_login)
+    for client in clients:  # once their rows are written (behind their initialize)
+        eventually(lambda: _listed(admin.page(LIST, q=client.session_id[:8]), client.session_id))
     pages = [admin.page(LIST), admin.page(LIST, q=clients[0].session_id[:8]), admin.page(LIST, _popup=1)]
     for html in pages:
         for client in clients:
