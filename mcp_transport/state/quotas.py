@@ -2,9 +2,8 @@
 
 - sessions per client address (``MAX_SESSIONS_PER_ADDRESS``): a sorted set of the address's
   session ids, scored by when they were admitted. A DELETE takes its session out at once; a
-  session that idled out stops counting once its live key is gone (the admission writes the
-  session's live copy in the same script call; only entries older than ``ADMISSION_GRACE_SECONDS``
-  are checked for it, the grace of a key written by an older release after its admission);
+  session that idled out stops counting once its live key is gone (the admission writes that
+  key in the same script call; entries younger than ``ADMISSION_GRACE_SECONDS`` are not checked);
 - calls running at once, per session (``MAX_CALLS_PER_SESSION``) and, for the sessionless
   2026-07-28 era, per caller (``MAX_CALLS_PER_CALLER``: the principal when authorization is on,
   else the client address). What runs in the background is counted across processes, in a

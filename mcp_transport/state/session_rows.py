@@ -87,19 +87,9 @@ class RowWriter:
         #: The sessions of the batch being written: not written yet either.
         self._in_flight = frozenset()
         self._done = None  # a future resolved after each write
-        self._next = None  # resolved once the write that takes what waits now is done
 
     def insert(self, record) -> None:
         self._add(record.id, Pending(dataclasses.replace(record)))
-
-    async def inserted(self, record) -> None:
-        """``insert`` and wait for the write that takes it (the admin lists a session once its
-        ``initialize`` is answered), sharing that transaction with every row that came meanwhile.
-        A failing database does not hold the session: its row waits for a retry."""
-        self.insert(record)
-        if self._next is None:
-            self._next = asyncio.get_running_loop().create_future()
-        await asyncio.shield(self._next)
 
     def change(self, record, fields) -> None:
         self._add(record.id, Pending(dataclasses.replace(record), set(fields)))
@@ -107,19 +97,21 @@ class RowWriter:
     def _add(self, session_id, pending):
         earlier = self._pending.pop(session_id, None)
         self._pending[session_id] = earlier.merge(pending) if earlier else pending
+        self._wake()
+
+    def _wake(self):
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     def closing(self, session_ids, reason: str) -> None:
         """``close`` without waiting: the rows close with the next write (a client's DELETE)."""
         self._closing.setdefault(reason, set()).update(session_ids)
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run())
+        self._wake()
 
     async def close(self, session_ids, reason: str) -> None:
         """Close the sessions' rows, after what waits for them here; returns once written. Many
         sessions closing at once (a client ending its thousand sessions) share an UPDATE."""
-        self._closing.setdefault(reason, set()).update(session_ids)
+        self.closing(session_ids, reason)
         await self.flush()
 
     def waiting(self, session_id) -> bool:
@@ -151,7 +143,6 @@ class RowWriter:
     async def _write_waiting(self):
         batch, self._pending = self._pending, {}
         closing, self._closing = self._closing, {}
-        taken, self._next = self._next, None
         retry, self._writing = [], True
         self._in_flight = frozenset(batch)
         try:
@@ -169,9 +160,8 @@ class RowWriter:
                 newer = self._pending.pop(pending.record.id, None)
                 self._pending[pending.record.id] = pending.merge(newer) if newer else pending
             done, self._done = self._done, None
-            for future in (done, taken):
-                if future is not None and not future.done():
-                    future.set_result(None)
+            if done is not None and not done.done():
+                done.set_result(None)
         if retry:
             logger.warning("the database is failing; %d session rows wait for a retry (Redis serves the sessions)",
                            len(retry))
