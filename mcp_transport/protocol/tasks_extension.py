@@ -91,12 +91,21 @@ def detailed_task(view: dict, result=None, error=None, input_requests=None) -> d
     detailed = {"resultType": "complete", **view}
     status = view["status"]
     if status == "completed" and result is not None:
-        detailed["result"] = strip_related_task(result)
+        detailed["result"] = inlined_result(result)
     elif status == "failed":
         detailed["error"] = error or {"code": -32603, "message": "The task failed."}
     elif status == "input_required" and input_requests:
         detailed["inputRequests"] = input_requests
     return detailed
+
+
+def inlined_result(result: dict) -> dict:
+    """A completed task's ``result``: "The structure matches the result type of the original
+    request ... a CallToolRequest task would return the CallToolResult structure", which in this
+    era carries ``resultType: "complete"`` ("resultType is required on every result"; the
+    official client library refuses a result without it). The job keeps the tool's result as
+    its tool returned it, shared with the 2025-11-25 tasks utility, so the era stamps it here."""
+    return {**strip_related_task(result), "resultType": "complete"}
 
 
 def strip_related_task(result: dict) -> dict:

@@ -66,6 +66,7 @@ def test_a_task_outlives_the_web_process_that_accepted_it_and_is_polled_on_anoth
     task = poll(ModernClient(second_server.url, TASKS), created["taskId"])
     assert task["status"] == "completed", task
     assert task["result"]["content"][0]["text"] == "computed k in 1.0 s"
+    assert task["result"]["resultType"] == "complete"  # the inlined CallToolResult of this era
     assert "requestState" not in task and "io.modelcontextprotocol/related-task" not in task["result"].get("_meta", {})
 
 

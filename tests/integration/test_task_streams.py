@@ -171,9 +171,11 @@ def test_without_the_setting_the_method_does_not_exist(start_server):
         "io.modelcontextprotocol/tasks": {}}
 
 
-def test_the_extension_advertises_event_streams_while_on(mcp_server):
+def test_the_extension_stays_exactly_empty_while_on(mcp_server):
+    # Not {"eventStreams": {}} (SEP-2694's MAY): the official tasks client library,
+    # @modelcontextprotocol/ext-tasks, takes any key in it for "no tasks" (test_ts_client.py).
     discovered = result(ModernClient(mcp_server.url, TASKS).post("server/discover"))
-    assert discovered["capabilities"]["extensions"] == {"io.modelcontextprotocol/tasks": {"eventStreams": {}}}
+    assert discovered["capabilities"]["extensions"] == {"io.modelcontextprotocol/tasks": {}}
 
 
 # -- retention ------------------------------------------------------------------------------------

@@ -32,7 +32,10 @@ def test_detailed_task_inlines_the_outcome_of_its_status():
     result = {"content": [{"type": "text", "text": "ok"}],
               "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "t1"}, "keep": 1}}
     done = ext.detailed_task(VIEW, result=result)
-    assert done["resultType"] == "complete" and done["result"] == {"content": result["content"], "_meta": {"keep": 1}}
+    # The inlined result is this era's CallToolResult: resultType "complete" (the official client
+    # library, @modelcontextprotocol/ext-tasks, refuses it without), the v1 related-task key gone.
+    assert done["resultType"] == "complete"
+    assert done["result"] == {"resultType": "complete", "content": result["content"], "_meta": {"keep": 1}}
     failed = ext.detailed_task({**VIEW, "status": "failed"}, result=result, error={"code": -32603, "message": "x"})
     assert failed["error"] == {"code": -32603, "message": "x"} and "result" not in failed
     asking = ext.detailed_task({**VIEW, "status": "input_required"}, input_requests={"k": {"method": "roots/list"}})

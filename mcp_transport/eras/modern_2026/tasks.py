@@ -37,11 +37,13 @@ def missing_extension(what: str) -> ProtocolError:
 
 def offer():
     """The extension's entry in server/discover's ``capabilities.extensions`` (modern.EXTENSIONS):
-    declared while some tool can run as a task. "implementations MAY advertise this support as an
-    eventStreams sub-capability of Tasks" (SEP-2694): while TASK_STREAMS is on."""
-    if not any(spec.task_support for spec in registry.tools.values()):
-        return None
-    return {"eventStreams": {}} if get_config()["TASK_STREAMS"] else {}
+    declared while some tool can run as a task. Exactly ``{}``: "No extension-specific settings
+    are currently defined; an empty object indicates support", and the official client library
+    (@modelcontextprotocol/ext-tasks, what the Inspector builds on) takes any key in it for "no
+    tasks". So ``tasks/stream`` (TASK_STREAMS) is not announced here: SEP-2694's "MAY advertise
+    this support as an eventStreams sub-capability of Tasks" would turn tasks off for that
+    library; a client that wants streams calls the method (-32601 while the setting is off)."""
+    return {} if any(spec.task_support for spec in registry.tools.values()) else None
 
 
 def stateless_session_id() -> str:
