@@ -236,9 +236,10 @@ def redis_cluster():
 
 #: Files whose tests may go to different workers: each test starts the servers it needs, or the
 #: file's module-scoped ones are cheap beside its length (test_auth: a token is a management
-#: command each; test_drain: each test stops a daphne of its own).
+#: command each; test_drain: each test stops a daphne of its own; test_long_calls: minutes of
+#: waiting on one call each, side by side on free workers, not in a row on one).
 SPREAD = {"tests/integration/test_auth.py", "tests/integration/test_redis_faults.py",
-          "tests/integration/test_drain.py"}
+          "tests/integration/test_drain.py", "tests/integration/test_long_calls.py"}
 #: The files, and the test ids, of the tests on the Sentinel set and the Cluster.
 TOPOLOGY_FILES = {"tests/integration/test_redis_topologies.py", "tests/storage/test_doorbell.py"}
 TOPOLOGY_IDS = ("[redis-sentinel", "[redis-cluster")
@@ -255,6 +256,9 @@ LONG_SCOPES = {
     "tests/storage/test_redis.py": 85, "tests/integration/test_oauth_flow.py": 85,
     "tests/integration/test_toolsets.py": 80, "tests/integration/test_http_sessions.py": 75,
     "tests/fuzz/test_fuzz_http.py": 70, "tests/integration/test_job_cancel.py": 60,
+    # A test of a SPREAD file by its name without parameters: each of its parameters as long.
+    "tests/integration/test_long_calls.py::test_a_150_s_inline_call_with_progress_every_10_s": 160,
+    "tests/integration/test_long_calls.py::test_a_silent_40_s_call_keeps_its_response_alive": 50,
 }
 _SCOPE_SECONDS = "mcp_transport/xdist-scope-seconds"
 
@@ -292,7 +296,7 @@ def pytest_collection_modifyitems(config, items):
     """Once every plugin has ordered the tests, the longest scopes first (stable within one)."""
     cache = getattr(config, "cache", None)
     seconds = {**LONG_SCOPES, **(cache.get(_SCOPE_SECONDS, {}) if cache else {})}
-    items.sort(key=lambda item: -seconds.get(_scope(item.nodeid), 0))
+    items.sort(key=lambda item: -seconds.get(_scope(item.nodeid), seconds.get(item.nodeid.split("[", 1)[0], 0)))
 
 
 _took = {}
