@@ -315,7 +315,9 @@ class RedisEventStore(EventStore):
     async def delete_sessions(self, session_ids):
         """One round trip of script calls, one DELETE of rows, however many sessions."""
         names, state = StoreKeys(), self._state()
-        if is_cluster():  # redis-py's Cluster pipelines refuse scripts: side by side instead
+        # redis-py's Cluster pipelines refuse scripts, and a pipeline asks SCRIPT EXISTS first: one
+        # session's (a DELETE) or a Cluster's go side by side instead, EVALSHA alone.
+        if is_cluster() or len(session_ids) == 1:
             await asyncio.gather(*(state.delete_script(keys=[*names.shared, names.session_streams(session_id)])
                                    for session_id in session_ids))
         else:
