@@ -9,7 +9,7 @@ __version__ = "0.1.0"
 # The public API, imported lazily (PEP 562) so that `import mcp_transport` stays Django-free.
 _EXPORTS = {
     "tool": "methods.registry", "task_tool": "methods.registry", "resource": "methods.registry",
-    "prompt": "methods.registry", "completion": "methods.registry",
+    "prompt": "methods.registry", "completion": "methods.registry", "skill": "methods.skill_catalog",
     "registry": "methods.registry", "ToolError": "methods.registry",
     "Context": "methods.context", "SyncContext": "methods.context", "ToolCancelled": "methods.context",
     "ClientCapabilityError": "methods.context", "ClientRequestError": "methods.context",

@@ -24,6 +24,11 @@ class McpTransportConfig(AppConfig):
 
         # Import every installed app's tools module, as the admin does with admin.py.
         autodiscover_modules(get_config()["TOOLS_MODULE"])
+        # Then each app's skills/<name>/SKILL.md folders, as Django finds templates (a skill the
+        # tools modules registered in code stays: methods/skill_catalog.py).
+        from .methods import skill_catalog
+
+        skill_catalog.discover()
         flush_events_at_shutdown()
         connect_signals()  # revoking a token takes effect on the next request
         enforce_request_limits()

@@ -7,6 +7,10 @@
 #                                                           --spec-version 2026-07-28   151/0/0
 #                                                             (+1 WARNING by design, its baseline)
 #                                                           each tasks-* scenario       44/0/0
+#                                                           each sep-2640-skills-* one, 43/0/0
+#                                                             --spec-version 2025-11-25 (the two
+#                                                             cache checks SKIPPED: 2026 only)
+#                                                             and 2026-07-28            45/0/0
 #                                                           authorization (the AS)       3/0/0
 # A leg may name a baseline (scripts/conformance/expected-*.yml) listing what is not done yet: the
 # harness then fails on any FAILURE or WARNING outside it and on a listed scenario that passes.
@@ -17,7 +21,8 @@
 #   REDIS_TOPOLOGY    sentinel or cluster: run.py starts a private Sentinel set or Redis Cluster
 #                     instead (the Cluster's broker: CELERY_BROKER_URL, default local RabbitMQ)
 #   CONFORMANCE_LEGS  the legs to run, by name, space-separated (default: every leg); names:
-#                     0.1.16-all 0.2.0-2025-11-25 0.2.0-2026-07-28 0.2.0-tasks 0.2.0-authorization
+#                     0.1.16-all 0.2.0-2025-11-25 0.2.0-2026-07-28 0.2.0-tasks 0.2.0-skills-2025-11-25
+#                     0.2.0-skills-2026-07-28 0.2.0-authorization
 #   PYTHON            interpreter with the project installed (default: .venv/bin/python)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -79,8 +84,11 @@ NEXT=node_modules/conformance-next/dist/index.js
 TASKS_SCENARIOS=(tasks-lifecycle tasks-capability-negotiation tasks-wire-fields tasks-request-state-removal
                  tasks-mrtr-input tasks-request-headers tasks-dispatch-and-envelope tasks-status-notifications
                  tasks-required-task-error tasks-mrtr-composition)
+# SEP-2640's server scenarios (the io.modelcontextprotocol/skills extension): run only when named.
+SKILLS_SCENARIOS=(sep-2640-skills-enumeration sep-2640-skills-manifest sep-2640-skills-directory)
 failed=()
-legs=" ${CONFORMANCE_LEGS:-0.1.16-all 0.2.0-2025-11-25 0.2.0-2026-07-28 0.2.0-tasks 0.2.0-authorization} "
+legs=" ${CONFORMANCE_LEGS:-0.1.16-all 0.2.0-2025-11-25 0.2.0-2026-07-28 0.2.0-tasks 0.2.0-skills-2025-11-25
+                          0.2.0-skills-2026-07-28 0.2.0-authorization} "
 wanted() { [[ $legs == *" $1 "* ]]; }
 
 # leg NAME SUCCESS BASELINE -- HARNESS-ARGS...: one harness run into its own folder, then its tally.
@@ -107,11 +115,25 @@ tasks_leg() {
     return $rc
 }
 
+# skills_leg VERSION: each SEP-2640 scenario with that era's client (2025-11-25: initialize and a
+# session; 2026-07-28: stateless requests). An extension's scenario is "not on the spec timeline":
+# --force runs it at a --spec-version.
+skills_leg() {
+    local version=$1 scenario rc=0
+    shift
+    for scenario in "${SKILLS_SCENARIOS[@]}"; do
+        npx --no-install node "$NEXT" server --scenario "$scenario" --spec-version "$version" --force "$@" || rc=1
+    done
+    return $rc
+}
+
 leg 0.1.16-all 47 - -- npx --no-install conformance server --suite all
 leg 0.2.0-2025-11-25 84 - -- npx --no-install node "$NEXT" server --suite all --spec-version 2025-11-25
 leg 0.2.0-2026-07-28 151 scripts/conformance/expected-2026-07-28.yml -- \
     npx --no-install node "$NEXT" server --suite all --spec-version 2026-07-28
 leg 0.2.0-tasks 44 - -- tasks_leg
+leg 0.2.0-skills-2025-11-25 43 - -- skills_leg 2025-11-25
+leg 0.2.0-skills-2026-07-28 45 - -- skills_leg 2026-07-28
 # The authorization server (mcp_transport.oauth): authorization-server-metadata-endpoint (2 checks)
 # and authorization-code-grant (1), the harness's consent step done by a scripted browser.
 if wanted 0.2.0-authorization; then

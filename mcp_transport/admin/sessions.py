@@ -1,6 +1,7 @@
 """The sessions admin: a list with live counters from Redis, a page per session with its
 streams and buffered events, and the terminate and purge actions."""
 import json
+from functools import partial
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 
@@ -22,7 +23,7 @@ from ..protocol import versions
 from ..protocol.ids import GET_STREAM
 from ..protocol.session import SessionState
 from ..storage import get_event_store
-from . import dashboard, live, refs
+from . import dashboard, live, refs, skills
 from . import jobs as job_admin
 from .paging import CappedPaginator, FastListMixin
 
@@ -299,6 +300,7 @@ class McpSessionAdmin(refs.ByReference, FastListMixin, admin.ModelAdmin):
         wrap = self.admin_site.admin_view
         return [
             path("dashboard/", wrap(self.dashboard_view), name="mcp_transport_dashboard"),
+            path("skills/", wrap(partial(skills.skills_view, self)), name="mcp_transport_skills"),
             path("<path:object_id>/terminate/", wrap(self.terminate_view), name="mcp_transport_mcpsession_terminate"),
             path("<path:object_id>/purge/", wrap(self.purge_view), name="mcp_transport_mcpsession_purge"),
             *super().get_urls(),

@@ -18,6 +18,7 @@ from .listing import (paginate, ping, prompts_list, resource_templates_list, res
 from .tool_calls import runs_in_background, tools_call  # noqa: F401
 from .resources_prompts import (completion_complete, logging_set_level, prompts_get,  # noqa: F401
                                 require_readable, resources_read, resources_subscribe, resources_unsubscribe)
+from .skills import resources_directory_read, skills_get, skills_list  # noqa: F401
 
 
 async def dispatch(request: Request, call: Call) -> dict:

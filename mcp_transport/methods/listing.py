@@ -33,14 +33,16 @@ def _decode_cursor(cursor) -> str:
     raise InvalidParams("The cursor is not one this server issued.")
 
 
-def paginate(items: dict, params: dict, key: str) -> dict:
+def paginate(items: dict, params: dict, key: str, describe=None) -> dict:
+    """A page of ``items`` (by name) under ``key``, each ``describe(item)`` (its ``describe()``)."""
+    describe = describe or (lambda item: item.describe())
     names = sorted(items)
     cursor = params.get("cursor")
     if cursor is not None:
         after = _decode_cursor(cursor)
         names = [name for name in names if name > after]
     size = get_config()["PAGE_SIZE"]
-    page = {key: [items[name].describe() for name in names[:size]]}
+    page = {key: [describe(items[name]) for name in names[:size]]}
     if len(names) > size:
         page["nextCursor"] = _encode_cursor(names[size - 1])
     return page
@@ -73,7 +75,8 @@ async def resources_list(params, call):
     rows = _rows_cursor(params.get("cursor")) if listers else None
     if rows is not None:
         return await _rows_page(listers, *rows, call)
-    page = paginate(usable(registry.resources, call), params, "resources")
+    listed = {uri: spec for uri, spec in registry.resources.items() if spec.listed}  # not a skill's other files
+    page = paginate(usable(listed, call), params, "resources")
     if listers and "nextCursor" not in page:
         page["nextCursor"] = _encode_rows_cursor(listers[0].uri, None)
     return page

@@ -10,6 +10,7 @@ from typing import Any
 from .. import __version__
 from ..state import sessions
 from ..conf import get_config
+from ..protocol import skills as skills_extension
 from ..protocol.jsonrpc import Request
 from .registry import registry
 from .specs import UNKNOWN, MethodTable
@@ -64,6 +65,10 @@ def capabilities() -> dict:
     caps = {name: dict(settings) for name, settings in _DECLARATIONS.items() if declares(name)}
     if declares("tasks"):
         caps["tasks"] = tasks_utility.capability()
+    if declares("skills"):
+        # SEP-2640: "servers declare support for this extension" (SEP-2133's extensions map);
+        # "directoryRead: The server implements resources/directory/read" (methods/skills.py).
+        caps["extensions"] = {skills_extension.EXTENSION: {"directoryRead": True}}
     return caps
 
 
@@ -80,6 +85,8 @@ def declares(capability: str) -> bool:
         return bool(registry.prompts)
     if capability == "completions":
         return bool(registry.prompts or registry.templates)
+    if capability == "skills":
+        return bool(registry.skills)
     if capability == "tasks":
         return tasks_utility is not None and any(spec.task_support for spec in registry.tools.values())
     return False

@@ -312,6 +312,8 @@ class ResourceSpec:
     #: Name of the parameter that receives the Context, if any (it may ask the client, in the
     #: 2026-07-28 era: an InputRequiredResult).
     context_param: Optional[str] = None
+    #: In resources/list (a skill's supporting files are read, not listed: skill_catalog.py).
+    listed: bool = True
 
     @property
     def is_async(self) -> bool:
@@ -415,6 +417,8 @@ class Registry:
         self.templates: dict = {}
         self.prompts: dict = {}
         self.completers: dict = {}
+        #: Skills by their SKILL.md's URI (skill_catalog.py); their files are in ``resources``.
+        self.skills: dict = {}
 
     def tool(self, func=None, **options):
         """Register a function as a tool; usable as ``@tool`` or ``@tool(name=..., ...)``."""

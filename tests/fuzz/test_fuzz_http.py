@@ -108,7 +108,9 @@ TOOL_CALL = st.sampled_from(TOOLS).flatmap(lambda name: st.fixed_dictionaries(
     optional={"arguments": arguments_for(name), "_meta": META,
               "task": st.none() | JSON | st.fixed_dictionaries({"ttl": INTS | JSON})}))
 URIS = st.sampled_from(["test://static-text", "test://static-binary", "test://template/1/data",
-                        "test://watched-resource", "test://template/\x00/data"]) | TEXT
+                        "test://watched-resource", "test://template/\x00/data", "skill://library-catalog/SKILL.md",
+                        "skill://library-catalog/references/TOOLS.md", "skill://library-catalog",
+                        "skill://library-catalog/references", "skill://library-curation/SKILL.md"]) | TEXT
 PROMPTS = st.sampled_from(["test_simple_prompt", "test_prompt_with_arguments", "test_prompt_with_embedded_resource",
                            "test_prompt_with_image"]) | TEXT
 LEVELS = st.sampled_from(["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]) | JSON
@@ -143,6 +145,9 @@ PARAMS = {
                                                                     optional={"value": JSON}) | JSON},
                                  context=JSON),
     "logging/setLevel": _with({"level": LEVELS}),
+    "skills/list": _with({}, cursor=JSON),
+    "skills/get": _with({"uri": URIS}),
+    "resources/directory/read": _with({"uri": URIS}, cursor=JSON),
     "tasks/get": _with({"taskId": TASK_IDS}),
     "tasks/list": _with({}, cursor=JSON),
     "tasks/cancel": _with({"taskId": TASK_IDS}),

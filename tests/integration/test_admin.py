@@ -1,5 +1,5 @@
 """The admin against a live daphne server, with data made by real MCP traffic: the session
-list, a session page, the terminate and purge actions, and the dashboard.
+list, a session page, the terminate and purge actions, the dashboard and the skills.
 
 The server flushes counters and takes dashboard samples every half second here, so what
 traffic did shows up within a second.
@@ -7,6 +7,7 @@ traffic did shows up within a second.
 import json
 import re
 import time
+from pathlib import Path
 
 import http.client
 import http.cookiejar
@@ -18,9 +19,12 @@ import pytest
 from django.contrib.admin.utils import quote
 
 from mcp_transport.admin.refs import session_ref
+from mcp_transport.protocol.skills import digest
 from mcp_transport.testing import HttpClient
 
 from .waiting import eventually
+
+ROOT = Path(__file__).resolve().parents[2]
 
 GET = {"Accept": "text/event-stream"}
 FAST = json.dumps({"HEARTBEAT_SECONDS": 0.3, "DASHBOARD_SAMPLE_SECONDS": 0.3})
@@ -268,8 +272,20 @@ def test_dashboard_shows_current_values_and_charts(admin_server, admin):
     eventually(dashboard)
 
 
+def test_the_skills_page_lists_each_skill_with_who_sees_it_and_its_files(admin):
+    html = admin.page("/admin/mcp_transport/mcpsession/skills/")
+    for uri in ("skill://library-catalog/SKILL.md", "skill://library-curation/SKILL.md"):
+        assert f"<code>{uri}</code>" in html
+    assert "every caller" in html and "permission library.change_book" in html
+    assert "app tools.library" in html and "<code>references/TOOLS.md</code>" in html
+    tools = ROOT / "tools" / "library" / "skills" / "library-catalog" / "references" / "TOOLS.md"
+    assert digest(tools.read_bytes()) in html
+    assert 'href="/admin/mcp_transport/mcpsession/skills/">Skills</a>' in admin.page("/admin/mcp_transport/")
+
+
 def test_pages_need_a_staff_login(admin_server):
-    for url in ("/admin/mcp_transport/mcpsession/", "/admin/mcp_transport/mcpsession/dashboard/"):
+    for url in ("/admin/mcp_transport/mcpsession/", "/admin/mcp_transport/mcpsession/dashboard/",
+                "/admin/mcp_transport/mcpsession/skills/"):
         connection = http.client.HTTPConnection("127.0.0.1", admin_server.port, timeout=30)
         connection.request("GET", url)
         reply = connection.getresponse()

@@ -25,6 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PASSWORD = "hardening-password-for-tests"
 DASHBOARD = "/admin/mcp_transport/mcpsession/dashboard/"
 PROGRESS = "/admin/mcp_transport/mcpjob/progress/?id=x"
+SKILLS = "/admin/mcp_transport/mcpsession/skills/"
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +47,15 @@ def make_staff(server_env, username, *permissions):
 
 def test_staff_without_the_apps_permissions_sees_no_mcp_page(server, server_env):
     staff = Admin(server, make_staff(server_env, "staff-no-mcp"))
-    for url in (DASHBOARD, PROGRESS, "/admin/mcp_transport/mcpsession/", "/admin/mcp_transport/mcpjob/"):
+    for url in (DASHBOARD, PROGRESS, SKILLS, "/admin/mcp_transport/mcpsession/", "/admin/mcp_transport/mcpjob/"):
         status, _html = staff.get(url)
         assert status == 403, url
+
+
+def test_the_skills_page_needs_any_permission_of_the_app(server, server_env):
+    calls = Admin(server, make_staff(server_env, "staff-calls", "view_mcpcall"))
+    status, html = calls.get(SKILLS)
+    assert status == 200 and "skill://library-catalog/SKILL.md" in html
 
 
 def test_the_dashboard_needs_the_session_view_permission_and_job_charts_the_jobs(server, server_env):

@@ -170,7 +170,8 @@ def test_tools_call_with_valid_arguments_is_not_an_error(session):
 
 
 # Q2: "Invalid cursors SHOULD result in an error with code -32602".
-@pytest.mark.parametrize("method", ["tools/list", "resources/list", "resources/templates/list", "prompts/list"])
+@pytest.mark.parametrize("method", ["tools/list", "resources/list", "resources/templates/list", "prompts/list",
+                                    "skills/list"])
 @pytest.mark.parametrize("cursor", ["!!bogus", "", 42, "eyJub3BlIjogMX0="],  # last: base64 of {"nope": 1}
                          ids=["bogus", "empty", "int", "foreign-json"])
 def test_bogus_cursor_is_in_band_invalid_params(session, method, cursor):

@@ -158,7 +158,8 @@ def test_mcp_param_headers_are_decoded_and_compared(modern, value, header, ok):
 
 # --- results: resultType, serverInfo, caching hints, resources ------------------------------------------
 
-@pytest.mark.parametrize("method", ["tools/list", "prompts/list", "resources/list", "resources/templates/list"])
+@pytest.mark.parametrize("method", ["tools/list", "prompts/list", "resources/list", "resources/templates/list",
+                                    "skills/list"])
 def test_list_results_carry_caching_hints(modern, method):
     result = result_of(modern.post(method))
     assert isinstance(result["ttlMs"], int) and result["cacheScope"] in ("public", "private")

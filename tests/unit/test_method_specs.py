@@ -24,9 +24,14 @@ def test_capabilities_of_the_2025_methods():
     capability = {name: spec.capability for name, spec in dispatch.METHODS.items()}
     assert capability["ping"] is None
     assert {capability[name] for name in capability if name.startswith("tasks/")} == {"tasks"}
+    # The skills extension's methods, resources/directory/read among them ("clients MUST NOT call
+    # resources/directory/read against a server that has not declared directoryRead: true").
+    skills = {"skills/list", "skills/get", "resources/directory/read"}
+    assert {capability[name] for name in skills} == {"skills"}
     for prefix, declared in {"tools/": "tools", "resources/": "resources", "prompts/": "prompts",
                              "completion/": "completions", "logging/": "logging"}.items():
-        assert {capability[name] for name in capability if name.startswith(prefix)} == {declared}, prefix
+        assert {capability[name] for name in capability if name.startswith(prefix) and name not in skills} == \
+            {declared}, prefix
 
 
 def test_the_2026_era_derives_its_table_and_knows_its_targets():

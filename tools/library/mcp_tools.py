@@ -1,9 +1,12 @@
 """The library's models as MCP tools (docs/models.md): ``book_*`` from a ModelToolset,
 ``author_*`` from the AuthorAdmin and ``shelf_*`` from a DRF viewset. Each needs the caller's
 model permission; a reader sees the public books and its own, and only staff read a book's
-internal note."""
+internal note. The library's skills are in skills/ (docs/skills.md), but for one, below."""
+from pathlib import Path
+
 from django.db.models import Q
 
+from mcp_transport import skill
 from mcp_transport.toolsets import ModelToolset, register, register_admin, register_viewset
 
 from .api import ShelfViewSet
@@ -46,3 +49,7 @@ class BookTools(ModelToolset):
 
 register_admin(Author, create=True, actions=True)
 register_viewset(ShelfViewSet, name="shelf")
+
+# A skill only users who may change books see (docs/skills.md): kept out of skills/, which every
+# caller's skills come from, and registered here with its permission.
+skill(Path(__file__).parent / "staff_skills" / "library-curation", permission="library.change_book")

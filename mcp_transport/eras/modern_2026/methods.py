@@ -17,6 +17,11 @@ CACHE_DEFAULTS = {
     "resources/list": (60_000, "private"),
     "resources/templates/list": (60_000, "private"),
     "resources/read": (0, "private"),
+    # SEP-2640: "In protocol versions 2026-07-28 and later, the [skills/list] result also carries
+    # the base protocol's list-caching attributes"; skills/get and resources/directory/read too.
+    "skills/list": (60_000, "private"),
+    "skills/get": (60_000, "private"),
+    "resources/directory/read": (60_000, "private"),
 }
 
 
@@ -36,17 +41,20 @@ EXTENSIONS = {tasks_extension.EXTENSION: modern_tasks.offer}
 
 def capabilities() -> dict:
     """What server/discover declares: the legacy capabilities minus what 2026-07-28 moved out
-    (tasks is the io.modelcontextprotocol/tasks extension now), plus the extensions."""
+    (tasks is the io.modelcontextprotocol/tasks extension now), plus this era's extensions (to
+    those of both eras: the skills extension)."""
     caps = dispatch.capabilities()
     caps.pop("tasks", None)
-    extensions = {name: settings for name, offer in EXTENSIONS.items() if (settings := offer()) is not None}
+    extensions = {**caps.get("extensions", {}),
+                  **{name: settings for name, offer in EXTENSIONS.items() if (settings := offer()) is not None}}
     if extensions:
         caps["extensions"] = extensions
     return caps
 
 
 def declares(capability: str) -> bool:
-    """Whether ``capabilities()`` has ``capability``, without building them all."""
+    """Whether ``capabilities()`` has ``capability``, without building them all; "extensions":
+    whether one of this era's own (``EXTENSIONS``: the tasks extension, whose methods ask)."""
     if capability == "extensions":
         return any(offer() is not None for offer in EXTENSIONS.values())
     if capability == "task_streams":  # experimental (SEP-2694): a method of the tasks extension
