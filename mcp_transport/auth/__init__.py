@@ -253,6 +253,16 @@ async def authenticate(scope, headers, path: Optional[str] = None) -> Principal:
     return principal.of_request(user, digest, checked_at)
 
 
+def access(permission, scopes) -> dict:
+    """Who may use a tool, resource, prompt or skill, as declared: ``permission="app.codename"``
+    (a Django permission) and ``scopes=[...]`` (token scopes); ValueError for anything else."""
+    if permission is not None and (not isinstance(permission, str) or permission.count(".") != 1):
+        raise ValueError(f"permission must be 'app_label.codename', not {permission!r}.")
+    if isinstance(scopes, str) or not all(isinstance(s, str) and s and " " not in s for s in scopes or ()):
+        raise ValueError(f"scopes must be a list of scope names, not {scopes!r}.")
+    return {"permission": permission, "scopes": tuple(scopes or ())}
+
+
 def may_use(spec, principal) -> bool:
     """Whether the caller may see and use a tool, resource or prompt: "tools the caller may not
     use are absent from tools/list and refused on call". A spec's ``scopes`` apply while AUTH is

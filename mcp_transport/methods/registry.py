@@ -23,6 +23,7 @@ from typing import Any, Callable, Optional
 import jsonschema
 import pydantic
 
+from ..auth import access
 from ..protocol import storable
 from . import content
 from .context import Context
@@ -251,15 +252,6 @@ def _job_options(background) -> dict:
     return options
 
 
-def _access(permission, scopes) -> dict:
-    """``permission="app.codename"`` (a Django permission) and ``scopes=[...]`` (token scopes)."""
-    if permission is not None and (not isinstance(permission, str) or permission.count(".") != 1):
-        raise ValueError(f"permission must be 'app_label.codename', not {permission!r}.")
-    if isinstance(scopes, str) or not all(isinstance(s, str) and s and " " not in s for s in scopes or ()):
-        raise ValueError(f"scopes must be a list of scope names, not {scopes!r}.")
-    return {"permission": permission, "scopes": tuple(scopes or ())}
-
-
 def make_tool(func, *, name=None, title=None, description=None, input_schema=None, output_schema=None,
               structured_output=None, annotations=None, meta=None, background=False,
               task_support=None, permission=None, scopes=None,
@@ -275,7 +267,7 @@ def make_tool(func, *, name=None, title=None, description=None, input_schema=Non
                     job_options=_job_options(background),
                     task_support=(task_support or "optional") if background else None,
                     statement_timeout=statement_timeout, rate_limit=rates.tool_rate(rate_limit),
-                    **_access(permission, scopes))
+                    **access(permission, scopes))
     if input_schema is None:
         spec.arguments_model = _arguments_model(name, func, hints, context_param, param_docs)
         input_schema = spec.arguments_model.model_json_schema()
@@ -447,13 +439,13 @@ class Registry:
     def resource(self, uri: str, *, name=None, title=None, description=None, mime_type=None, permission=None,
                  scopes=None):
         """Register a resource; a URI with ``{var}`` parts makes a template."""
-        access = _access(permission, scopes)
+        who = access(permission, scopes)
 
         def register(f):
             doc, _ = parse_docstring(f.__doc__)
             spec = ResourceSpec(uri=uri, func=f, name=name or f.__name__, title=title,
                                 description=description or doc, mime_type=mime_type,
-                                context_param=_context_param(f, typing.get_type_hints(f)), **access)
+                                context_param=_context_param(f, typing.get_type_hints(f)), **who)
             if "{" in uri:
                 spec.pattern = _template_pattern(uri)
                 self.templates[uri] = spec
@@ -463,14 +455,14 @@ class Registry:
         return register
 
     def prompt(self, func=None, *, name=None, title=None, description=None, permission=None, scopes=None):
-        access = _access(permission, scopes)
+        who = access(permission, scopes)
 
         def register(f):
             doc, param_docs = parse_docstring(f.__doc__)
             context_param = _context_param(f, typing.get_type_hints(f))
             spec = PromptSpec(name=name or f.__name__, func=f, title=title, description=description or doc,
                               arguments=_prompt_arguments(f, param_docs, context_param), context_param=context_param,
-                              **access)
+                              **who)
             self.prompts[spec.name] = spec
             return f
         return register(func) if func is not None else register

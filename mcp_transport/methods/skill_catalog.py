@@ -27,8 +27,9 @@ import yaml
 from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
 
+from ..auth import access
 from ..protocol import skills as wire
-from .registry import ResourceSpec, _access, registry
+from .registry import ResourceSpec, registry
 
 #: The folder of an installed app whose subfolders are skills (as "templates" and "static" are).
 APP_FOLDER = "skills"
@@ -301,7 +302,7 @@ def skill(source, *, prefix: str = "", permission: Optional[str] = None, scopes=
     the frontmatter's). ``prefix`` ("acme/billing") places it at ``skill://acme/billing/<name>``;
     ``permission`` ("app_label.codename") and ``scopes`` (token scopes) say who may see and read
     it, as a tool's do. A skill registered in code replaces one found at the same URI."""
-    return register(load(source, prefix=prefix, **_access(permission, scopes)))
+    return register(load(source, prefix=prefix, **access(permission, scopes)))
 
 
 def discover() -> list:
