@@ -87,8 +87,8 @@ TASKS_SCENARIOS=(tasks-lifecycle tasks-capability-negotiation tasks-wire-fields 
 # SEP-2640's server scenarios (the io.modelcontextprotocol/skills extension): run only when named.
 SKILLS_SCENARIOS=(sep-2640-skills-enumeration sep-2640-skills-manifest sep-2640-skills-directory)
 failed=()
-legs=" ${CONFORMANCE_LEGS:-0.1.16-all 0.2.0-2025-11-25 0.2.0-2026-07-28 0.2.0-tasks 0.2.0-skills-2025-11-25
-                          0.2.0-skills-2026-07-28 0.2.0-authorization} "
+legs=" ${CONFORMANCE_LEGS:-0.1.16-all 0.2.0-2025-11-25 0.2.0-2026-07-28 0.2.0-tasks 0.2.0-skills-2025-11-25 \
+0.2.0-skills-2026-07-28 0.2.0-authorization} "
 wanted() { [[ $legs == *" $1 "* ]]; }
 
 # leg NAME SUCCESS BASELINE -- HARNESS-ARGS...: one harness run into its own folder, then its tally.
