@@ -83,7 +83,8 @@ async def create(record: SessionRecord) -> None:
     metrics.incr("sessions_created")
     session_rows.writer().insert(record)
     logger.info("session opened by %s %s (protocol %s)", client_value(record.client_info.get("name", "?")),
-                client_value(record.client_info.get("version", "?")), record.protocol_version)
+                client_value(record.client_info.get("version", "?")), record.protocol_version,
+                extra={"mcp_session_id": record.id})  # (the caller binds the session only once it is open)
 
 
 async def flush_rows() -> None:
