@@ -6,6 +6,7 @@
     .venv/bin/python bench/side.py --repeat 2 streams --tool slow_progress \
         --args '{"steps":100,"interval_ms":100}' --streams 1000
     .venv/bin/python bench/side.py --targets daphne --repeat 1 hold --streams 5000
+    .venv/bin/python bench/side.py --at before=HEAD~3 calls --tool echo --args '{"text":"hi"}'
 
 Everything after the options is the scenario and its arguments; ``--url`` and ``--server-pid``
 are added per target. Before every repeat each server is restarted (as bench/run.py does); the
@@ -48,6 +49,9 @@ def parse_args():
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=SERVER:PATCH+PATCH",
                     help="add a target with bench-only patches (bench/experiments/patched_asgi.py), "
                          "as bench/run.py's --variant; e.g. floor=daphne:floor")
+    ap.add_argument("--at", action="append", default=[], metavar="NAME=REV",
+                    help="add a daphne target serving the project as it was at git revision REV (a "
+                         "detached worktree made for the run), to compare commits side by side")
     ap.add_argument("--shared", default=str(run.SHARED_DEFAULT), help="folder of mcpbench.py and server_sdk.py")
     ap.add_argument("scenario", help="an mcpbench subcommand, hold, or modern (then an mcpbench subcommand, "
                                      "run on the 2026-07-28 wire by bench/modern.py)")
@@ -70,17 +74,38 @@ def scenario_command(args, url, pid, shared):
             "--server-pid", str(pid), *args.rest]
 
 
+def checkouts(specs, tmp):
+    """``NAME=REV`` -> {name: the folder of a detached worktree of REV}; each server of such a
+    target runs from its folder (daphne puts its working directory first on sys.path)."""
+    found = {}
+    for spec in specs:
+        name, _, rev = spec.partition("=")
+        if not name or not rev or name in run.TARGET_ALIASES:
+            raise SystemExit(f"bad --at {spec!r}: want NAME=REV")
+        folder = tmp / f"at-{name}"
+        subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(folder), rev], cwd=run.ROOT, check=True)
+        found[name] = folder
+    return found
+
+
+def drop_checkouts(found):
+    for folder in found.values():
+        subprocess.run(["git", "worktree", "remove", "--force", str(folder)], cwd=run.ROOT, check=False)
+
+
 def main():
     args = parse_args()
     shared = Path(args.shared)
     os.environ["MCP_BENCH_SHARED"] = str(shared)  # for bench/modern.py
     variants = dict((name, (server, patches)) for name, server, patches in map(run.parse_variant, args.variant))
     targets = run._targets(",".join([args.targets, *variants]), variants)
+    targets += [spec.partition("=")[0] for spec in args.at]
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out_dir = run.OUT_ROOT / f"{stamp}-side"
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="mcp-side-"))
     redis, lines = None, []
+    at = checkouts(args.at, tmp)
     try:
         redis = run.Redis(out_dir).start()
         env = dict(os.environ, REDIS_URL=redis.url, DATABASE_URL=f"sqlite:///{tmp / 'bench.sqlite3'}",
@@ -99,7 +124,8 @@ def main():
                 if name in variants:
                     child_env = dict(env, BENCH_PATCHES=variants[name][1], PYTHONPATH=os.pathsep.join(
                         filter(None, [str(run.EXPERIMENTS), env.get("PYTHONPATH")])))
-                child = run.Child(name, run.server_commands(name, port, shared, variants), env=child_env, cwd=str(run.ROOT),
+                command = run.server_commands("ours-daphne" if name in at else name, port, shared, variants)
+                child = run.Child(name, command, env=child_env, cwd=str(at.get(name, run.ROOT)),
                                   log_path=out_dir / f"{name}.{repeat}.log")
                 child.start()
                 try:
@@ -121,6 +147,7 @@ def main():
     finally:
         if redis is not None:
             redis.stop()
+        drop_checkouts(at)
     scenario = args.rest[0] if args.scenario == "modern" and args.rest else args.scenario
     keys = args.keys.split(",") if args.keys else DEFAULT_KEYS.get(scenario, [])
     print(f"\nside.py {shlex.join(sys.argv[1:])}  (raw: {run.rel(out_dir)}/side.jsonl)")
