@@ -13,6 +13,7 @@ and follows the stream's doorbell until the response.
 """
 import asyncio
 import collections
+import contextlib
 import json
 import logging
 
@@ -450,20 +451,31 @@ async def answer_orphan(session_id: str, stream_key: str) -> bool:
     return True
 
 
-async def tail(session_id: str, stream_key: str, position: str, bell, quiet: float, on_quiet):
-    """The follow loop of one stream (a resumed GET's, a 2026-07-28 call's job, a task's): its
-    events after ``position`` as they are appended, up to its final event (yielded too).
-
-    It reads the store when the stream's doorbell (``bell``, subscribed by the caller) rings,
-    and also when it stays silent for ``quiet`` seconds: a lost ring delays an event, never
-    loses it. Then ``on_quiet()`` does the follower's housekeeping (answering an orphaned
-    request, keeping a claim), and returns False to stop following."""
-    store = get_event_store()
-    while True:
-        for event in await store.read_after(session_id, stream_key, position):
-            position = event.id.position
-            yield event
-            if event.final:
-                return
-        if await bell.wait(quiet) is None and not await on_quiet():
+async def rounds(bell, quiet: float, on_quiet, *, first=True, going=lambda: True):
+    """The follow loop of every follower: when to read what it follows. Yields what rang (the
+    doorbell's message, ``bell`` subscribed by the caller), or None when it should read all it
+    follows: at once (``first``), and whenever the doorbell stays silent for ``quiet`` seconds,
+    after ``on_quiet()`` did the follower's housekeeping (answering an orphaned request, keeping
+    a claim or a session alive). A lost ring delays an event, never loses it. It ends when
+    ``on_quiet()`` returns False or ``going()`` does."""
+    if first:
+        yield None
+    while going():
+        rung = await bell.wait(quiet)
+        if rung is None and not await on_quiet():
             return
+        yield rung
+
+
+async def tail(session_id: str, stream_key: str, position: str, bell, quiet: float, on_quiet):
+    """One stream followed (a resumed GET's, a 2026-07-28 call's job, a task's): its events
+    after ``position`` as they are appended, up to its final event (yielded too), read on each
+    of ``rounds``."""
+    store = get_event_store()
+    async with contextlib.aclosing(rounds(bell, quiet, on_quiet)) as reads:
+        async for _ in reads:
+            for event in await store.read_after(session_id, stream_key, position):
+                position = event.id.position
+                yield event
+                if event.final:
+                    return

@@ -16,6 +16,7 @@ id): a client that reconnects with it as Last-Event-ID gets every message it mis
 whichever process, and none twice.
 """
 import asyncio
+import contextlib
 import logging
 
 from django.contrib.auth.models import AnonymousUser
@@ -145,7 +146,8 @@ class Follower:
 
     Whenever the doorbells stay silent it reads every open stream anyway (a lost doorbell
     delays a message, never loses it) and answers the requests whose process or worker died
-    (``streams.answer_orphan``), as a resumed Streamable HTTP stream does."""
+    (``streams.answer_orphan``), as a resumed Streamable HTTP stream does: the follow loop
+    every follower shares, ``streams.rounds``."""
 
     def __init__(self, cursor: Cursor, deliver, is_open=lambda: True):
         self.session_id, self.known = cursor.session_id, cursor.known
@@ -249,27 +251,28 @@ class Follower:
         await self.subscription.remove(channel)
 
     async def _follow(self):
+        """Each of the follow loop's rounds (``start`` read what was there): the streams whose
+        bells rang, or every one and the new ones after a quiet round."""
         config = get_config()
         quiet = min(config["KEEPALIVE_SECONDS"], config["HEARTBEAT_SECONDS"])
-        while self.is_open():
-            rung = await self.subscription.wait(quiet)
-            if rung is None:
-                if not await self._on_quiet():
+        rounds = streams.rounds(self.subscription, quiet, self._on_quiet, first=False, going=self.is_open)
+        async with contextlib.aclosing(rounds):
+            async for rung in rounds:
+                if rung is None:
+                    entries, take_in = list(self.positions), True
+                else:
+                    entries = await self._rung(rung)
+                    take_in = 0 in entries
+                for entry in entries:
+                    if entry in self.positions:
+                        await self._read(entry)
+                if take_in or (self._full and len(self.positions) < MAX_OPEN):
+                    await self._take_in()
+                if self._draining and await self._idle():
+                    # The drain may have begun after this round's reads: what was answered on the
+                    # GET stream before it (a refusal of stdin's last line) is read once more.
+                    await self._read(0)
                     return
-                entries, take_in = list(self.positions), True
-            else:
-                entries = await self._rung(rung)
-                take_in = 0 in entries
-            for entry in entries:
-                if entry in self.positions:
-                    await self._read(entry)
-            if take_in or (self._full and len(self.positions) < MAX_OPEN):
-                await self._take_in()
-            if self._draining and await self._idle():
-                # The drain may have begun after this round's reads: what was answered on the GET
-                # stream before it (a refusal of stdin's last line) is read once more.
-                await self._read(0)
-                return
 
     async def _rung(self, first):
         """The entries whose bells rang: this one and any already queued."""

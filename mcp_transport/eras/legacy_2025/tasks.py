@@ -11,11 +11,12 @@ Tasks are bound to the session that created them: another session's task ids are
 import base64
 import binascii
 import json
+from contextlib import aclosing
 
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
-from ...running import jobs
+from ...running import jobs, streams
 from ...state.bell import doorbell
 from ...conf import get_config
 from ...connections import async_redis, keys
@@ -128,21 +129,25 @@ async def tasks_result(params, call):
 
 
 async def _follow(job, channel):
-    """Forward the job's new requests and notifications until it ends; returns the ended row."""
+    """Forward the job's new requests and notifications until it ends; returns the ended row.
+    What it asked before is in its pending requests, not in what its stream held already."""
     store, session_id, stream_key = get_event_store(), job.session_id, job.stream_key
+    quiet = min(get_config()["KEEPALIVE_SECONDS"], get_config()["HEARTBEAT_SECONDS"])
+
+    async def on_quiet():
+        await jobs.watch_job(job)  # a job whose worker died is answered (jobs.watch)
+        return True
+
     async with doorbell().listen(keys().stream_bell(session_id, stream_key)) as bell:
         events = await store.read_after(session_id, stream_key, "0-0")
+        if any(event.final for event in events):
+            return await jobs.load(job.id)
         position = events[-1].id.position if events else "0-0"
         pending = await async_redis().hgetall(jobs.pending_request_key(job))
-        if not any(event.final for event in events):
-            for request_id in sorted(pending, key=int):  # in the order they were asked
-                await channel.emit(json.loads(pending[request_id]))
-        while not any(event.final for event in events):
-            if await bell.wait(min(get_config()["KEEPALIVE_SECONDS"], get_config()["HEARTBEAT_SECONDS"])) is None:
-                await jobs.watch_job(job)
-            events = await store.read_after(session_id, stream_key, position)
-            for event in events:
-                position = event.id.position
+        for request_id in sorted(pending, key=int):  # in the order they were asked
+            await channel.emit(json.loads(pending[request_id]))
+        async with aclosing(streams.tail(session_id, stream_key, position, bell, quiet, on_quiet)) as followed:
+            async for event in followed:
                 if event.message is not None and not event.final:
                     await channel.emit(event.message)
     return await jobs.load(job.id)
