@@ -13,6 +13,7 @@ Usage, in the project's settings.py::
 Unknown keys raise ``ImproperlyConfigured`` so that a typo never passes silently. The cache is
 cleared when ``MCP_TRANSPORT`` changes (``override_settings`` in tests).
 """
+import functools
 from functools import cache
 
 from django.conf import settings
@@ -330,6 +331,21 @@ def get_config() -> dict:
     return {**DEFAULTS, **user}
 
 
+def per_config(make):
+    """``make()`` made once for each configuration, and again once the settings change: what a
+    request would otherwise rebuild from the same settings every time."""
+    made = [None, None]  # the configuration it was made for, and what was made
+
+    @functools.wraps(make)
+    def value():
+        config = get_config()
+        if made[0] is not config:
+            made[:] = config, make()
+        return made[1]
+    return value
+
+
+@per_config
 def message_bounds() -> bounds.Bounds:
     """The shape every client message must keep (MAX_JSON_DEPTH, MAX_ID_BYTES)."""
     config = get_config()

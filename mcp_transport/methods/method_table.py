@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import __version__
 from ..state import sessions
-from ..conf import get_config
+from ..conf import get_config, per_config
 from ..protocol import skills as skills_extension
 from ..protocol.jsonrpc import Request
 from .registry import registry
@@ -92,9 +92,11 @@ def declares(capability: str) -> bool:
     return False
 
 
+@per_config
 def server_info() -> dict:
     """The server's Implementation: initialize's serverInfo, the serverInfo every 2026-07-28
-    result carries, and the identity of its Server Card (transports/server_card.py), all one."""
+    result carries, and the identity of its Server Card (transports/server_card.py), all one.
+    Made once (every result shares it: it is read, never changed)."""
     config = get_config()
     info = {"name": config["SERVER_NAME"], "version": config["SERVER_VERSION"] or __version__}
     optional = {"title": config["SERVER_TITLE"], "description": config["SERVER_DESCRIPTION"],

@@ -13,6 +13,7 @@ return annotation: an object type is used as is, anything else is wrapped as
 ``{"result": ...}`` as the official SDKs do. A parameter annotated ``Context`` is injected.
 Modules named ``mcp_tools`` in installed apps are imported at startup (apps.py), as admin.py is.
 """
+import functools
 import inspect
 import json
 import re
@@ -157,7 +158,7 @@ class ToolSpec:
     #: counted apart from the others; rates.SETTING: RATE_LIMIT's; None: not rate limited.
     rate_limit: Any = rates.SETTING
 
-    @property
+    @functools.cached_property
     def is_async(self) -> bool:
         return inspect.iscoroutinefunction(self.func)
 
@@ -307,7 +308,7 @@ class ResourceSpec:
     #: In resources/list (a skill's supporting files are read, not listed: skill_catalog.py).
     listed: bool = True
 
-    @property
+    @functools.cached_property
     def is_async(self) -> bool:
         return inspect.iscoroutinefunction(self.func)
 
@@ -357,7 +358,7 @@ class PromptSpec:
     #: Name of the parameter that receives the Context, if any (as for resources).
     context_param: Optional[str] = None
 
-    @property
+    @functools.cached_property
     def is_async(self) -> bool:
         return inspect.iscoroutinefunction(self.func)
 

@@ -17,7 +17,6 @@ Background jobs are not calls of this process: their workers run them, and their
 followed from any process.
 """
 import asyncio
-import contextlib
 import logging
 
 from ..conf import get_config
@@ -82,27 +81,37 @@ def _untrack(task) -> None:
         _idle.set()
 
 
-@contextlib.contextmanager
-def tracking(call):
-    """The current task runs ``call`` until the block ends (an inline call)."""
-    task = asyncio.current_task()
-    _calls[task] = call
-    try:
-        yield
-    finally:
-        _untrack(task)
+class tracking:
+    """``with tracking(call):`` the current task runs ``call`` until the block ends (an inline
+    call). A class, not a generator's context manager: every call pays for it."""
+    __slots__ = ("task",)
+
+    def __init__(self, call):
+        self.task = asyncio.current_task()
+        _calls[self.task] = call
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_exc):
+        _untrack(self.task)
 
 
-@contextlib.contextmanager
-def stoppable(call):
-    """The call's handler runs in the current task for the block: what the deadline cancels.
-    Before it (admission) and after it (its answer on its way) a call is left to finish."""
-    task = asyncio.current_task()
-    _handlers[task] = call
-    try:
-        yield
-    finally:
-        _handlers.pop(task, None)
+class stoppable:
+    """``with stoppable(call):`` the call's handler runs in the current task for the block:
+    what the deadline cancels. Before it (admission) and after it (its answer on its way) a
+    call is left to finish."""
+    __slots__ = ("task",)
+
+    def __init__(self, call):
+        self.task = asyncio.current_task()
+        _handlers[self.task] = call
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_exc):
+        _handlers.pop(self.task, None)
 
 
 def calls_running() -> int:

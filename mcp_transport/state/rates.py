@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from . import metrics
-from ..conf import get_config
+from ..conf import get_config, per_config
 from ..connections import async_redis, keys
 from ..protocol.errors import LimitReached
 
@@ -100,6 +100,7 @@ def tool_rate(rate_limit) -> Optional[object]:
     return rate_limit if rate_limit is SETTING or rate_limit is None else parse(rate_limit)
 
 
+@per_config
 def configured() -> Optional[Rate]:
     """RATE_LIMIT as a Rate, or None."""
     text = get_config()["RATE_LIMIT"]
