@@ -14,7 +14,7 @@ _EXPORTS = {
     "Context": "methods.context", "SyncContext": "methods.context", "ToolCancelled": "methods.context",
     "ClientCapabilityError": "methods.context", "ClientRequestError": "methods.context",
     "ToolResult": "methods.content",
-    "job_context": "running.worker",
+    "job_context": "running.worker", "per_process": "methods.clients",
 }
 
 

@@ -26,6 +26,8 @@ and CI:
 - ``MCP_AUTH=on``: the endpoint is an OAuth 2.1 resource server (every request needs a bearer
   token: a static token from ``manage.py mcp_tokens create`` or a django-oauth-toolkit access
   token); off by default, so local use and the conformance runs need none.
+- ``EXAMPLE_COUNTERS_URL``: the plain Redis of the example tool ``count_visit`` (REDIS_URL's by
+  default, when that is a plain Redis URL).
 """
 import json
 import os
@@ -226,6 +228,9 @@ else:
     _CACHE = {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": REDIS_URL,
               "OPTIONS": {"CLIENT_CLASS": "django_redis.client.DefaultClient"}}
 CACHES = {"default": {**_CACHE, "KEY_PREFIX": "mcpserver"}}
+# The example tool count_visit's Redis (tools/mcp_tools/shared_clients.py): a plain Redis URL, by
+# default REDIS_URL's when that is one.
+EXAMPLE_COUNTERS_URL = os.environ.get("EXAMPLE_COUNTERS_URL", REDIS_URL if REDIS_TARGET.kind == "single" else "")
 
 
 def _broker_url(target):

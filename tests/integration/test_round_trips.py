@@ -14,14 +14,14 @@ import os
 import secrets
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
-import redis
 
 from mcpserver.embedded_redis import EmbeddedRedis
 from mcp_transport.testing import HttpClient, ModernClient
+
+from .redis_monitor import count
 
 ROOT = Path(__file__).resolve().parents[2]
 CALLS = 20
@@ -61,51 +61,6 @@ def counted(request, start_server, own_redis, server_env):
     server = start_server(**env)
     yield server, token
     server.stop()
-
-
-class Monitor:
-    """The commands clients send to a Redis between ``start()`` and ``stop()``, as MONITOR
-    sees them: one marker command from this monitor's own client opens and closes the count."""
-
-    def __init__(self, url):
-        self.client = redis.Redis.from_url(url, decode_responses=True)
-        self.commands = []
-        self._ready = threading.Event()
-
-    def start(self):
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-        self._thread.start()
-        assert self._ready.wait(10), "MONITOR did not start"
-        self.client.echo("round-trips:start")
-
-    def stop(self) -> list:
-        self.client.echo("round-trips:stop")
-        self._thread.join(30)
-        assert not self._thread.is_alive(), "MONITOR never saw the closing marker"
-        return self.commands
-
-    def _watch(self):
-        with self.client.monitor() as monitor:
-            self._ready.set()
-            started = False
-            for command in monitor.listen():
-                text = command["command"]
-                if text == "ECHO round-trips:start":
-                    started = True
-                elif text == "ECHO round-trips:stop":
-                    return
-                elif started and command.get("client_type") != "lua":
-                    self.commands.append(text)
-
-
-def count(own_redis, calls) -> list:
-    monitor = Monitor(own_redis.url)
-    monitor.start()
-    try:
-        calls()
-    finally:
-        commands = monitor.stop()
-    return commands
 
 
 def test_a_2025_inline_call_costs_one_round_trip(counted, own_redis):

@@ -21,7 +21,7 @@ annotation gives the ``{"result": ...}`` output schema that the official Python 
 """
 # Each module registers its tools, resources and prompts as it is imported, in this order.
 from . import (common, content_types, notifications, client_requests, input_schema, benchmark,  # noqa: F401
-               authorization, modern_suite, resources_prompts, background, stamps, database)
+               authorization, modern_suite, resources_prompts, background, stamps, database, shared_clients)
 
 # The 2026-07-28 era's fixtures (multi-round trips, the tasks extension) live in their own module.
 from .. import modern_fixtures  # noqa: E402,F401
