@@ -58,11 +58,14 @@ class Stats:
         self.iterations = self.mcp_requests = self.http_requests = self.errors = 0
         self.latencies = []
         self.error_kinds = {}
+        self.error_samples = []
 
-    def error(self, kind):
+    def error(self, kind, sample=None):
         if self.counting:
             self.errors += 1
             self.error_kinds[kind] = self.error_kinds.get(kind, 0) + 1
+            if sample is not None and len(self.error_samples) < 3:
+                self.error_samples.append(str(sample)[:300])
 
 
 async def _post(http, url, body, session_id, stats, mcp=True):
@@ -118,14 +121,15 @@ async def user(number, url, stats, stop):
         while not stop.is_set():
             for name, arguments, check in tools_for(user_id):
                 request = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+                answer = None
                 try:
                     answer, elapsed = await session(http, url, request, stats)
                     if not check(_payload(answer)):
-                        stats.error(f"{name}: check")
+                        stats.error(f"{name}: check", answer)
                     elif stats.counting:
                         stats.latencies.append(elapsed)
                 except Exception as exc:  # noqa: BLE001 - counted, the run goes on
-                    stats.error(f"{name}: {type(exc).__name__}")
+                    stats.error(f"{name}: {type(exc).__name__}", answer)
             try:
                 answer, _ = await session(http, url, {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
                                           stats)
@@ -159,6 +163,7 @@ async def run(url, users, seconds, warmup, era):
     await asyncio.gather(*tasks, return_exceptions=True)
     return {"iterations_per_s": round(stats.iterations / wall, 2), "mcp_rps": round(stats.mcp_requests / wall, 1),
             "http_rps": round(stats.http_requests / wall, 1), "errors": stats.errors, "error_kinds": stats.error_kinds,
+            "error_samples": stats.error_samples,
             "sessions": stats.iterations * 4, "call_ms_p50": _ms(stats.latencies, 0.5),
             "call_ms_p99": _ms(stats.latencies, 0.99),
             "call_ms_mean": round(statistics.fmean(stats.latencies) * 1000, 2) if stats.latencies else None,

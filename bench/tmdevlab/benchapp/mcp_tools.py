@@ -21,7 +21,11 @@ def api() -> aiohttp.ClientSession:
 
 @per_process
 def data() -> redis.asyncio.Redis:
-    return redis.asyncio.Redis.from_url(os.environ["BENCH_DATA_REDIS_URL"], decode_responses=True)
+    # A pool that waits for a free connection past its size: redis-py's default one raises
+    # MaxConnectionsError past 100, which 50 users' checkouts (3 commands at once each) reach.
+    pool = redis.asyncio.BlockingConnectionPool.from_url(os.environ["BENCH_DATA_REDIS_URL"], max_connections=100,
+                                                         timeout=10, decode_responses=True)
+    return redis.asyncio.Redis(connection_pool=pool)
 
 
 async def _get_json(path, params=None):
