@@ -48,7 +48,7 @@ def test_a_process_client_costs_the_tools_own_command_and_nothing_more(server, c
     else:
         modern = ModernClient(server.url)
         call = lambda params: modern.post("tools/call", params).json  # noqa: E731
-    page = f"home-{era}"
+    page = {"2025-11-25": "home", "2026-07-28": "catalogue"}[era]  # one each: the counts outlive a test
     assert _visit(call, page) == 1  # the process's client may be made here (the other era's test may have)
 
     commands = count(counters_redis, lambda: [_visit(call, page) for _ in range(CALLS)])
@@ -59,10 +59,17 @@ def test_a_process_client_costs_the_tools_own_command_and_nothing_more(server, c
     assert len(named) == 1, named
 
 
+def test_a_page_outside_the_schema_is_refused_before_redis(server, counters_redis):
+    """Any caller may count: the schema bounds what it can add to the shared Redis."""
+    commands = count(counters_redis, lambda: ModernClient(server.url).post(
+        "tools/call", {"name": "count_visit", "arguments": {"page": "x" * 1000}}))
+    assert commands == []
+
+
 def test_without_a_plain_redis_the_tool_says_so(start_server):
     server = start_server(EXAMPLE_COUNTERS_URL="", MCP_TRANSPORT_JSON=json.dumps(QUIET))
     try:
-        result = ModernClient(server.url).post("tools/call", {"name": "count_visit", "arguments": {"page": "x"}})
+        result = ModernClient(server.url).post("tools/call", {"name": "count_visit", "arguments": {"page": "about"}})
         assert result.json["result"]["isError"] is True
         assert result.json["result"]["content"][0]["text"] == \
             "This example counts in a plain Redis: set EXAMPLE_COUNTERS_URL."

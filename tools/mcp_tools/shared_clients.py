@@ -1,6 +1,11 @@
 """A tool with a client of the process (``per_process``): ``count_visit`` keeps its counts in Redis
 through one asyncio client made at the first call and used by every later one, on the event loop
-(an async tool: no worker thread). docs/tools.md shows this module as it is."""
+(an async tool: no worker thread). docs/tools.md shows this module as it is.
+
+The pages are a fixed few: any caller may call it, so what it may add to a shared Redis is bounded
+by the schema (a free-form page name would let one caller make keys without end)."""
+from typing import Literal
+
 import redis.asyncio
 from django.conf import settings
 
@@ -14,8 +19,8 @@ def counters() -> redis.asyncio.Redis:
 
 
 @tool(annotations={"readOnlyHint": False, "idempotentHint": False, "openWorldHint": False})
-async def count_visit(page: str) -> int:
-    """Count a visit of a page; returns the page's visits so far.
+async def count_visit(page: Literal["home", "catalogue", "about"]) -> int:
+    """Count a visit of one of the library site's pages; returns the page's visits so far.
 
     Args:
         page: The page visited.
