@@ -105,14 +105,19 @@ def one_round(name, port, env, args, data, app, out_dir, number):
     try:
         wait_http(url, child)
         before = (calls(data), calls(app), transactions(args.database_url), run.cpu_seconds(child.pid), time.monotonic())
-        load = subprocess.run(pinned([sys.executable, str(HERE / "load.py"), "--url", url, "--users", str(args.users),
-                                      "--seconds", str(args.seconds), "--warmup", str(args.warmup),
-                                      "--era", "2026-07-28" if name.endswith(MODERN_SUFFIX) else "sessions"], "1"),
-                              stdout=subprocess.PIPE, text=True, check=True)
+        load = subprocess.Popen(pinned([sys.executable, str(HERE / "load.py"), "--url", url, "--users", str(args.users),
+                                        "--seconds", str(args.seconds), "--warmup", str(args.warmup),
+                                        "--era", "2026-07-28" if name.endswith(MODERN_SUFFIX) else "sessions"], "1"),
+                                stdout=subprocess.PIPE, text=True)
+        if args.profile and number == 0:
+            profile(name, child, args, out_dir)
+        stdout, _ = load.communicate()
+        if load.returncode:
+            raise RuntimeError(f"load.py against {name} exited {load.returncode}")
         after = (calls(data), calls(app), transactions(args.database_url), run.cpu_seconds(child.pid), time.monotonic())
     finally:
         child.stop()
-    result = json.loads(load.stdout.strip().splitlines()[-1])
+    result = json.loads(stdout.strip().splitlines()[-1])
     # Counted over the whole load (warm-up and ramp-down too), divided by the sessions of all of it.
     sessions = max(1, round(result["sessions"] * (after[4] - before[4]) / result["wall_s"]))
     data_commands, app_commands = per_session(before[0], after[0], sessions), per_session(before[1], after[1], sessions)
@@ -123,6 +128,22 @@ def one_round(name, port, env, args, data, app, out_dir, number):
                   db_transactions_per_session=(round((after[2] - before[2]) / sessions, 2)
                                                if before[2] is not None and name != "fastmcp" else None))
     return result
+
+
+def profile(name, child, args, out_dir):
+    """py-spy on the server for --profile seconds of the first round's load, after its warm-up."""
+    py_spy = run.find_py_spy()
+    if py_spy is None:
+        run.log("--profile: no py-spy (set PY_SPY, or pip install py-spy)")
+        return
+    time.sleep(args.warmup)
+    raw = out_dir / f"pyspy-{name}.txt"
+    subprocess.run([py_spy, "record", "--pid", str(child.pid), "--duration", str(int(args.profile)), "--rate", "200",
+                    "--threads", "--format", "raw", "--output", str(raw)],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    report = run.profile_report(name, run.analyse_collapsed(raw, 200), duration=args.profile)
+    (out_dir / f"pyspy-{name}.md").write_text(report + "\n")
+    run.log(f"profile of {name}: {run.rel(out_dir / f'pyspy-{name}.md')}")
 
 
 KEYS = ["iterations_per_s", "mcp_rps", "http_rps", "call_ms_p50", "call_ms_p99", "errors", "server_cpu_pct",
@@ -151,6 +172,8 @@ def main():
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--warmup", type=float, default=10)
     parser.add_argument("--users", type=int, default=50)
+    parser.add_argument("--profile", type=float, default=0,
+                        help="py-spy each target's server for S seconds of its first round (after the warm-up)")
     parser.add_argument("--database-url", default="", help="ours' database (PostgreSQL: transactions are counted)")
     args = parser.parse_args()
     targets = [t for t in args.targets.split(",") if t]

@@ -4,8 +4,9 @@ A session's row is its durable record (it refills the Redis copy after a Redis r
 admin lists it), not what a request reads. Written on the request path, the start of 1,000
 sessions queued on the database's one writer (SQLite has one; issue 19 measured the first event
 6-10 s after the request and 51 % of the server's samples in these two statements). So rows go
-to this process's ``RowWriter``, which writes what waits in one transaction as soon as the one
-before is done (a group commit: a lone row is written at once, a burst in a few transactions).
+to this process's ``RowWriter``, which writes what waits in one transaction, at once after a quiet
+spell and at most once a ``COMMIT_INTERVAL`` while rows keep coming (a group commit: a lone row
+is written at once, a busy process's sessions a few times a second, many in each).
 No request waits for these writes (issue 32): ``sessions.create``, ``sessions.update`` and a
 client's DELETE hand their rows over and return; the admin lists a session within moments (the
 writer starts at once), and a clean shutdown writes what waits (``transports/serving.py``). Only
@@ -38,6 +39,11 @@ COLUMNS = {
     "client_info": ("client_info", "client_name", "client_version"), "client_capabilities": ("client_capabilities",),
     "user_id": ("user_id",), "principal": ("principal",), "seen_written": ("last_seen_at",),
 }
+#: Seconds from one write's start to the next's: a busy process commits its sessions' rows a few
+#: times a second, each transaction with all that came meanwhile (a commit per session kept
+#: SQLite's one writer, and the server's core, busy: issue 32), and the admin lists a session
+#: well within a second.
+COMMIT_INTERVAL = 0.25
 #: The record's own columns a change never rewrites on a row that is there.
 NEW_ROW_ONLY = ("id", "created_at")
 
@@ -87,6 +93,7 @@ class RowWriter:
         #: The sessions of the batch being written: not written yet either.
         self._in_flight = frozenset()
         self._done = None  # a future resolved after each write
+        self._last_write = float("-inf")  # loop time when the last write began
 
     def insert(self, record) -> None:
         self._add(record.id, Pending(dataclasses.replace(record)))
@@ -133,17 +140,28 @@ class RowWriter:
         # Lives only while rows wait, so an idle loop holds no task of ours.
         try:
             while self._pending or self._closing:
-                if self._failures:  # the database is failing: wait before the retry
-                    await asyncio.sleep(RETRY_DELAYS[min(self._failures, len(RETRY_DELAYS)) - 1])
+                await self._pause()
                 await self._write_waiting()
         except asyncio.CancelledError:
             await self._write_waiting()  # the loop is shutting down: write what waits first
             raise
 
+    async def _pause(self):
+        """Before a write: a failing database's retry delay; else what is left of COMMIT_INTERVAL
+        since the last write began (a row after a quiet spell goes at once; rows that keep coming
+        wait for one another)."""
+        if self._failures:
+            await asyncio.sleep(RETRY_DELAYS[min(self._failures, len(RETRY_DELAYS)) - 1])
+            return
+        left = self._last_write + COMMIT_INTERVAL - asyncio.get_running_loop().time()
+        if left > 0:
+            await asyncio.sleep(left)
+
     async def _write_waiting(self):
         batch, self._pending = self._pending, {}
         closing, self._closing = self._closing, {}
         retry, self._writing = [], True
+        self._last_write = asyncio.get_running_loop().time()
         self._in_flight = frozenset(batch)
         try:
             retry = await self.table.run(write_batch, list(batch.values()), closing)

@@ -4,6 +4,7 @@ Issue 19: 1,000 sessions opening at once queued on SQLite's one writer (an INSER
 an UPDATE at notifications/initialized, each awaited by its request)."""
 import asyncio
 import threading
+import time
 
 import pytest
 
@@ -94,7 +95,7 @@ def test_sessions_opening_at_once_share_a_transaction_and_wait_for_none(writes, 
     assert rows.get(pk="rows-0007").client_name == "client-7"
 
 
-def test_a_lone_session_and_its_changes_are_written_at_once(writes):
+def test_a_lone_session_is_written_at_once_and_its_changes_together(writes):
     async def scenario():
         one = record(1)
         await sessions.create(one)
@@ -104,9 +105,36 @@ def test_a_lone_session_and_its_changes_are_written_at_once(writes):
         await sessions.flush_rows()
 
     asyncio.run(scenario())
-    assert [[pending.changed for pending in batch] for batch in writes] == [[None], [{"state"}], [{"log_level"}]]
+    # The changes came within COMMIT_INTERVAL of the insert's write: one write for both.
+    assert [[pending.changed for pending in batch] for batch in writes] == [[None], [{"state", "log_level"}]]
     row = McpSession.objects.get(pk="rows-0001")
     assert (row.state, row.log_level, row.client_name) == ("ready", "debug", "client-1")
+
+
+def test_rows_that_keep_coming_are_committed_once_an_interval_with_all_that_came(monkeypatch):
+    # Issue 32: a commit per session or two kept SQLite's one writer (and the server's core) busy
+    # under 140 sessions a second; the writer now waits COMMIT_INTERVAL between commits.
+    monkeypatch.setattr(session_rows, "COMMIT_INTERVAL", 0.05)
+    started, write = [], session_rows._write
+
+    def timed(batch, closing):
+        started.append((time.monotonic(), len(batch)))
+        return write(batch, closing)
+
+    monkeypatch.setattr(session_rows, "_write", timed)
+
+    async def scenario():
+        for n in range(60):
+            await sessions.create(record(n))
+            await asyncio.sleep(0.004)
+        await sessions.flush_rows()
+
+    asyncio.run(scenario())
+    assert started[0][1] == 1  # the first row went at once
+    assert sum(size for _, size in started) == 60
+    gaps = [later - earlier for (earlier, _), (later, _) in zip(started, started[1:])]
+    assert gaps and min(gaps) >= 0.05 * 0.9, gaps  # asyncio may wake a clock tick early
+    assert McpSession.objects.filter(pk__startswith="rows-").count() == 60
 
 
 def test_a_change_written_before_its_insert_by_another_process_is_kept():
