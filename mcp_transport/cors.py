@@ -60,7 +60,7 @@ def allowed_by_mcp_transport(sender, request, **kwargs) -> bool:
     return origin_allowed(origin)
 
 
-def _has_origin(headers) -> bool:
+def has_origin(headers) -> bool:
     for name, _ in headers:  # a loop, not any() of a generator: every request asks
         if name == b"origin":
             return True
@@ -77,7 +77,7 @@ class CorsEndpoint:
         self.app = app
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or not _has_origin(scope["headers"]):
+        if scope["type"] != "http" or not has_origin(scope["headers"]):
             return await self.app(scope, receive, send)
         from corsheaders.middleware import CorsMiddleware
         from django.core.handlers.asgi import ASGIRequest

@@ -8,13 +8,15 @@ waits for the database when a server that speaks the ASGI lifespan protocol (uvi
 import re
 
 from django.apps import apps
-from django.urls import path, re_path
+from django.urls import URLPattern, path
+from django.urls.resolvers import RegexPattern
 
 from .transports.streamable_http import McpHttpConsumer
 from .transports.endpoints import MCP_PATHS
 from .transports.http_sse import MessagesConsumer, SseConsumer
-from .transports.server_card import WithServerCard
+from .transports import server_card
 from .protocol.server_card import SUFFIX as SERVER_CARD
+from .cors import has_origin
 from .transports.serving import lifespan  # noqa: F401 (a route of the router: see above)
 
 #: The endpoints' paths ("/mcp", "/sse"), for their protected resource metadata (views.py).
@@ -28,8 +30,39 @@ def mcp_path(route: str = "mcp"):
     if "/" + route not in endpoint_paths:
         endpoint_paths.append("/" + route)
     MCP_PATHS.add("/" + route.strip("/"))
-    endpoint = WithServerCard(browser_ready(McpHttpConsumer.as_asgi()))
-    return re_path(rf"^{re.escape(route)}(?:{re.escape(SERVER_CARD)})?$", endpoint)
+    return URLPattern(EndpointPattern(route), EndpointApp(McpHttpConsumer.as_asgi()))
+
+
+class EndpointPattern(RegexPattern):
+    """Exactly ``<route>`` or ``<route>/server-card``: two string comparisons on every request,
+    not a regular expression's match and its groups (the regex is what Django's checks and
+    ``describe()`` read)."""
+
+    def __init__(self, route: str):
+        super().__init__(rf"^{re.escape(route)}(?:{re.escape(SERVER_CARD)})?$", is_endpoint=True)
+        self.paths = (route, route + SERVER_CARD)
+
+    def match(self, path):
+        return ("", (), {}) if path in self.paths else None
+
+
+class EndpointApp:
+    """The endpoint's ASGI app: its Server Card (transports/server_card.py), a browser's request
+    through CORS (cors.py, with django-cors-headers installed), else the consumer. One object in
+    front of the consumer, since every request's every resumption passes through each frame."""
+
+    def __init__(self, consumer):
+        self.consumer = consumer
+        self.browser = browser_ready(consumer)
+        self.cors = self.browser is not consumer
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            if scope["path"].endswith(SERVER_CARD):
+                return await server_card.serve(scope, receive, send)
+            if self.cors and has_origin(scope["headers"]):
+                return await self.browser(scope, receive, send)
+        return await self.consumer(scope, receive, send)
 
 
 def sse_paths(sse_route: str = "sse", messages_route: str = "messages") -> list:

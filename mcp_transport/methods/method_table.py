@@ -50,6 +50,8 @@ class Call:
     background: bool = False
     #: Its calls-log record is made (exactly one per call).
     recorded: bool = False
+    #: Its handler runs now (running/pipeline.py: ``respond``): what a drain's deadline stops.
+    handling: bool = False
     #: Its process was stopped (SIGTERM) and its grace ran out while it ran: it is answered with
     #: that error instead of its result (running/drain.py).
     stopped: bool = False

@@ -213,18 +213,19 @@ def finished(request, call, message, *, status=None, job_id="") -> None:
     histograms.observe_operation(labels, ended - call.began)
     tracing.finish(call.span, request, message, status, ended - call.began, labels)
     writes = audit.changes_state(request, message)
-    if not writes and not _kept(call, status is None and _answered_ok(message)):
+    if not writes and not _kept(call, status, message):
         return
     add((time.time() - (ended - call.began), ended - call.began, request, call.session, call.principal,
          call.request_bytes, message, status, job_id or call.job_id, call.span, _address(call), writes))
 
 
-def _kept(call, ok: bool) -> bool:
+def _kept(call, status, message) -> bool:
     """Whether the sample and the caller's share keep the row of a call that changes nothing."""
     config = get_config()
     rate = config["CALL_LOG_SAMPLE"]
     if rate <= 0 or (rate < 1 and random.random() >= rate):
         return False
+    ok = status is None and _answered_ok(message)
     return _within_cap(config["CALL_LOG_MAX_PER_SECOND"], caller_of(call), ok)
 
 

@@ -25,10 +25,10 @@ from ..protocol.errors import ServerStopping
 logger = logging.getLogger(__name__)
 
 #: The calls running in this process, from their start to their answer: the task running each
-#: (an inline call's request task, a streamed call's own task) -> its Call.
+#: (an inline call's request task, a streamed call's own task) -> its Call. The deadline stops
+#: those whose handler runs now (``call.handling``, set by pipeline.respond around it): before
+#: it (admission) and after it (its answer on its way) a call is left to finish.
 _calls = {}
-#: Those of them whose handler runs now (``stoppable``): what the deadline stops.
-_handlers = {}
 #: What ends by itself when the drain begins (``when_draining``): 2026-07-28 listens and task
 #: streams, whose clients listen again or resume elsewhere.
 _on_begin = set()
@@ -81,37 +81,15 @@ def _untrack(task) -> None:
         _idle.set()
 
 
-class tracking:
-    """``with tracking(call):`` the current task runs ``call`` until the block ends (an inline
-    call). A class, not a generator's context manager: every call pays for it."""
-    __slots__ = ("task",)
-
-    def __init__(self, call):
-        self.task = asyncio.current_task()
-        _calls[self.task] = call
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *_exc):
-        _untrack(self.task)
+def tracking(call) -> asyncio.Task:
+    """The current task runs ``call`` until ``untrack(task)`` (an inline call, in a try/finally:
+    no context manager object, since every call pays for it)."""
+    task = asyncio.current_task()
+    _calls[task] = call
+    return task
 
 
-class stoppable:
-    """``with stoppable(call):`` the call's handler runs in the current task for the block:
-    what the deadline cancels. Before it (admission) and after it (its answer on its way) a
-    call is left to finish."""
-    __slots__ = ("task",)
-
-    def __init__(self, call):
-        self.task = asyncio.current_task()
-        _handlers[self.task] = call
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *_exc):
-        _handlers.pop(self.task, None)
+untrack = _untrack
 
 
 def calls_running() -> int:
@@ -145,11 +123,12 @@ def stop_handlers() -> int:
     """Stop every call whose handler still runs: it answers with ``ServerStopping.unfinished``.
     A sync tool's thread cannot be stopped: its Context says cancelled, so one that checks
     stops (a thread that never returns holds the process's exit: Python waits for it)."""
-    for task, call in list(_handlers.items()):
+    handling = [(task, call) for task, call in _calls.items() if call.handling]
+    for task, call in handling:
         call.stopped = True
         _say_cancelled(call.channel)
         task.cancel()
-    return len(_handlers)
+    return len(handling)
 
 
 def _say_cancelled(channel) -> None:

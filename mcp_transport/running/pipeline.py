@@ -219,9 +219,9 @@ async def respond(request: Request, call: Call, responder: Responder) -> tuple:
     its result, or the error it raised (-32603, and a log record, for one nobody meant). A
     cancel (ToolCancelled, asyncio's) goes through, unless its process's drain stopped the
     call: that is answered (drain.stopped_error)."""
+    call.handling = True  # what a drain's deadline stops (drain.stop_handlers)
     try:
-        with drain.stoppable(call):
-            result = await responder.handle(request, call)
+        result = await responder.handle(request, call)
     except ProtocolError as exc:
         return responder.error_reply(request.id, exc), None if responder.in_band_errors else exc
     except (ToolCancelled, asyncio.CancelledError):
@@ -234,16 +234,21 @@ async def respond(request: Request, call: Call, responder: Responder) -> tuple:
     except Exception:
         logger.exception("%s failed", request.method)  # the record carries the (short) session id
         return jsonrpc.error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error."), None
+    finally:
+        call.handling = False
     return responder.result_reply(request, result), None
 
 
 async def run_inline(request: Request, call: Call, responder: Responder) -> None:
     """A one-message answer: it has nowhere to put messages sent before the result."""
     call.channel = responder.inline_channel(request, call)
-    with drain.tracking(call):  # a process told to stop waits for the answer
+    task = drain.tracking(call)  # a process told to stop waits for the answer
+    try:
         message, error = await respond(request, call, responder)
         await quotas.release_call(call.quota)
         await answered(request, call, responder, message, error)
+    finally:
+        drain.untrack(task)
 
 
 async def run_on_stream(request: Request, call: Call, responder: Responder) -> None:

@@ -277,7 +277,7 @@ async def _admit_inline(key: str, limit: int, running: Optional[int], rate: Opti
             counted = running_calls(key, rate) if rates.uncounted(rate) else running_calls(key)
             running = _remember(key, await counted)
     # No await between the check and the count: this process's own calls are counted exactly.
-    if rates.refused(rate) or running + _inline[key] >= limit:
+    if running + _inline[key] >= limit or (rate is not None and rates.refused(rate)):
         return None
     _inline[key] += 1
     return Slot(key, LOCAL, local=True)

@@ -1,8 +1,8 @@
 """``GET <endpoint>/server-card``: the Server Card of the Streamable HTTP endpoint (SEP-2127;
 the document itself is protocol/server_card.py).
 
-A small ASGI app in front of the endpoint's consumer (``routing.mcp_path()`` routes both), so it
-answers under daphne and uvicorn alike, and no project middleware (sessions, login, a CORS
+Answered in front of the endpoint's consumer (``routing.EndpointApp``: ``mcp_path()`` routes
+both), so it answers under daphne and uvicorn alike, and no project middleware (sessions, login, a CORS
 configuration of its own) stands between a browser and the card. It reads no Redis and no
 database: every process makes the same bytes, and the same ETag, from the settings.
 
@@ -83,15 +83,3 @@ async def respond(send, status: int, headers: list, body: bytes = b"", head=Fals
         raw.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": b"" if head else body})
-
-
-class WithServerCard:
-    """The endpoint's ASGI app, with ``<endpoint>/server-card`` answered by ``serve``."""
-
-    def __init__(self, endpoint):
-        self.endpoint = endpoint
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope["path"].endswith(server_card.SUFFIX):
-            return await serve(scope, receive, send)
-        return await self.endpoint(scope, receive, send)

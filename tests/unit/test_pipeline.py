@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from mcp_transport import auth
+from mcp_transport import auth, tracing
 from mcp_transport.transports import message_session
 from mcp_transport.protocol.jsonrpc import Request
 from mcp_transport.running import calls
@@ -34,6 +34,9 @@ def sdk():
         provider = TracerProvider()
         trace.set_tracer_provider(provider)
     provider.add_span_processor(SimpleSpanProcessor(_exporter))
+    # The app asks whether a provider is set at most once a second (tracing._Configured): a
+    # test of this process may have asked just before, when none was.
+    tracing.tracing_on.checked_at = -1.0
 
 
 @pytest.fixture
