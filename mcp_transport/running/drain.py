@@ -72,10 +72,11 @@ def when_draining(callback):
 def track(task: asyncio.Task, call) -> None:
     """``task`` runs ``call`` until the task ends (a streamed call's own task)."""
     _calls[task] = call
-    task.add_done_callback(_untrack)
+    task.add_done_callback(untrack)
 
 
-def _untrack(task) -> None:
+def untrack(task) -> None:
+    """``task`` no longer runs a call (``tracking``'s end; a tracked task's done callback)."""
     _calls.pop(task, None)
     if _idle is not None and not _calls:
         _idle.set()
@@ -87,9 +88,6 @@ def tracking(call) -> asyncio.Task:
     task = asyncio.current_task()
     _calls[task] = call
     return task
-
-
-untrack = _untrack
 
 
 def calls_running() -> int:
