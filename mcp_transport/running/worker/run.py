@@ -69,6 +69,8 @@ class JobRun:
         self.handle = _Handle(self.channel)
         self.context = None
         self._watchers = []
+        #: The job's run is over: its watchers stop (a cancel alone may not reach them, below).
+        self._ended = False
         #: The tool did not end on its own terms (a crash or a time limit), not "it reported an error".
         self.failed_internally = False
         #: Seconds of the soft time limit Celery runs this job with.
@@ -197,8 +199,17 @@ class JobRun:
         return None if self.channel.cancelled else self.spec.to_result(value)
 
     async def stop(self, result) -> None:
-        for watcher in self._watchers:
-            watcher.cancel()
+        # A watcher cancelled inside a database read does not stop: asgiref's SyncToAsync waits
+        # for its thread and returns, swallowing the cancel. Left looping, it renewed the ended
+        # job's place among its caller's running jobs every beat, for ever, and every later
+        # job of that caller waited behind it. So the flag, and the wait for their end before
+        # the place is given back.
+        self._ended = True
+        pending = set(self._watchers)
+        while pending:  # cancelled again if one swallowed it and sleeps on
+            for watcher in pending:
+                watcher.cancel()
+            _, pending = await asyncio.wait(pending, timeout=1.0)
         progress = self.channel.unwritten_progress()
         if result is _PARKED or result is _UNFINISHED:
             control.running.pop((self.job.session_id, jobs.cancel_key(self.job)), None)
@@ -237,7 +248,7 @@ class JobRun:
         every = get_config()["PROGRESS_HEARTBEAT_SECONDS"]
         if not every or self.context.progress_token is None:
             return
-        while True:
+        while not self._ended:
             silent = time.monotonic() - self.channel.last_progress_at
             if silent < every:
                 await asyncio.sleep(every - silent)
@@ -255,6 +266,8 @@ class JobRun:
         job's place among its caller's running jobs lasts another beat (jobs.refresh_place)."""
         while True:
             await asyncio.sleep(control.heartbeat_seconds())
+            if self._ended:
+                return
             try:
                 await jobs.refresh_place(self.job)
             except Exception:
