@@ -1,13 +1,10 @@
 """ping and the list methods: tools/list, resources/list (the resources, then the rows of the
 templates that list their own), resources/templates/list, prompts/list, each in pages.
 """
-import base64
-import binascii
-import json
-
 from ..auth import may_use
 from ..conf import get_config
 from .context import Context
+from ..protocol import list_cursors
 from ..protocol.errors import InvalidParams
 from .invoke import run_sync_or_async
 from .method_table import METHODS
@@ -15,36 +12,35 @@ from .registry import registry
 
 
 # -- pagination ------------------------------------------------------------------------------
-# Cursors are opaque: base64 of the last name on the previous page. Items are sorted by name,
-# so a cursor stays valid while items come and go ("Provide stable cursors").
+# Cursors are opaque (protocol/list_cursors.py, which reads them as untrusted input): the last
+# name on the previous page, {"after": name}. Items are sorted by name, so a cursor stays valid
+# while items come and go ("Provide stable cursors"). resources/list goes on into the rows of the
+# templates that list their own: {"rows": template, "at": the lister's own cursor or null}.
 
-def _encode_cursor(name: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"after": name}).encode()).decode()
+def _after(value) -> str:
+    return list_cursors.text(list_cursors.field(value, "after"))
 
 
-def _decode_cursor(cursor) -> str:
-    try:
-        after = json.loads(base64.urlsafe_b64decode(cursor.encode()))["after"]
-        if isinstance(after, str):
-            return after
-    except (AttributeError, ValueError, TypeError, KeyError, binascii.Error):
-        pass
-    # "Invalid cursors SHOULD result in an error with code -32602" -- server/utilities/pagination
-    raise InvalidParams("The cursor is not one this server issued.")
+def _resources_position(value):
+    """A resources/list cursor's value: the name it is after, or (template, the lister's cursor)."""
+    if isinstance(value, dict) and "rows" in value:
+        return list_cursors.text(value["rows"]), list_cursors.optional_text(list_cursors.field(value, "at"))
+    return _after(value)
 
 
 def paginate(items: dict, params: dict, key: str, describe=None) -> dict:
     """A page of ``items`` (by name) under ``key``, each ``describe(item)`` (its ``describe()``)."""
-    describe = describe or (lambda item: item.describe())
-    names = sorted(items)
     cursor = params.get("cursor")
-    if cursor is not None:
-        after = _decode_cursor(cursor)
-        names = [name for name in names if name > after]
+    return _names_page(items, None if cursor is None else list_cursors.read(cursor, _after), key, describe)
+
+
+def _names_page(items: dict, after, key: str, describe=None) -> dict:
+    describe = describe or (lambda item: item.describe())
+    names = sorted(name for name in items if after is None or name > after)
     size = get_config()["PAGE_SIZE"]
     page = {key: [describe(items[name]) for name in names[:size]]}
     if len(names) > size:
-        page["nextCursor"] = _encode_cursor(names[size - 1])
+        page["nextCursor"] = list_cursors.issue({"after": names[size - 1]})
     return page
 
 
@@ -72,44 +68,34 @@ async def resources_list(params, call):
     the model toolsets' rows), each in pages of its own, one cursor leading from one to the next."""
     listers = sorted((spec for spec in usable(registry.templates, call).values() if spec.lister),
                      key=lambda spec: spec.uri)
-    rows = _rows_cursor(params.get("cursor")) if listers else None
-    if rows is not None:
-        return await _rows_page(listers, *rows, call)
+    cursor = params.get("cursor")
+    position = None if cursor is None else list_cursors.read(cursor, _resources_position)
+    if isinstance(position, tuple):
+        return await _rows_page(listers, *position, call)
     listed = {uri: spec for uri, spec in registry.resources.items() if spec.listed}  # not a skill's other files
-    page = paginate(usable(listed, call), params, "resources")
+    page = _names_page(usable(listed, call), position, "resources")
     if listers and "nextCursor" not in page:
-        page["nextCursor"] = _encode_rows_cursor(listers[0].uri, None)
+        page["nextCursor"] = _rows_cursor(listers[0].uri, None)
     return page
 
 
-def _encode_rows_cursor(template: str, at) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"rows": template, "at": at}).encode()).decode()
-
-
-def _rows_cursor(cursor):
-    """(template, the lister's own cursor) of a cursor into listed rows; None for another cursor."""
-    try:
-        decoded = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-    except (AttributeError, ValueError, TypeError, binascii.Error):
-        return None
-    if isinstance(decoded, dict) and isinstance(decoded.get("rows"), str):
-        return decoded["rows"], decoded.get("at")
-    return None
+def _rows_cursor(template: str, at) -> str:
+    return list_cursors.issue({"rows": template, "at": at})
 
 
 async def _rows_page(listers, template, at, call):
     spec = next((spec for spec in listers if spec.uri == template), None)
-    if spec is None:
-        raise InvalidParams("The cursor is not one this server issued.")
+    if spec is None:  # a template this caller may not list (any more), or none
+        raise InvalidParams(list_cursors.NOT_ISSUED)
     context = Context(channel=call.channel, session_id=call.session.id if call.session is not None else None,
                       request_id=None, user=call.user)
     entries, after = await run_sync_or_async(spec.lister, (context, at, get_config()["PAGE_SIZE"]), call=call)
     page = {"resources": entries}
     later = [other.uri for other in listers if other.uri > template]
     if after is not None:
-        page["nextCursor"] = _encode_rows_cursor(template, after)
+        page["nextCursor"] = _rows_cursor(template, after)
     elif later:
-        page["nextCursor"] = _encode_rows_cursor(later[0], None)
+        page["nextCursor"] = _rows_cursor(later[0], None)
     return page
 
 

@@ -297,6 +297,8 @@ class ResourceSpec:
     visible: Optional[Callable] = None
     #: For templates whose concrete resources are listed in ``resources/list`` (the model
     #: toolsets' rows): ``lister(ctx, cursor, size) -> (resources, next cursor or None)``, sync.
+    #: Its cursors are strings (a client's made-up one, too: anything else is -32602 before the
+    #: lister runs) that it reads as untrusted input.
     lister: Optional[Callable] = None
     #: ``readable(ctx, **variables)``, sync: raises ResourceNotFound when ``ctx.user`` may not
     #: read this concrete resource (the model toolsets' rows). resources/subscribe and

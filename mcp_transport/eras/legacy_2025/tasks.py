@@ -8,13 +8,11 @@ and returns exactly what the call would have returned.
 
 Tasks are bound to the session that created them: another session's task ids are "not found".
 """
-import base64
-import binascii
 import json
 from contextlib import aclosing
 
 from channels.db import database_sync_to_async
-from django.utils import timezone
+from django.conf import settings
 
 from ...running import jobs, streams
 from ...state.bell import doorbell
@@ -22,6 +20,7 @@ from ...conf import get_config
 from ...connections import async_redis, keys
 from ...methods.specs import MethodTable, always
 from ...models import McpJob
+from ...protocol import list_cursors
 from ...protocol.errors import ErrorCode, InvalidParams, ProtocolError
 from ...protocol.ids import new_stream_key
 from ...storage import get_event_store
@@ -90,22 +89,22 @@ def _page(session_id, after, size):
 
 
 def _cursor(job) -> str:
-    return base64.urlsafe_b64encode(json.dumps([job.created_at.isoformat(), job.id]).encode()).decode()
+    return list_cursors.issue([job.created_at.isoformat(), job.id])
 
 
-def _after(cursor):
-    if cursor is None:
-        return None
-    try:
-        created, job_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        return timezone.datetime.fromisoformat(created), str(job_id)
-    except (AttributeError, ValueError, TypeError, binascii.Error):
-        raise InvalidParams("The cursor is not one this server issued.") from None
+def _position(value) -> tuple:
+    """A tasks/list cursor's value: the (created_at, id) of the last task of the page before."""
+    created, job_id = list_cursors.items(value, 2)
+    if not jobs.is_job_id(job_id):  # a NUL, say, which the database would refuse in a query
+        raise list_cursors.Malformed("not a job id")
+    return list_cursors.moment(created, aware=settings.USE_TZ), job_id
 
 
 async def tasks_list(params, call):
     size = get_config()["PAGE_SIZE"]
-    rows = [job for job in await _page(call.session.id, _after(params.get("cursor")), size)]
+    cursor = params.get("cursor")
+    after = None if cursor is None else list_cursors.read(cursor, _position)
+    rows = await _page(call.session.id, after, size)
     page = {"tasks": [jobs.task_view(job) for job in rows[:size] if not jobs.task_expired(job)]}
     if len(rows) > size:
         page["nextCursor"] = _cursor(rows[size - 1])
