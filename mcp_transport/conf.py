@@ -92,7 +92,8 @@ DEFAULTS = {
     #: may run in a web process: the database stops it, the call gets a one-sentence error.
     #: A tool's ``@tool(statement_timeout=...)`` overrides it; None: no bound (methods/database_time.py).
     "STATEMENT_TIMEOUT_SECONDS": 10,
-    #: Words a toolset's ``search`` may have: each is one more condition over every search field.
+    #: Terms a toolset's ``search`` may have, counted as its search backend counts them: each is
+    #: one more condition over every search field.
     "SEARCH_MAX_TERMS": 10,
     #: Bytes of one stored event (an SSE message): a larger response becomes an error, a larger
     #: notification is dropped.

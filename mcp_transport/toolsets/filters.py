@@ -90,10 +90,17 @@ def search_words(term: str) -> list:
     is one more condition over every search field (100 one-letter words cost PostgreSQL 9 s on
     300,000 rows)."""
     words = list(dict.fromkeys(term.split()))
-    limit = get_config()["SEARCH_MAX_TERMS"]
-    if len(words) > limit:
-        raise ValidationError(f"A search takes at most {limit} words; this one has {len(words)}.")
+    bound_search_terms(len(words), "words")
     return words
+
+
+def bound_search_terms(count: int, noun: str = "terms") -> None:
+    """Refuses (ValidationError) a search of more than SEARCH_MAX_TERMS terms, counted as the
+    search that runs will count them: the toolsets' own search by its words, a DRF SearchFilter
+    by its ``get_search_terms`` (drf.py)."""
+    limit = get_config()["SEARCH_MAX_TERMS"]
+    if count > limit:
+        raise ValidationError(f"A search takes at most {limit} {noun}; this one has {count}.")
 
 
 def search(queryset, search_fields, term: str):
