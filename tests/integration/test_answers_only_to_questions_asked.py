@@ -198,3 +198,22 @@ def test_a_2025_answer_sent_before_its_question_counts_for_nothing(auth_server, 
     assert again.next_message(timeout=30)["method"] == "elicitation/create"  # asked again, not pre-answered
     again.close()
     assert existing(server_env, [victim]) == [victim]
+
+
+def test_extra_keys_beside_an_answer_to_the_question_asked_do_not_spoil_it(auth_server, library):
+    """Issue 38: the inputResponses of the conformance check sep-2322-ignore-unexpected-params
+    (input-required-result-ignore-extra-params), as it sends them: the answer to "user_name" and two
+    keys nobody asked. With the state of the round that asked "user_name", the answer counts and
+    the extra keys are ignored ("the server SHOULD ignore any information it does not recognize");
+    the harness sends them on a FIRST call, without a requestState, and that is asked again: an
+    answer counts only for a question this server asked (scripts/conformance/expected-2026-07-28.yml)."""
+    client = Caller(auth_server.url, library["deleter"], ASKS)
+    params = {"name": "test_input_required_result_elicitation", "arguments": {}}
+    harness = {"user_name": {"action": "accept", "content": {"name": "Alice"}},
+               "unknown_extra_key": {"action": "accept", "content": {"foo": "bar"}},
+               "another_unexpected": {"action": "accept", "content": {"baz": 123}}}
+    first = result(client.post("tools/call", {**params, "inputResponses": harness}))
+    assert first["resultType"] == "input_required" and list(first["inputRequests"]) == ["user_name"], first
+    done = result(client.post("tools/call", {**params, "requestState": first["requestState"],
+                                             "inputResponses": harness}))
+    assert done["resultType"] == "complete" and done["content"][0]["text"] == "Hello, Alice!", done
