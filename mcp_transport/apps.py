@@ -20,7 +20,8 @@ class McpTransportConfig(AppConfig):
         from .conf import get_config
         from .logs import quote_client_values
         from .transports.draining import drain_on_sigterm
-        from .transports.serving import enforce_request_limits, flush_events_at_shutdown
+        from .transports.serving import (close_connections_after_django_requests, enforce_request_limits,
+                                         flush_events_at_shutdown)
 
         # Import every installed app's tools module, as the admin does with admin.py.
         autodiscover_modules(get_config()["TOOLS_MODULE"])
@@ -30,6 +31,7 @@ class McpTransportConfig(AppConfig):
 
         skill_catalog.discover()
         flush_events_at_shutdown()
+        close_connections_after_django_requests()  # under ASGI each request's thread is its own
         connect_signals()  # revoking a token takes effect on the next request
         enforce_request_limits()
         drain_on_sigterm()  # a rolling deploy loses no call (transports/draining.py)
