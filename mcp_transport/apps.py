@@ -62,6 +62,7 @@ def connect_layers():
     control.on_message("closed", sessions.forget)  # its quick-resume copy in each process too
     control.on_message("auth_forget", auth.forget_local)  # a revoked token, in each process's cache
     control.on_message("auth_forget", auth.end_streams)  # and the streams opened with it
+    control.on_message("auth_created", auth.forget_local)  # a new token: no process refuses it from before
     tracing.known_target = dispatch.is_known_target  # span names: only registered tools and prompts
     tracing.target_of = dispatch.target_of  # the target each method declares (methods/specs.py)
     # The methods a metric names; any other is _OTHER (both eras' tables, the tasks utility's in).

@@ -344,6 +344,7 @@ def test_no_server_card_is_w010_of_check_deploy_only():
         assert ours(checks.run_checks(tags=[checks.Tags.compatibility], include_deployment_checks=True)) == []
 
 
+@pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
 def test_persistent_connections_that_nothing_closes_are_w011():
     """Under ASGI each Django request runs in a thread of its own: with a persistent CONN_MAX_AGE
     its connection outlived it (issue 38: 126 registrations held 96 of PostgreSQL's 100)."""
