@@ -310,11 +310,13 @@ DEFAULTS = {
     #: saving process that hears none: a shell, a Celery worker). None or 0: loaded for every update.
     "PERMISSION_CACHE_SECONDS": 5,
     # -- the authorization server (mcp_transport.oauth, opt-in): dynamic client registration bounds.
-    #: Registrations one client address may make per OAUTH_REGISTRATION_WINDOW seconds (429 above).
+    #: Registrations one client network (an IPv4 address, an IPv6 /64) may make per
+    #: OAUTH_REGISTRATION_WINDOW seconds (429 above).
     "OAUTH_REGISTRATIONS_PER_ADDRESS": 20,
     "OAUTH_REGISTRATION_WINDOW": 3600,
-    #: Dynamically registered clients kept in all; when full, those never used (no refresh
-    #: token) for OAUTH_UNUSED_CLIENT_SECONDS are deleted, and if it is still full: 503.
+    #: Dynamically registered clients kept in all; a registration that finds it full deletes
+    #: unused clients (no code or token issued): those older than OAUTH_UNUSED_CLIENT_SECONDS,
+    #: then the oldest. 503 only when every client is in use.
     "OAUTH_MAX_REGISTERED_CLIENTS": 10000,
     "OAUTH_UNUSED_CLIENT_SECONDS": 86400,
     #: Multi-round-trip requests (2026-07-28): seconds a requestState stays valid; a background
