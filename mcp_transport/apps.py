@@ -20,7 +20,8 @@ class McpTransportConfig(AppConfig):
         from .conf import get_config
         from .logs import quote_client_values
         from .transports.draining import drain_on_sigterm
-        from .transports.serving import enforce_request_limits, flush_events_at_shutdown
+        from .transports.serving import (close_connections_after_django_requests, enforce_request_limits,
+                                         flush_events_at_shutdown)
 
         # Import every installed app's tools module, as the admin does with admin.py.
         autodiscover_modules(get_config()["TOOLS_MODULE"])
@@ -30,6 +31,7 @@ class McpTransportConfig(AppConfig):
 
         skill_catalog.discover()
         flush_events_at_shutdown()
+        close_connections_after_django_requests()  # under ASGI each request's thread is its own
         connect_signals()  # revoking a token takes effect on the next request
         enforce_request_limits()
         drain_on_sigterm()  # a rolling deploy loses no call (transports/draining.py)
@@ -60,6 +62,7 @@ def connect_layers():
     control.on_message("closed", sessions.forget)  # its quick-resume copy in each process too
     control.on_message("auth_forget", auth.forget_local)  # a revoked token, in each process's cache
     control.on_message("auth_forget", auth.end_streams)  # and the streams opened with it
+    control.on_message("auth_created", auth.forget_local)  # a new token: no process refuses it from before
     tracing.known_target = dispatch.is_known_target  # span names: only registered tools and prompts
     tracing.target_of = dispatch.target_of  # the target each method declares (methods/specs.py)
     # The methods a metric names; any other is _OTHER (both eras' tables, the tasks utility's in).

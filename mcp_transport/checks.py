@@ -32,6 +32,9 @@
 - mcp_transport.E009: AUTH_VALIDATORS cannot be built (BACKEND not importable, OPTIONS refused).
 - mcp_transport.W009: the app's authorization server takes client ID metadata documents through
   a fetcher that skips the registration policy (not ``PolicyMetadataFetcher``).
+- mcp_transport.W011: a persistent CONN_MAX_AGE while nothing closes the connections of Django's
+  requests at their end (under ASGI each runs in a thread of its own, and its connection would
+  stay open until garbage collection: transports/serving.py).
 - mcp_transport.W010 (``check --deploy``): SERVER_NAME is not a reverse-DNS name or SERVER_DESCRIPTION
   is unset: the endpoint's Server Card (``<endpoint>/server-card``) answers 404.
 """
@@ -59,7 +62,7 @@ POSITIVE = ("SESSION_IDLE_TIMEOUT", "MAX_REQUEST_BYTES", "KEEPALIVE_SECONDS", "H
             "SYNC_TOOL_THREADS", "SYNC_HANDLER_THREADS", "SYNC_THREADS_PER_SESSION", "SYNC_THREADS_PER_CALLER",
             "SEARCH_MAX_TERMS", "SYNC_WAITING_THREADS",
             "SYNC_WAITING_PER_SESSION", "JOB_HELD_ASK_TIMEOUT", "MAX_LISTENS_PER_CALLER",
-            "SYNC_WAITING_PER_CALLER")
+            "SYNC_WAITING_PER_CALLER", "AUTH_FAILURE_WINDOW")
 #: Keys that may be None, else numbers >= 0.
 OPTIONAL_NON_NEGATIVE = ("SSE_RETRY_MS", "POLL_AFTER_SECONDS", "CLOSED_SESSION_RETENTION", "EVENT_RETENTION",
                          "JOB_RETENTION", "PROGRESS_HEARTBEAT_SECONDS", "TASK_MAX_TTL_MS",
@@ -68,7 +71,7 @@ OPTIONAL_NON_NEGATIVE = ("SSE_RETRY_MS", "POLL_AFTER_SECONDS", "CLOSED_SESSION_R
                          "REPLAY_BYTES_PER_CALLER", "JOB_SOFT_TIME_LIMIT", "JOB_TIME_LIMIT",
                          "JOB_CANCEL_GRACE_SECONDS", "CLIENT_GONE_SECONDS",
                          "CALL_LOG_MAX_PER_SECOND", "CALLER_COUNT_MEMORY_SECONDS",
-                         "PERMISSION_CACHE_SECONDS")
+                         "PERMISSION_CACHE_SECONDS", "AUTH_FAILURE_CACHE_SECONDS", "AUTH_FAILURES_PER_ADDRESS")
 METRICS_ACCESS = ("off", "staff", "token")
 PROCESS_LOCAL_STORES = ("mcp_transport.storage.memory.InMemoryEventStore",)
 PROCESS_LOCAL_LAYERS = ("channels.layers.InMemoryChannelLayer",)
@@ -464,3 +467,25 @@ def oauth_check(app_configs, **kwargs):
                     hint="Set OAUTH2_PROVIDER['CIMD_METADATA_FETCHER'] to "
                          "'mcp_transport.oauth.views.PolicyMetadataFetcher' (or a subclass).",
                     id="mcp_transport.W009")]
+
+
+@register(Tags.compatibility)
+def connections_check(app_configs, **kwargs):
+    """Under ASGI (this app's only way of serving) Django runs each request's sync code in a
+    thread made for that request: a persistent connection opened there is never used again,
+    and stays open until a garbage collection finds it. The app closes them at the request's
+    end (transports/serving.py), leaving CONN_MAX_AGE to its own bounded threads; W011 when a
+    project has undone that."""
+    from .transports.serving import closes_request_connections
+
+    persistent = sorted(alias for alias, database in settings.DATABASES.items()
+                        if database.get("CONN_MAX_AGE", 0) != 0)
+    if not persistent or closes_request_connections():
+        return []
+    return [Warning(f"CONN_MAX_AGE keeps connections of {', '.join(persistent)} open, and nothing closes those of "
+                    "Django's requests: under ASGI each request runs in a thread of its own, so every request "
+                    "to a sync view (the admin, /o/token/, /o/register/) leaves one open until garbage "
+                    "collection, and anonymous clients can take every connection of the database.",
+                    hint="Keep mcp_transport.transports.serving.close_connections_after_django_requests() "
+                         "connected (the app's ready() does it), or set CONN_MAX_AGE to 0.",
+                    id="mcp_transport.W011")]

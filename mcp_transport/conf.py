@@ -294,6 +294,16 @@ DEFAULTS = {
     #: Seconds a token's validation result (and its user) is cached, and how many a process keeps.
     "AUTH_CACHE_SECONDS": 60,
     "AUTH_CACHE_SIZE": 10000,
+    #: Seconds a process remembers that a token was refused (unknown, expired, revoked), so that a
+    #: client repeating it costs no database lookup. A token created meanwhile works at once (its
+    #: creation reaches every process on the control channel); only a process that missed that
+    #: message may refuse it, for at most this long. None or 0: every request looks it up.
+    "AUTH_FAILURE_CACHE_SECONDS": 10,
+    #: Failed token lookups one client network (an IPv4 address, an IPv6 /64) may cause per
+    #: AUTH_FAILURE_WINDOW seconds, on every process together: past it, a token that no cache
+    #: knows gets 429 with Retry-After before any lookup. None or 0: no bound.
+    "AUTH_FAILURES_PER_ADDRESS": 60,
+    "AUTH_FAILURE_WINDOW": 60,
     #: Seconds a subscription may deliver an update on its process's copy of the listener's
     #: permissions (a 2026-07-28 listen, a 2025-11-25 subscriber) before loading them again; a
     #: change of a user's permissions, groups or flags drops the copies on every process at once
@@ -301,11 +311,13 @@ DEFAULTS = {
     #: saving process that hears none: a shell, a Celery worker). None or 0: loaded for every update.
     "PERMISSION_CACHE_SECONDS": 5,
     # -- the authorization server (mcp_transport.oauth, opt-in): dynamic client registration bounds.
-    #: Registrations one client address may make per OAUTH_REGISTRATION_WINDOW seconds (429 above).
+    #: Registrations one client network (an IPv4 address, an IPv6 /64) may make per
+    #: OAUTH_REGISTRATION_WINDOW seconds (429 above).
     "OAUTH_REGISTRATIONS_PER_ADDRESS": 20,
     "OAUTH_REGISTRATION_WINDOW": 3600,
-    #: Dynamically registered clients kept in all; when full, those never used (no refresh
-    #: token) for OAUTH_UNUSED_CLIENT_SECONDS are deleted, and if it is still full: 503.
+    #: Dynamically registered clients kept in all; a registration that finds it full deletes
+    #: unused clients (no code or token issued): those older than OAUTH_UNUSED_CLIENT_SECONDS,
+    #: then the oldest. 503 only when every client is in use.
     "OAUTH_MAX_REGISTERED_CLIENTS": 10000,
     "OAUTH_UNUSED_CLIENT_SECONDS": 86400,
     #: Multi-round-trip requests (2026-07-28): seconds a requestState stays valid; a background

@@ -18,7 +18,8 @@ and CI:
   ``MCP_ALLOWED_ORIGINS`` (comma separated, added to the loopback origins),
   ``MCP_SESSION_IDLE_TIMEOUT`` (seconds), ``MCP_KEY_PREFIX`` (Redis keys), ``MCP_TRUSTED_PROXIES``
   (comma separated: front proxies whose X-Forwarded-For names the client),
-  ``MCP_MAX_SESSIONS_PER_ADDRESS``, ``MCP_RATE_LIMIT`` (tool calls per caller, e.g. ``20/m``),
+  ``MCP_MAX_SESSIONS_PER_ADDRESS``, ``MCP_AUTH_FAILURES_PER_ADDRESS`` (failed token lookups per
+  client network a minute), ``MCP_RATE_LIMIT`` (tool calls per caller, e.g. ``20/m``),
   ``MCP_METRICS_TOKEN`` (/metrics for this bearer token instead of staff users),
   ``MCP_CLEANUP_INTERVAL`` (seconds), and
   ``MCP_TRANSPORT_JSON`` (any other MCP_TRANSPORT keys, as a JSON object), ``LOG_LEVEL``,
@@ -283,6 +284,8 @@ if REDIS_TARGET.kind != "single":  # the cache's LOCATION is not the app's URL t
     MCP_TRANSPORT["REDIS_URL"] = REDIS_URL
 if os.environ.get("MCP_MAX_SESSIONS_PER_ADDRESS"):
     MCP_TRANSPORT["MAX_SESSIONS_PER_ADDRESS"] = int(os.environ["MCP_MAX_SESSIONS_PER_ADDRESS"])
+if os.environ.get("MCP_AUTH_FAILURES_PER_ADDRESS"):
+    MCP_TRANSPORT["AUTH_FAILURES_PER_ADDRESS"] = int(os.environ["MCP_AUTH_FAILURES_PER_ADDRESS"])
 if os.environ.get("MCP_RATE_LIMIT"):  # "20/m": each caller's tools/call requests per window
     MCP_TRANSPORT["RATE_LIMIT"] = os.environ["MCP_RATE_LIMIT"]
 # Any other key, as JSON (deployments and tests): MCP_TRANSPORT_JSON='{"SSE_RETRY_MS": null}'

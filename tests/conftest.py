@@ -64,6 +64,8 @@ def server_env(tmp_path_factory):
            "CELERY_QUEUE": os.environ["MCP_KEY_PREFIX"],
            # Every test client connects from 127.0.0.1, and the run's servers share one count.
            "MCP_MAX_SESSIONS_PER_ADDRESS": "1000000",
+           # ... and one count of failed token lookups: the suite's bad tokens are its tests', not a flood.
+           "MCP_AUTH_FAILURES_PER_ADDRESS": "1000000",
            "DJANGO_SETTINGS_MODULE": "mcpserver.settings", "PYTHONPATH": str(ROOT),
            # Every server and worker of the run lives until its end; idle ones must not keep
            # database connections (PostgreSQL allows 100; the suite reached 99 with 60 s reuse).

@@ -39,7 +39,7 @@ import time
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, replace
 from functools import cache
-from typing import Optional
+from typing import Callable, Optional
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
@@ -51,7 +51,7 @@ from ..conf import get_config
 from ..connections import async_redis, keys, publish
 from ..protocol import auth as wire
 from ..protocol.errors import TransportError
-from . import users
+from . import failures, users
 from .users import _Memory, in_auth_thread, load_user  # noqa: F401  (auth.load_user, auth.in_auth_thread)
 
 #: The Redis value that marks a revoked token (``revoked()``).
@@ -179,6 +179,7 @@ def _reset(*, setting, **kwargs):
     if setting == "MCP_TRANSPORT":
         configured_validators.cache_clear()
         _principals.clear()
+        failures.clear()
         users.clear()
 
 
@@ -224,9 +225,12 @@ def challenge_scopes() -> list:
 
 # -- authentication ----------------------------------------------------------------------------
 
-async def authenticate(scope, headers, path: Optional[str] = None) -> Principal:
-    """The caller of this request, or Unauthorized / InsufficientScope. Off: ``from_scope``.
-    ``path``: the protected resource's path when it is not the request's (``resource_url``)."""
+async def authenticate(scope, headers, path: Optional[str] = None,
+                       address: Optional[Callable[[], str]] = None) -> Principal:
+    """The caller of this request, or Unauthorized / InsufficientScope / LimitReached (too many
+    failed lookups from its network: failures.py). Off: ``from_scope``. ``path``: the protected
+    resource's path when it is not the request's (``resource_url``); ``address``: gives the
+    client's address, asked only when the token must be looked up."""
     config = get_config()
     if not config["AUTH"]:
         return Principal.from_scope(scope)
@@ -237,7 +241,7 @@ async def authenticate(scope, headers, path: Optional[str] = None) -> Principal:
         raise Unauthorized("Authorization required: send an OAuth bearer token.",
                            headers=[("WWW-Authenticate", wire.challenge(resource, challenge_scopes()))])
     digest = token_digest(token)
-    principal = await validate(token, resource, digest)
+    principal = await validate(token, resource, digest, address)
     if principal is None:
         raise Unauthorized("The access token is invalid, expired or not issued for this server.", headers=[(
             "WWW-Authenticate", wire.challenge(resource, challenge_scopes(), "invalid_token",
@@ -307,13 +311,17 @@ def require_scopes(principal: Principal, scopes, resource: str) -> None:
                             headers=[("WWW-Authenticate", wire.challenge(resource, wanted, "insufficient_scope"))])
 
 
-async def validate(token: str, resource: str, digest: Optional[str] = None) -> Optional[Principal]:
-    """The token's principal, from process memory, Redis, or the validators (then cached).
+async def validate(token: str, resource: str, digest: Optional[str] = None,
+                   address: Optional[Callable[[], str]] = None) -> Optional[Principal]:
+    """The token's principal, from process memory, Redis, or the validators (then cached); a
+    refusal is remembered briefly, and lookups are bounded per client network (failures.py).
     ``digest``: the token's ``token_digest``, when the caller has it already."""
     digest, now = digest or token_digest(token), time.time()
     principal = _principals.get(digest, now)
     if principal is not None and principal.usable(resource, now):
         return principal
+    if failures.refused(digest, resource, now):
+        return None
     client, key = async_redis(), keys().auth_token(digest)
     raw = await client.get(key)
     if raw == TOMBSTONE:
@@ -323,11 +331,8 @@ async def validate(token: str, resource: str, digest: Optional[str] = None) -> O
         if principal.usable(resource, now):
             _remember(digest, principal, now)
             return principal
-    for validator in configured_validators():
-        principal = await validator.validate(token, resource)
-        if principal is not None:
-            break
-    else:
+    principal, validator = await _look_up(token, resource, digest, address)
+    if principal is None:
         return None
     principal = replace(principal, resource=resource, revocable=validator.revocable, user=None)
     ttl = _cache_seconds(principal, now)
@@ -336,6 +341,26 @@ async def validate(token: str, resource: str, digest: Optional[str] = None) -> O
         await client.set(key, principal.to_json(), px=int(ttl * 1000), nx=True)
         _remember(digest, principal, now)
     return principal
+
+
+async def _look_up(token, resource, digest, address) -> tuple:
+    """(principal, the validator that accepted it), or (None, None) remembered as refused; 429
+    past the bound of lookups of the client's network, before any lookup (failures.py)."""
+    lookup = await failures.Lookup.begin(address)
+    heard = failures.generation()
+    try:
+        for validator in configured_validators():
+            principal = await validator.validate(token, resource)
+            if principal is not None:
+                break
+        else:
+            failures.remember(digest, resource, time.time(), heard)
+            return None, None
+    except BaseException:
+        await lookup.give_back()  # no verdict (the database is down, the client left): no failure
+        raise
+    await lookup.give_back()  # a good token is no failure
+    return principal, validator
 
 
 def _cache_seconds(principal: Principal, now: float) -> float:
@@ -354,8 +379,10 @@ def _remember(digest, principal, now):
 
 
 def forget_local(digest: str) -> None:
-    """A revocation reached this process (the control channel): drop its memory of the token."""
+    """A revocation, a change or a creation reached this process (the control channel): drop
+    its memory of the token, accepted or refused."""
     _principals.entries.pop(digest, None)
+    failures.forget(digest)
 
 
 # -- revocation --------------------------------------------------------------------------------
@@ -395,6 +422,22 @@ def changed(digests) -> None:
         pipe.delete(*[keys().auth_token(digest) for digest in digests])
         for digest in digests:
             publish(pipe, keys().control_channel(), message("auth_forget", digest))
+        pipe.execute()
+
+
+def created(digests) -> None:
+    """New tokens: a process that refused one of their values before (failures.py) looks it up
+    again at once, every process through the control channel (sync: signals, on commit)."""
+    from ..connections import sync_redis
+
+    from ..state.control import message
+
+    digests = list(digests)
+    for digest in digests:
+        failures.forget(digest)
+    with sync_redis().pipeline(transaction=False) as pipe:
+        for digest in digests:
+            publish(pipe, keys().control_channel(), message("auth_created", digest))
         pipe.execute()
 
 

@@ -4,16 +4,19 @@ Revoking (here, in the admin, or by deleting the row) and changing a token take 
 next request on every process: the signal receivers below replace the token's cached
 validation in Redis with a tombstone (auth.revoked). The same goes for django-oauth-toolkit's
 access tokens, which the toolkit revokes by deleting their rows (its revocation endpoint,
-refresh-token rotation, the admin).
+refresh-token rotation, the admin). A new token, once committed, is announced (auth.created),
+so that no process keeps refusing its value from a lookup before it existed (auth/failures.py).
 """
 from datetime import timedelta
 
 from django.contrib.auth import get_user_model
+from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.utils import timezone
 
 from ..models import McpToken
 from . import changed, revoked, token_digest
+from . import created as auth_created
 
 
 def create(username: str, scope: str, expires_in=None, name: str = ""):
@@ -40,7 +43,9 @@ def revoke(secret: str) -> bool:
 def _static_saved(sender, instance, created, **kwargs):
     if instance.revoked_at is not None:
         revoked([instance.digest])
-    elif not created:
+    elif created:
+        _announce(instance.digest)
+    else:
         changed([instance.digest])  # a new scope or expiry: validate again
 
 
@@ -49,8 +54,15 @@ def _static_deleted(sender, instance, **kwargs):
 
 
 def _toolkit_saved(sender, instance, created, **kwargs):
-    if not created and instance.token_checksum:
+    if created and instance.token_checksum:
+        _announce(instance.token_checksum)
+    elif instance.token_checksum:
         changed([instance.token_checksum])
+
+
+def _announce(digest):
+    # Once committed: a lookup before the commit would not find the row, and be remembered.
+    transaction.on_commit(lambda: auth_created([digest]))
 
 
 def _toolkit_deleted(sender, instance, **kwargs):

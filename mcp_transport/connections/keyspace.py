@@ -133,6 +133,10 @@ class Keys:
         """A token's cached validation result (auth/), by the token's SHA-256."""
         return f"{self.prefix}:auth:{digest}"
 
+    def auth_failures(self, network):
+        """Failed token lookups from one client network in the current window (auth/)."""
+        return f"{self.prefix}:authfail:{network}"
+
     def uri_subscribers(self, uri):
         """The sessions subscribed to a resource URI (hashed: URIs are long and arbitrary)."""
         return f"{self.prefix}:urisubs:{hashlib.sha256(uri.encode()).hexdigest()[:32]}"

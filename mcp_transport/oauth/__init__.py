@@ -8,8 +8,9 @@ What MCP clients need and the toolkit's defaults do not give, added here (views.
 
 - dynamic client registration (RFC 7591) open to anyone, as MCP clients register before any
   user is known, but only for public clients using the authorization code grant with PKCE, with
-  https or loopback http redirect URIs, and bounded per client address and in total so that
-  nobody can fill the application table;
+  https or loopback http redirect URIs, and bounded per client network (an IPv4 address, an
+  IPv6 /64) and in total, where a full table makes room by evicting its oldest unused clients,
+  so that nobody can fill the application table for everyone else;
 - the consent page and a login page in the app's own templates (Django's LoginView);
 - every endpoint in the toolkit's URL namespace, so its RFC 8414 metadata view finds them.
 """

@@ -11,6 +11,7 @@ from ipaddress import ip_address
 from urllib.parse import urlsplit
 
 from django.core.cache import cache
+from django.db.models import Exists, OuterRef, Q
 from django.http import JsonResponse
 from django.urls import reverse_lazy
 from django.utils import timezone
@@ -113,25 +114,49 @@ def client_address(request) -> str:
 
 
 def admit(address: str) -> None:
-    """``OAUTH_REGISTRATIONS_PER_ADDRESS`` per ``OAUTH_REGISTRATION_WINDOW`` seconds from one
-    address (429), and at most ``OAUTH_MAX_REGISTERED_CLIENTS`` registered clients in all, after
-    the ones never used for ``OAUTH_UNUSED_CLIENT_SECONDS`` are deleted (503 when still full)."""
+    """Room for one more registered client, or RegistrationRefused.
+
+    ``OAUTH_REGISTRATIONS_PER_ADDRESS`` per ``OAUTH_REGISTRATION_WINDOW`` seconds from one client
+    network (``http.network_of``: an IPv4 address, an IPv6 /64, since one host may take any
+    address of its /64), then 429. At ``OAUTH_MAX_REGISTERED_CLIENTS``, the unused clients (no
+    grant, no token) older than ``OAUTH_UNUSED_CLIENT_SECONDS`` go, then the oldest unused ones
+    until there is room: before, a full table refused everyone (503) until a registration was a
+    day old, and five addresses filled a table of 200. 503 only when every client was used."""
     config = get_config()
     window = config["OAUTH_REGISTRATION_WINDOW"]
-    key = f"{config['KEY_PREFIX']}:oauth:registrations:{address}"
+    key = f"{config['KEY_PREFIX']}:oauth:registrations:{http.network_of(address)}"
     cache.add(key, 0, timeout=window)
     if cache.incr(key) > config["OAUTH_REGISTRATIONS_PER_ADDRESS"]:
         raise RegistrationRefused("temporarily_unavailable", "Too many registrations from this address; try later.",
                                   status=429, headers={"Retry-After": str(window)})
     Application = get_application_model()
     registered = Application.objects.filter(registration_source=Application.RegistrationSource.DCR)
-    if registered.count() < config["OAUTH_MAX_REGISTERED_CLIENTS"]:
+    excess = registered.count() - config["OAUTH_MAX_REGISTERED_CLIENTS"] + 1
+    if excess <= 0:
         return
+    unused = registered.filter(_never_used(Application))
     cutoff = timezone.now() - timedelta(seconds=config["OAUTH_UNUSED_CLIENT_SECONDS"])
-    registered.filter(created__lt=cutoff, refreshtoken__isnull=True).delete()
-    if registered.count() >= config["OAUTH_MAX_REGISTERED_CLIENTS"]:
+    excess -= unused.filter(created__lt=cutoff).delete()[1].get(Application._meta.label, 0)
+    if excess > 0:
+        oldest = list(unused.order_by("created", "pk").values_list("pk", flat=True)[:excess])
+        excess -= Application.objects.filter(pk__in=oldest).delete()[1].get(Application._meta.label, 0)
+    if excess > 0:
         raise RegistrationRefused("temporarily_unavailable", "No more clients can be registered now; try later.",
                                   status=503, headers={"Retry-After": "3600"})
+
+
+def _never_used(Application) -> Q:
+    """The client holds no authorization code, access token or refresh token: no user signed in
+    with it (one signing in now has none yet either: evicted, its client registers again). The
+    registration access token (RFC 7592) the toolkit issues with every client does not count."""
+    from oauth2_provider.models import get_access_token_model, get_grant_model, get_refresh_token_model
+    from oauth2_provider.settings import oauth2_settings
+
+    for_client = OuterRef("pk")
+    tokens = get_access_token_model().objects.filter(application=for_client).exclude(
+        scope=oauth2_settings.DCR_REGISTRATION_SCOPE)
+    return (~Exists(get_grant_model().objects.filter(application=for_client)) & ~Exists(tokens)
+            & ~Exists(get_refresh_token_model().objects.filter(application=for_client)))
 
 
 def public_client_metadata(body: bytes) -> dict:

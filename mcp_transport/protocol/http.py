@@ -124,6 +124,22 @@ def client_address(peer: Optional[str], forwarded_for: Optional[str], trusted: I
     return address
 
 
+def network_of(address: str) -> str:
+    """The network a client address counts in, for limits one client must not escape by taking
+    another address: an IPv4 address itself, an IPv6 address's /64 (the smallest subnet a site
+    is given, RFC 7421: one host may pick any of its 2**64 addresses), an IPv4-mapped IPv6
+    address as its IPv4 address. Anything else ("unknown") as it is."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    if ip.version == 6:
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)
+
+
 def _in_networks(address: str, networks) -> bool:
     try:
         ip = ipaddress.ip_address(address)

@@ -9,6 +9,7 @@ session (and a stream or request) and says what to do; each process acts on what
   minutes, and the client has moved on);
 - ``closed``: the session was deleted or terminated, so its connections end and its requests stop;
 - ``auth_forget``: a token was revoked or changed (auth/), so no process trusts its cached check.
+- ``auth_created``: a token was created (auth/), so no process refuses it from a lookup before.
 - ``permissions_changed``: a user's permissions, groups or flags changed (auth/permissions.py),
   so every process drops its copy of the user (the "session id" is the user's id, or ``*``).
 

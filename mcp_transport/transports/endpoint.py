@@ -151,7 +151,8 @@ class HttpEndpoint(AsyncConsumer):
         http.check_origin(headers.get("origin"), config["ALLOWED_ORIGINS"], config["ALLOW_LOOPBACK_ORIGINS"])
         check_host(headers.get("host"))
         self.check_method(self.scope["method"])
-        self.principal = self.scope["principal"] = await auth.authenticate(self.scope, headers, self.resource_path)
+        self.principal = self.scope["principal"] = await auth.authenticate(self.scope, headers, self.resource_path,
+                                                                        self.client_address)
         self.scope["user"] = self.principal.user
         return headers
 

@@ -96,6 +96,43 @@ def enforce_request_limits() -> bool:
     return install(module.HTTPFactory)
 
 
+CLOSE_REQUEST_CONNECTIONS = "mcp_transport.close_request_connections"
+
+
+def close_connections_after_django_requests() -> None:
+    """Under ASGI, close the database connections a Django view opened when its request ends.
+
+    Django's ASGI handler runs each request's sync code (a sync view, sync middleware, the
+    admin, the authorization server's /o/ views) in a thread of that request's own
+    (``ThreadSensitiveContext``). Its ``close_old_connections`` at request end keeps a
+    connection younger than CONN_MAX_AGE, but nothing ever uses it again: the thread is gone,
+    and the connection stays open until a garbage collection finds it (under ``tune_gc``,
+    rarely). 126 anonymous registrations held 96 of PostgreSQL's 100 connections. Closing
+    them here, in the request's thread, leaves CONN_MAX_AGE to the threads that live on and
+    are bounded: Channels' one sync thread, the auth threads, the tool lanes, the probe's."""
+    from django.core.signals import request_finished
+
+    request_finished.connect(_close_request_connections, dispatch_uid=CLOSE_REQUEST_CONNECTIONS)
+
+
+def closes_request_connections() -> bool:
+    """Whether the connections of Django's requests close at their end (checks.py: W011)."""
+    from django.core.signals import request_finished
+
+    return any(key[0] == CLOSE_REQUEST_CONNECTIONS for key, *_ in request_finished.receivers)
+
+
+def _close_request_connections(sender, **kwargs) -> None:
+    from django.core.handlers.asgi import ASGIHandler
+    from django.db import connections
+
+    if not (isinstance(sender, type) and issubclass(sender, ASGIHandler)):
+        return  # WSGI: the server's threads live on and reuse their connections
+    for connection in connections.all(initialized_only=True):
+        if not connection.in_atomic_block:  # an enclosing transaction's (a test's) stays
+            connection.close()
+
+
 def flush_events_at_shutdown() -> bool:
     """Under daphne, write the events (and the sessions' and calls log's rows) still waiting for
     the database before the process exits.

@@ -371,3 +371,12 @@ def test_refusal_response_is_a_whole_closing_json_response():
     assert head.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n")
     assert b"Connection: close" in head and b"Content-Length: %d" % len(body) in head
     assert json.loads(body) == {"jsonrpc": "2.0", "error": {"code": -32600, "message": "Too many headers."}}
+
+
+@pytest.mark.parametrize("address, network", [
+    ("192.0.2.1", "192.0.2.1"), ("2001:db8::1", "2001:db8::/64"), ("2001:db8:0:0:ffff:1:2:3", "2001:db8::/64"),
+    ("2001:db8:0:1::1", "2001:db8:0:1::/64"), ("::ffff:192.0.2.7", "192.0.2.7"), ("unknown", "unknown"),
+])
+def test_the_network_a_client_address_counts_in(address, network):
+    """Limits count an IPv6 client by its /64: one host may take any of its 2**64 addresses."""
+    assert http.network_of(address) == network

@@ -342,3 +342,25 @@ def test_no_server_card_is_w010_of_check_deploy_only():
     assert [m.id for m in messages] == ["mcp_transport.W010"] and "SERVER_DESCRIPTION" in messages[0].msg
     with override_settings(MCP_TRANSPORT={"SERVER_NAME": "com.example/weather", "SERVER_DESCRIPTION": "Forecasts."}):
         assert ours(checks.run_checks(tags=[checks.Tags.compatibility], include_deployment_checks=True)) == []
+
+
+@pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
+def test_persistent_connections_that_nothing_closes_are_w011():
+    """Under ASGI each Django request runs in a thread of its own: with a persistent CONN_MAX_AGE
+    its connection outlived it (issue 38: 126 registrations held 96 of PostgreSQL's 100)."""
+    from django.core.signals import request_finished
+
+    from mcp_transport.transports import serving
+
+    closed = {alias: {**database, "CONN_MAX_AGE": 0} for alias, database in settings.DATABASES.items()}
+    persistent = {alias: {**database, "CONN_MAX_AGE": 60} for alias, database in settings.DATABASES.items()}
+    with override_settings(DATABASES=persistent):
+        assert mcp_checks.connections_check(None) == []  # the app closes them (its ready())
+        request_finished.disconnect(dispatch_uid=serving.CLOSE_REQUEST_CONNECTIONS)
+        try:
+            assert ids(mcp_checks.connections_check(None)) == ["mcp_transport.W011"]
+            with override_settings(DATABASES=closed):  # nothing kept: nothing to close
+                assert mcp_checks.connections_check(None) == []
+        finally:
+            serving.close_connections_after_django_requests()
+    assert serving.closes_request_connections()
