@@ -17,6 +17,7 @@ class McpTransportConfig(AppConfig):
         # whether or not any module of the project imports the worker side.
         from .running import worker  # noqa: F401
         from .auth.tokens import connect_signals
+        from .connections.broker import ride_out_broker_losses
         from .conf import get_config
         from .logs import quote_client_values
         from .transports.draining import drain_on_sigterm
@@ -38,6 +39,8 @@ class McpTransportConfig(AppConfig):
         connect_layers()
         quote_client_values()  # libraries' log lines show a client's values as ours do (logs.py)
         operations.schedule_cleanup(current_app)  # beat runs the retention cleanup
+        # A worker on a Redis or Sentinel broker outlives a lost connection (connections/broker.py).
+        ride_out_broker_losses(current_app)
         if apps.is_installed("corsheaders"):
             # CORS for browsers from ALLOWED_ORIGINS: the one list (cors.py).
             from corsheaders.signals import check_request_enabled

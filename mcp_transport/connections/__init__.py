@@ -17,8 +17,10 @@ round trip (a command, a pipeline or one EVALSHA) and see an error only once tho
 
 The package's modules: ``targets`` (where Redis is), ``outages`` (retries, timeouts, what an
 error says), ``sentinel`` and ``cluster`` (each topology's failover), ``clients`` (building the
-clients), ``keyspace`` (key and channel names), ``pubsub`` (publishing). Other code imports
-from the package; what a module keeps (the clients, the cached target) lives in that module only.
+clients), ``keyspace`` (key and channel names), ``pubsub`` (publishing); ``broker`` (Celery's
+broker transport on Redis, which ``apps.py`` selects; imported by its own name, as it imports
+kombu). Other code imports from the package; what a module keeps (the clients, the cached
+target) lives in that module only.
 """
 from .clients import async_redis, packing_in_c, probe_redis, sync_client, sync_redis
 from .cluster import _cluster_class, failed_before_sending, riding_cluster_class  # noqa: F401 (_cluster_class: tests)

@@ -304,3 +304,11 @@ def delete_crosses_processes(url, other_url):
     first.initialize()
     assert first.on(other_url).delete().status == 200  # was 500 on the Cluster: a pipelined MGET
     assert first.request("POST", first.message("ping")).status == 404
+
+
+def worker_gave_up(worker) -> str:
+    """The end of a worker's log from Celery's "Unrecoverable error" on, or "" if it logged none:
+    a worker that logs one stops once its running tasks end, and takes no job from then on."""
+    log = worker.log()
+    at = log.find("Unrecoverable error")
+    return log[at:at + 3000] if at >= 0 else ""

@@ -20,6 +20,8 @@ import pytest
 
 from mcp_transport.testing import HttpClient, LiveWorker
 
+from .load import LegacyCall, ModernCall, ModernTask, worker_gave_up
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FAST = {"HEARTBEAT_SECONDS": 0.5, "KEEPALIVE_SECONDS": 1}
 #: A deadline for a loaded machine, not a figure the tests measure.
@@ -28,12 +30,12 @@ ANSWER_DEADLINE = 120
 
 @pytest.fixture
 def deployment(redis_server, server_env, start_server):
-    """``deployment(server_settings, database_url, daphnes)``: ``daphnes`` daphne processes and a
-    three-slot worker on ``redis_server`` (and the run's database, or a migrated
-    ``database_url``); returns (the daphnes, the worker)."""
+    """``deployment(server_settings, database_url, daphnes, concurrency)``: ``daphnes`` daphne
+    processes and a worker of ``concurrency`` slots (3) on ``redis_server`` (and the run's
+    database, or a migrated ``database_url``); returns (the daphnes, the worker)."""
     started = []
 
-    def start(server_settings=None, database_url=None, daphnes=1):
+    def start(server_settings=None, database_url=None, daphnes=1, concurrency=3):
         prefix = f"{os.environ['MCP_KEY_PREFIX']}-rf{secrets.token_hex(2)}"
         env = {**server_env, "REDIS_URL": redis_server.url, "MCP_KEY_PREFIX": prefix, "CELERY_QUEUE": prefix,
                "CELERY_BROKER_URL": redis_server.url, "MCP_TRANSPORT_JSON": json.dumps(FAST)}
@@ -43,7 +45,7 @@ def deployment(redis_server, server_env, start_server):
                            env={**os.environ, **env}, check=True)
         servers = [start_server(**{**env, "MCP_TRANSPORT_JSON": json.dumps({**FAST, **(server_settings or {})})})
                    for _ in range(daphnes)]
-        worker = LiveWorker(queue=prefix, env={**env, "LOG_LEVEL": "INFO"}, cwd=ROOT, concurrency=3).start()
+        worker = LiveWorker(queue=prefix, env={**env, "LOG_LEVEL": "INFO"}, cwd=ROOT, concurrency=concurrency).start()
         started.extend((worker, *servers))
         return servers, worker
 
@@ -240,6 +242,50 @@ def test_a_redis_restarted_empty_costs_no_call(deployment, redis_server):
     print(f"\nRedis gone for {back_at - killed_at:.1f} s and back empty: {len(calls)} calls answered whole "
           f"{answered_at - back_at:.1f} s after; {echoes.sent} echoes, slowest {echoes.slowest:.1f} s")
     assert echoes.failed == []
+
+
+def _pause(redis_server, seconds):
+    os.kill(redis_server.process.pid, signal.SIGSTOP)
+    time.sleep(seconds)  # the fault itself: a Redis that answers nothing for that long
+    os.kill(redis_server.process.pid, signal.SIGCONT)
+
+
+#: What happens to the Redis that is the broker too, as in a deployment with one Redis.
+BROKER_FAULTS = {"restart": lambda redis_server: _restart_empty(redis_server, 3),
+                 "pause": lambda redis_server: _pause(redis_server, 10)}
+
+
+@pytest.mark.parametrize("fault", sorted(BROKER_FAULTS))
+def test_the_worker_rides_out_a_broker_loss_and_every_call_in_flight_completes(deployment, redis_server, fault):
+    """Both eras in flight across the fault: two inline calls each, a 2025-11-25 background call
+    and a 2026-07-28 task. The worker has two slots, so each caller's share is one (every test
+    client is one address): one background call runs across the fault, the other waits for its
+    place and runs after it, on the same worker, which must still be consuming. It was not after
+    a restart: with a slot free (its BRPOP in flight) and a job unacknowledged, kombu's channel
+    closed halfway on the lost connection and Celery stopped the worker on the AttributeError of
+    the second close ("Unrecoverable error"; connections/broker.py); the waiting call ended with
+    "No worker took tool slow_job". A pause breaks no connection: the worker waits it out."""
+    [server], worker = deployment(concurrency=2)
+    urls = [server.url]
+    inline, background = {"steps": 30, "interval_ms": 300}, {"steps": 20, "interval_ms": 600}
+    running = LegacyCall(urls, "slow_job", **background).start()
+    assert running.first_progress.wait(ANSWER_DEADLINE) and running.error is None, running.error
+    waiting = ModernTask(urls, "slow_job", **background)  # the caller's place is taken: it waits
+    calls = [LegacyCall(urls, "slow_progress", **inline), LegacyCall(urls, "slow_progress", **inline),
+             ModernCall(urls, "slow_progress", **inline), ModernCall(urls, "slow_progress", **inline), waiting]
+    for call in calls:
+        call.start()
+    for call in calls:
+        assert call.first_progress.wait(ANSWER_DEADLINE) and call.error is None, (call.name, call.error)
+    calls.insert(0, running)
+    BROKER_FAULTS[fault](redis_server)
+    for call in calls:
+        call.join()
+    ended = [(call.era, call.kind, call.outcome(), call.notes) for call in calls]
+    completed = sum(outcome == "result" for _era, _kind, outcome, _notes in ended)
+    print(f"\nbroker {fault}: {completed} of {len(calls)} calls in flight completed")
+    assert completed == len(calls), f"{ended}\n{worker_gave_up(worker)}"
+    assert worker.process.poll() is None and not worker_gave_up(worker), worker_gave_up(worker) or worker.log()[-3000:]
 
 
 def test_a_queued_job_whose_broker_message_went_with_redis_is_sent_again(deployment, redis_server):
