@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from ...conf import get_config
 from ...connections import async_redis, keys
 from .rows import is_job_id, load
 
@@ -55,6 +56,27 @@ def inputs_key(job) -> str:
     ``{"id": <reply id>, "method", "params"}``. tasks/get shows them; tasks/update and the retry
     of a call deliver their answers (``deliver_inputs``)."""
     return f"{keys().prefix}:jobinput:{job.id}"
+
+
+def ahead_key(job) -> str:
+    """The answers a 2026-07-28 call gave its job ahead, before any question was asked under
+    their keys: a hash of inputRequests key -> the answer (JSON). Only a question the tool
+    declares ``answerable_ahead`` reads it (waiting.answer_given_ahead)."""
+    return f"{keys().prefix}:jobahead:{job.id}"
+
+
+async def keep_answers_given_ahead(job, answers: dict) -> None:
+    """Keep ``answers`` (key -> answer) as the answers given ahead to ``job``, in place of any
+    kept before (so they are never more than one request's), for STREAM_TTL; none: nothing
+    changes."""
+    if not answers:
+        return
+    names = ahead_key(job)
+    async with async_redis().pipeline(transaction=True) as pipe:
+        pipe.delete(names)
+        pipe.hset(names, mapping={key: dumps(value) for key, value in answers.items()})
+        pipe.expire(names, get_config()["STREAM_TTL"])
+        await pipe.execute()
 
 
 async def pending_inputs(job) -> dict:
