@@ -85,6 +85,13 @@ def too_much_to_carry(size: int, limit: int) -> InvalidParams:
                          f"server carries at most {limit}: answer with less.")
 
 
+def too_much_ahead(size: int, limit: int) -> InvalidParams:
+    """The answers a request gives ahead to a background call (which its job keeps until the
+    tool reaches their questions) take more than ``limit``: refused before anything is kept."""
+    return InvalidParams(f"The answers this request gives ahead take {size} bytes; this server keeps at most "
+                         f"{limit} of them for a background call: answer with less.")
+
+
 def foreign() -> BadRequestState:
     return BadRequestState("The requestState was issued for another request or principal.", "foreign")
 

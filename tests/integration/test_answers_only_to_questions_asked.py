@@ -309,3 +309,27 @@ def test_in_a_2025_session_a_question_answerable_ahead_is_asked_as_any_other(aut
     final = stream.next_message(timeout=30)
     assert final["result"]["content"][0]["text"] == "Hello, Alice!", final
     stream.close()
+
+
+def test_a_background_call_gives_ahead_at_most_what_a_request_state_may_carry(auth_server, library):
+    """A job keeps what a call gave ahead until it ends (its tool may reach the question in any
+    run): no more than MAX_REQUEST_STATE_BYTES (256 KiB), the most an inline call carries of a
+    client's answers. More is refused before the job is made, and the same answers fit inline,
+    where nothing is kept but what its question takes."""
+    client = Caller(auth_server.url, library["deleter"], ASKS)
+    bulky = {**HARNESS, "padding": {"text": "x" * (300 * 1024)}}
+    refused = client.post("tools/call", {"name": "confirm_greeting", "arguments": {}, "inputResponses": bulky},
+                          timeout=60)
+    error = refused.json.get("error")
+    assert error and error["code"] == -32602 and "answer with less" in error["message"], refused.json
+    inline = result(client.post("tools/call", {"name": "test_input_required_result_elicitation", "arguments": {},
+                                               "inputResponses": bulky}))
+    assert inline["content"][0]["text"] == "Hello, Alice!", inline
+    # A retry's answers given ahead beside the one asked: the same bound.
+    params = {"name": "confirm_greeting", "arguments": {}}
+    first = result(client.post("tools/call", {**params, "inputResponses": HARNESS}, timeout=60))
+    retry = {**params, "requestState": first["requestState"]}
+    refused = client.post("tools/call", {**retry, "inputResponses": {**bulky, "confirm": YES}}, timeout=60)
+    assert refused.json.get("error", {}).get("code") == -32602, refused.json
+    done = result(client.post("tools/call", {**retry, "inputResponses": {"confirm": YES}}, timeout=60))
+    assert done["content"][0]["text"] == "Hello, Alice!", done

@@ -51,9 +51,9 @@ from .rows import (  # noqa: F401
 )
 from .limits import SOFT_TO_HARD_SECONDS, celery_options, max_attempts, time_limits  # noqa: F401
 from .modern import (  # noqa: F401
-    MODERN_ERA, RELATED_TASK, ahead_key, dumps, failed_internally, inputs_key, internal_failure, is_modern,
-    keep_answers_given_ahead, load_task, modern_context, pending_inputs, pending_request_key, related_task_meta,
-    task_expired,
+    MODERN_ERA, RELATED_TASK, ahead_key, answers_to_keep, dumps, failed_internally, inputs_key, internal_failure,
+    is_modern, keep_answers_given_ahead, load_task, modern_context, pending_inputs, pending_request_key,
+    related_task_meta, task_expired,
 )
 from .answers import (  # noqa: F401
     CALLER_BUSY, announce, answer, error_text, finish, outcome_status, task_view, waits_for_caller,

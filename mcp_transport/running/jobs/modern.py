@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from ...conf import get_config
 from ...connections import async_redis, keys
+from ...protocol import mrtr
 from .rows import is_job_id, load
 
 MODERN_ERA = "2026-07-28"
@@ -65,16 +66,27 @@ def ahead_key(job) -> str:
     return f"{keys().prefix}:jobahead:{job.id}"
 
 
-async def keep_answers_given_ahead(job, answers: dict) -> None:
-    """Keep ``answers`` (key -> answer) as the answers given ahead to ``job``, in place of any
+def answers_to_keep(answers: dict) -> dict:
+    """``answers`` given ahead (key -> answer) as a job keeps them (key -> JSON), checked before
+    anything is kept: at most MAX_REQUEST_STATE_BYTES, the most of a client's answers an inline
+    call carries from round to round (-32602 otherwise)."""
+    kept = {key: dumps(value) for key, value in answers.items()}
+    size, limit = sum(len(key) + len(value) for key, value in kept.items()), get_config()["MAX_REQUEST_STATE_BYTES"]
+    if size > limit:
+        raise mrtr.too_much_ahead(size, limit)
+    return kept
+
+
+async def keep_answers_given_ahead(job, kept: dict) -> None:
+    """Keep ``kept`` (``answers_to_keep``) as the answers given ahead to ``job``, in place of any
     kept before (so they are never more than one request's), for STREAM_TTL; none: nothing
     changes."""
-    if not answers:
+    if not kept:
         return
     names = ahead_key(job)
     async with async_redis().pipeline(transaction=True) as pipe:
         pipe.delete(names)
-        pipe.hset(names, mapping={key: dumps(value) for key, value in answers.items()})
+        pipe.hset(names, mapping=kept)
         pipe.expire(names, get_config()["STREAM_TTL"])
         await pipe.execute()
 

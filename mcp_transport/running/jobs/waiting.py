@@ -30,7 +30,9 @@ from ...protocol import mrtr
 from ...protocol.jsonrpc import notification_message
 from ...methods.registry import registry
 from ...storage import get_event_store
-from .modern import ahead_key, dumps, inputs_key, is_modern, keep_answers_given_ahead, pending_request_key
+from .modern import (
+    ahead_key, answers_to_keep, dumps, inputs_key, is_modern, keep_answers_given_ahead, pending_request_key,
+)
 from .rows import Status, load, transition
 from .submitting import enqueue
 
@@ -185,8 +187,8 @@ async def deliver_inputs(job, responses: dict, asked: Optional[dict] = None) -> 
     the extra keys"."""
     client, answered = async_redis(), []
     entries = await client.hgetall(inputs_key(job)) if responses else {}
-    await keep_answers_given_ahead(job, {key: value for key, value in responses.items()
-                                         if key not in entries and key not in (asked or {})})
+    await keep_answers_given_ahead(job, answers_to_keep({key: value for key, value in responses.items()
+                                                         if key not in entries and key not in (asked or {})}))
     for key, value in responses.items():
         entry = json.loads(entries[key]) if key in entries else None
         if entry is None or (asked is not None and asked.get(key) != mrtr.question_digest(entry["method"],
