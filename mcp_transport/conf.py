@@ -324,7 +324,8 @@ DEFAULTS = {
     #: call waiting on the client's answer waits CLIENT_REQUEST_TIMEOUT at most.
     "REQUEST_STATE_TTL": 600,
     #: Bytes of a sealed requestState (the answers a round carries to the next): a round that
-    #: would carry more gets -32602, a longer state presented is refused unread.
+    #: would carry more gets -32602, a longer state presented is refused unread. Also the most
+    #: a request may give ahead to a background call (its job keeps them: jobs.answers_to_keep).
     "MAX_REQUEST_STATE_BYTES": 256 * 1024,
     #: Seconds a process may trust its memory for revocable tokens (static, django-oauth-toolkit)
     #: instead of reading Redis on every request (a GET cost a tenth of a call's throughput). A

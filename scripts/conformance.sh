@@ -4,8 +4,7 @@
 # `make conformance` (which runs npm ci). Both harnesses are pinned in package.json:
 #   @modelcontextprotocol/conformance 0.1.16                --suite all                 47/0/0
 #   conformance-next = the same package at 0.2.0-alpha.12   --spec-version 2025-11-25   84/0/0
-#                                                           --spec-version 2026-07-28   151/0/0
-#                                                             (+1 WARNING by design, its baseline)
+#                                                           --spec-version 2026-07-28   152/0/0
 #                                                           each tasks-* scenario       44/0/0
 #                                                           each sep-2640-skills-* one, 43/0/0
 #                                                             --spec-version 2025-11-25 (the two
@@ -14,7 +13,7 @@
 #                                                           authorization (the AS)       3/0/0
 # A leg may name a baseline (scripts/conformance/expected-*.yml) listing what is not done yet: the
 # harness then fails on any FAILURE or WARNING outside it and on a listed scenario that passes.
-# The 2026-07-28 leg has one, for a deliberate choice (scripts/conformance/expected-2026-07-28.yml).
+# No leg has one now.
 #
 #   CONFORMANCE_PORT  port to serve on (default: a free one)
 #   REDIS_URL         Redis to use (default: run.py starts an embedded one)
@@ -129,7 +128,7 @@ skills_leg() {
 
 leg 0.1.16-all 47 - -- npx --no-install conformance server --suite all
 leg 0.2.0-2025-11-25 84 - -- npx --no-install node "$NEXT" server --suite all --spec-version 2025-11-25
-leg 0.2.0-2026-07-28 151 scripts/conformance/expected-2026-07-28.yml -- \
+leg 0.2.0-2026-07-28 152 - -- \
     npx --no-install node "$NEXT" server --suite all --spec-version 2026-07-28
 leg 0.2.0-tasks 44 - -- tasks_leg
 leg 0.2.0-skills-2025-11-25 43 - -- skills_leg 2025-11-25

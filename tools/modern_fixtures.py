@@ -27,8 +27,10 @@ def _sampled_text(answer: dict) -> str:
 
 @tool(structured_output=False)
 async def test_input_required_result_elicitation(ctx: Context) -> str:
-    """Ask the user's name (inputRequests key "user_name"), then greet them."""
-    answer = await ctx.elicit("What is your name?", NAME_SCHEMA, key="user_name")
+    """Ask the user's name (inputRequests key "user_name"), then greet them. The name guards
+    nothing, so the question takes a name given ahead (input-required-result-ignore-extra-params
+    sends it on its first call)."""
+    answer = await ctx.elicit("What is your name?", NAME_SCHEMA, key="user_name", answerable_ahead=True)
     return f"Hello, {_content(answer).get('name', 'stranger')}!"
 
 
@@ -151,6 +153,17 @@ def confirm_delete(filename: str, ctx: Context) -> str:
                                                "required": ["confirm"]})
     confirmed = answer.get("action") == "accept" and _content(answer).get("confirm") is True
     return f"{'Deleted' if confirmed else 'Kept'} {filename}"
+
+
+@tool(background=True, structured_output=False)
+def confirm_greeting(ctx: Context) -> str:
+    """Ask the user's name (key "user_name", which a call may answer ahead), then whether to greet
+    them (key "confirm", always asked: it guards what the tool does)."""
+    name = _content(ctx.elicit("What is your name?", NAME_SCHEMA, key="user_name", answerable_ahead=True))
+    answer = ctx.elicit(f"Greet {name.get('name')}?", {"type": "object", "properties": {"confirm": {
+        "type": "boolean"}}, "required": ["confirm"]}, key="confirm")
+    confirmed = answer.get("action") == "accept" and _content(answer).get("confirm") is True
+    return f"Hello, {name.get('name')}!" if confirmed else "Not greeted."
 
 
 @tool(background=True, structured_output=False)

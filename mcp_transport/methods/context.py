@@ -127,38 +127,54 @@ class Context:
     parks = True
 
     async def send_request(self, method: str, params: Optional[dict] = None,
-                           capability: Optional[str] = None, *, key: Optional[str] = None) -> dict:
+                           capability: Optional[str] = None, *, key: Optional[str] = None,
+                           answerable_ahead: bool = False) -> dict:
         """Send a request to the client and wait for its result: on this call's stream
         (2025-11-25), or as an entry of an ``InputRequiredResult`` (2026-07-28, where ``key`` names
         it in ``inputRequests``; by default questions are numbered in the order they are asked).
 
+        ``answerable_ahead`` (2026-07-28; with a ``key``): the question also takes a valid answer
+        the client gave under ``key`` before it was asked (a first request's ``inputResponses``),
+        instead of asking. Never for a question that guards an action (a confirmation): anyone
+        can send an answer ahead without being shown the question. Ignored in 2025-11-25, where
+        the client is asked directly.
+
         "Both parties MUST ... Only use capabilities that were successfully negotiated"
         -- spec 2025-11-25 basic/lifecycle
         """
+        if answerable_ahead and not key:
+            raise ValueError(f"{method}: answerable_ahead needs a key of the tool's choosing (a numbered key cannot "
+                             "be known before the question is asked).")
         if capability and capability not in self.client_capabilities:
             raise ClientCapabilityError(f"The client did not declare the {capability!r} capability.")
         try:
             # A sync tool's thread waits without its tool thread slot (threads.py).
-            return await threads.client_wait(lambda: self._channel.request(method, params or {}, key=key, park=self.parks))
+            return await threads.client_wait(lambda: self._channel.request(
+                method, params or {}, key=key, park=self.parks, answerable_ahead=answerable_ahead))
         except threads.TooManyWaiting as exc:
             raise ClientRequestError(method, str(exc)) from None
 
-    async def sample(self, messages: list, *, max_tokens: int, key: Optional[str] = None, **params) -> dict:
+    async def sample(self, messages: list, *, max_tokens: int, key: Optional[str] = None,
+                     answerable_ahead: bool = False, **params) -> dict:
         """``sampling/createMessage``; ``messages`` may be plain strings (user text)."""
         messages = [{"role": "user", "content": {"type": "text", "text": m}} if isinstance(m, str) else m
                     for m in messages]
         return await Context.send_request(self, "sampling/createMessage",
                                           {"messages": messages, "maxTokens": max_tokens, **params}, "sampling",
-                                          key=key)
+                                          key=key, answerable_ahead=answerable_ahead)
 
-    async def elicit(self, message: str, requested_schema: dict, *, key: Optional[str] = None) -> dict:
-        """``elicitation/create`` (form mode); returns ``{"action": ..., "content": ...}``."""
+    async def elicit(self, message: str, requested_schema: dict, *, key: Optional[str] = None,
+                     answerable_ahead: bool = False) -> dict:
+        """``elicitation/create`` (form mode); returns ``{"action": ..., "content": ...}``. An
+        answer given ahead (``answerable_ahead``, send_request) counts only if its ``content``
+        fits ``requested_schema``."""
         return await Context.send_request(self, "elicitation/create",
                                           {"message": message, "requestedSchema": requested_schema},
-                                          "elicitation", key=key)
+                                          "elicitation", key=key, answerable_ahead=answerable_ahead)
 
-    async def list_roots(self, *, key: Optional[str] = None) -> list:
-        result = await Context.send_request(self, "roots/list", {}, "roots", key=key)
+    async def list_roots(self, *, key: Optional[str] = None, answerable_ahead: bool = False) -> list:
+        result = await Context.send_request(self, "roots/list", {}, "roots", key=key,
+                                            answerable_ahead=answerable_ahead)
         return result.get("roots", [])
 
     async def run_as_task(self, tool: str, **arguments) -> None:

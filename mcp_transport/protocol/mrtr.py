@@ -25,6 +25,12 @@ the answers to those are taken, each for the same question asked again under its
 of a request without a state -- is ignored ("the server SHOULD ignore any information it does
 not recognize or need"), so the handler asks its question again ("SHOULD respond with a new
 InputRequiredResult requesting the missing information again, rather than returning an error").
+
+Answers given ahead: a question the tool declares ``answerable_ahead`` (it has a key the tool
+chose) also takes an answer the client gave before it was asked -- in the request whose round
+reaches it, under its key, for a key that round's state did not ask (every key of a request
+without a state) -- if it is a valid answer to that question (``Round.answer_ahead``; the caller
+says what is valid). Once taken it is carried, bound to its question, as an answer asked for.
 """
 import hashlib
 import json
@@ -77,6 +83,13 @@ def too_much_to_carry(size: int, limit: int) -> InvalidParams:
     state (and every retry that presents it) stays within the bound."""
     return InvalidParams(f"The answers this request carries to its next round take {size} bytes sealed; this "
                          f"server carries at most {limit}: answer with less.")
+
+
+def too_much_ahead(size: int, limit: int) -> InvalidParams:
+    """The answers a request gives ahead to a background call (which its job keeps until the
+    tool reaches their questions) take more than ``limit``: refused before anything is kept."""
+    return InvalidParams(f"The answers this request gives ahead take {size} bytes; this server keeps at most "
+                         f"{limit} of them for a background call: answer with less.")
 
 
 def foreign() -> BadRequestState:
@@ -171,11 +184,13 @@ class Round:
     it names them: a handler that runs again from the start on the retry asks the same questions
     in the same order, so the key of each finds its answer. ``questions`` (key -> digest) holds
     what was asked under each key whose answer the round knows: an answer is given back only to
-    the same question."""
+    the same question. ``ahead`` holds the answers to keys nobody asked (``answer_ahead``)."""
 
-    def __init__(self, answers: Optional[dict] = None, questions: Optional[dict] = None):
+    def __init__(self, answers: Optional[dict] = None, questions: Optional[dict] = None,
+                 ahead: Optional[dict] = None):
         self.answers = dict(answers or {})
         self.questions = dict(questions or {})
+        self.ahead = dict(ahead or {})
         self.asked = {}
         self._used = set()
         self._count = 0
@@ -184,13 +199,14 @@ class Round:
     def resume(cls, payload: dict, responses: dict) -> "Round":
         """The round of a request whose verified state is ``payload`` (``{}``: none) and whose
         ``inputResponses`` are ``responses``: the answers the state carries, and the answers to
-        the questions it says were asked and are still open. Any other answer is ignored."""
+        the questions it says were asked and are still open; the answers to keys it did not ask
+        are answers given ahead, which only a question that takes them may use."""
         questions = payload.get("questions") if isinstance(payload.get("questions"), dict) else {}
         carried = payload.get("answers") if isinstance(payload.get("answers"), dict) else {}
         answers = {key: value for key, value in carried.items() if key in questions}
         answers.update({key: value for key, value in asked_answers(responses, questions).items()
                         if key not in answers})
-        return cls(answers, questions)
+        return cls(answers, questions, {key: value for key, value in responses.items() if key not in questions})
 
     def key_for(self, method: str, key: Optional[str] = None) -> str:
         self._count += 1
@@ -202,6 +218,17 @@ class Round:
         found = self.answers.get(key)
         if found is None or self.questions.get(key) != question_digest(method, params):
             return None
+        self._used.add(key)
+        return found
+
+    def answer_ahead(self, key: str, method: str, params, fits) -> Optional[dict]:
+        """The answer given ahead under ``key`` if ``fits(method, params, answer)`` says it is a
+        valid answer to this question, or None. Taken, it is the question's answer from now on:
+        carried to later rounds bound to this question, as an answer asked for."""
+        found = self.ahead.pop(key, None)
+        if found is None or not fits(method, params, found):
+            return None
+        self.answers[key], self.questions[key] = found, question_digest(method, params)
         self._used.add(key)
         return found
 

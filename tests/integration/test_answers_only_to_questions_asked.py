@@ -9,6 +9,10 @@ does not recognize or need", spec 2026-07-28 basic/patterns/mrtr), so the tool a
 again. The same holds for a background tool waiting for its client (its job's own questions) and
 for ``tasks/update`` (the task's own pending questions).
 
+The one exception is the tool's to make, question by question (issue 38): a question declared
+``answerable_ahead`` (with a key of the tool's choosing) takes a valid answer given before it was
+asked, inline, in a background job and in a task; every other question is still asked.
+
 Against a real daphne with ``MCP_AUTH=on``, the example project's models, a Celery worker of the
 module's own queue (the run's shared one-slot worker may be busy for longer than a job may wait
 in its queue) and Redis, as ordinary (non-staff) users.
@@ -200,20 +204,132 @@ def test_a_2025_answer_sent_before_its_question_counts_for_nothing(auth_server, 
     assert existing(server_env, [victim]) == [victim]
 
 
-def test_extra_keys_beside_an_answer_to_the_question_asked_do_not_spoil_it(auth_server, library):
-    """Issue 38: the inputResponses of the conformance check sep-2322-ignore-unexpected-params
-    (input-required-result-ignore-extra-params), as it sends them: the answer to "user_name" and two
-    keys nobody asked. With the state of the round that asked "user_name", the answer counts and
-    the extra keys are ignored ("the server SHOULD ignore any information it does not recognize");
-    the harness sends them on a FIRST call, without a requestState, and that is asked again: an
-    answer counts only for a question this server asked (scripts/conformance/expected-2026-07-28.yml)."""
+# -- the exception, the tool's to make: questions answerable ahead (issue 38) ----------------------
+
+#: The inputResponses of the conformance check sep-2322-ignore-unexpected-params
+#: (input-required-result-ignore-extra-params), sent on its FIRST tools/call, without a requestState.
+HARNESS = {"user_name": {"action": "accept", "content": {"name": "Alice"}},
+           "unknown_extra_key": {"action": "accept", "content": {"foo": "bar"}},
+           "another_unexpected": {"action": "accept", "content": {"baz": 123}}}
+EVE = {"action": "accept", "content": {"name": "Eve"}}
+NOT_A_NAME = [{"action": "accept", "content": {}}, {"action": "accept", "content": {"name": 5}},
+              {"action": "maybe", "content": {"name": "Alice"}}]
+
+
+def test_a_question_answerable_ahead_takes_the_harness_answer_on_the_first_call(auth_server, library):
+    """test_input_required_result_elicitation declares its "user_name" question answerable ahead:
+    the harness's first call completes, its two unknown keys ignored ("the server SHOULD ignore
+    any information it does not recognize")."""
     client = Caller(auth_server.url, library["deleter"], ASKS)
-    params = {"name": "test_input_required_result_elicitation", "arguments": {}}
-    harness = {"user_name": {"action": "accept", "content": {"name": "Alice"}},
-               "unknown_extra_key": {"action": "accept", "content": {"foo": "bar"}},
-               "another_unexpected": {"action": "accept", "content": {"baz": 123}}}
-    first = result(client.post("tools/call", {**params, "inputResponses": harness}))
+    done = result(client.post("tools/call", {"name": "test_input_required_result_elicitation", "arguments": {},
+                                             "inputResponses": HARNESS}))
+    assert done["resultType"] == "complete" and done["content"][0]["text"] == "Hello, Alice!", done
+
+
+def test_the_same_answers_to_a_question_not_answerable_ahead_are_asked_for(auth_server, library):
+    """test_input_required_result_capabilities asks "user_name" too, without the opt-in: the
+    harness's answers on a first call are ignored and the question asked; with the state of the
+    round that asked it they count, the extra keys ignored."""
+    client = Caller(auth_server.url, library["deleter"], ASKS)
+    params = {"name": "test_input_required_result_capabilities", "arguments": {}}
+    first = result(client.post("tools/call", {**params, "inputResponses": HARNESS}))
     assert first["resultType"] == "input_required" and list(first["inputRequests"]) == ["user_name"], first
     done = result(client.post("tools/call", {**params, "requestState": first["requestState"],
-                                             "inputResponses": harness}))
-    assert done["resultType"] == "complete" and done["content"][0]["text"] == "Hello, Alice!", done
+                                             "inputResponses": HARNESS}))
+    assert done["resultType"] == "complete" and done["content"][0]["text"] == "1 answers", done
+
+
+@pytest.mark.parametrize("given", NOT_A_NAME)
+def test_an_answer_given_ahead_that_is_no_valid_answer_is_ignored_and_the_question_asked(auth_server, library,
+                                                                                         given):
+    client = Caller(auth_server.url, library["deleter"], ASKS)
+    params = {"name": "test_input_required_result_elicitation", "arguments": {}}
+    first = result(client.post("tools/call", {**params, "inputResponses": {**HARNESS, "user_name": given}}))
+    assert first["resultType"] == "input_required" and list(first["inputRequests"]) == ["user_name"], first
+    done = result(client.post("tools/call", {**params, "requestState": first["requestState"],
+                                             "inputResponses": {"user_name": EVE}}))
+    assert done["content"][0]["text"] == "Hello, Eve!", done
+
+
+def test_a_background_tool_takes_an_answer_given_ahead_only_where_it_opted_in(auth_server, library):
+    """confirm_greeting (a worker's job) takes the name given ahead, keeps it for the rest of the
+    call (a later request's other name does not replace it), and still asks its confirmation."""
+    client = Caller(auth_server.url, library["deleter"], ASKS)
+    params = {"name": "confirm_greeting", "arguments": {}}
+    first = result(client.post("tools/call", {**params, "inputResponses": {**HARNESS, "confirm": YES}}, timeout=60))
+    assert first["resultType"] == "input_required" and list(first["inputRequests"]) == ["confirm"], first
+    assert first["inputRequests"]["confirm"]["params"]["message"] == "Greet Alice?"
+    done = result(client.post("tools/call", {**params, "requestState": first["requestState"],
+                                             "inputResponses": {"confirm": YES, "user_name": EVE}}, timeout=60))
+    assert done["content"][0]["text"] == "Hello, Alice!", done
+
+
+def test_a_background_tool_asks_when_the_answer_given_ahead_is_no_valid_answer(auth_server, library):
+    client = Caller(auth_server.url, library["deleter"], ASKS)
+    params = {"name": "confirm_greeting", "arguments": {}}
+    given = {**HARNESS, "user_name": NOT_A_NAME[0], "confirm": YES}
+    first = result(client.post("tools/call", {**params, "inputResponses": given}, timeout=60))
+    assert first["resultType"] == "input_required" and list(first["inputRequests"]) == ["user_name"], first
+    second = result(client.post("tools/call", {**params, "requestState": first["requestState"],
+                                               "inputResponses": {"user_name": EVE}}, timeout=60))
+    assert list(second["inputRequests"]) == ["confirm"], second  # the "yes" given ahead was not taken
+    done = result(client.post("tools/call", {**params, "requestState": second["requestState"],
+                                             "inputResponses": {"confirm": {"action": "decline"}}}, timeout=60))
+    assert done["content"][0]["text"] == "Not greeted.", done
+
+
+def wait_for_task(client, task_id, until):
+    deadline = time.monotonic() + 60
+    while (current := result(client.post("tasks/get", {"taskId": task_id})))["status"] not in until:
+        assert time.monotonic() < deadline, current
+        time.sleep(0.05)
+    return current
+
+
+def test_a_task_takes_the_answers_its_creating_call_gave_ahead(auth_server, library):
+    client = Caller(auth_server.url, library["deleter"], TASKS)
+    created = result(client.post("tools/call", {"name": "confirm_greeting", "arguments": {},
+                                                "inputResponses": {**HARNESS, "confirm": YES}}))
+    waiting = wait_for_task(client, created["taskId"], ("input_required",))
+    assert list(waiting["inputRequests"]) == ["confirm"], waiting
+    assert waiting["inputRequests"]["confirm"]["params"]["message"] == "Greet Alice?"
+    result(client.post("tasks/update", {"taskId": created["taskId"], "inputResponses": {"confirm": YES}}))
+    done = wait_for_task(client, created["taskId"], ("completed", "failed", "cancelled"))
+    assert done["status"] == "completed" and done["result"]["content"][0]["text"] == "Hello, Alice!", done
+
+
+def test_in_a_2025_session_a_question_answerable_ahead_is_asked_as_any_other(auth_server, library):
+    """The option means nothing where the server asks its client directly: accepted, ignored."""
+    client = HttpClient(auth_server.url, token=library["deleter"])
+    client.initialize(capabilities=ASKS)
+    stream = client.call_tool_stream("test_input_required_result_elicitation", {})
+    question = stream.next_message(timeout=30)
+    assert question["method"] == "elicitation/create" and question["params"]["message"] == "What is your name?"
+    client.request("POST", {"jsonrpc": "2.0", "id": question["id"], "result": HARNESS["user_name"]})
+    final = stream.next_message(timeout=30)
+    assert final["result"]["content"][0]["text"] == "Hello, Alice!", final
+    stream.close()
+
+
+def test_a_background_call_gives_ahead_at_most_what_a_request_state_may_carry(auth_server, library):
+    """A job keeps what a call gave ahead until it ends (its tool may reach the question in any
+    run): no more than MAX_REQUEST_STATE_BYTES (256 KiB), the most an inline call carries of a
+    client's answers. More is refused before the job is made, and the same answers fit inline,
+    where nothing is kept but what its question takes."""
+    client = Caller(auth_server.url, library["deleter"], ASKS)
+    bulky = {**HARNESS, "padding": {"text": "x" * (300 * 1024)}}
+    refused = client.post("tools/call", {"name": "confirm_greeting", "arguments": {}, "inputResponses": bulky},
+                          timeout=60)
+    error = refused.json.get("error")
+    assert error and error["code"] == -32602 and "answer with less" in error["message"], refused.json
+    inline = result(client.post("tools/call", {"name": "test_input_required_result_elicitation", "arguments": {},
+                                               "inputResponses": bulky}))
+    assert inline["content"][0]["text"] == "Hello, Alice!", inline
+    # A retry's answers given ahead beside the one asked: the same bound.
+    params = {"name": "confirm_greeting", "arguments": {}}
+    first = result(client.post("tools/call", {**params, "inputResponses": HARNESS}, timeout=60))
+    retry = {**params, "requestState": first["requestState"]}
+    refused = client.post("tools/call", {**retry, "inputResponses": {**bulky, "confirm": YES}}, timeout=60)
+    assert refused.json.get("error", {}).get("code") == -32602, refused.json
+    done = result(client.post("tools/call", {**retry, "inputResponses": {"confirm": YES}}, timeout=60))
+    assert done["content"][0]["text"] == "Hello, Alice!", done

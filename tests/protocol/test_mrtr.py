@@ -119,3 +119,27 @@ def test_input_required_result_has_its_result_type_and_state():
 
 def test_input_required_is_not_an_exception_a_tool_would_catch():
     assert not issubclass(mrtr.InputRequired, Exception)
+
+
+# -- answers given ahead (issue 38) -------------------------------------------------------------
+
+@pytest.mark.parametrize("payload, responses, ahead", [
+    ({}, {"k": {"a": 1}, "x": {"b": 2}}, {"k": {"a": 1}, "x": {"b": 2}}),   # no state: every answer
+    ({"questions": {"k": "d"}}, {"k": {"a": 1}, "x": {"b": 2}}, {"x": {"b": 2}}),  # keys the round did not ask
+    ({"questions": {"k": "d"}, "answers": {"k": {"a": 0}}}, {"k": {"a": 1}}, {}),
+])
+def test_a_resumed_round_holds_the_answers_to_keys_it_did_not_ask_as_given_ahead(payload, responses, ahead):
+    assert mrtr.Round.resume(payload, responses).ahead == ahead
+
+
+def test_an_answer_given_ahead_is_taken_only_if_it_fits_and_then_is_carried_bound():
+    round_ = mrtr.Round.resume({}, {"k": {"action": "accept"}, "bad": {"action": "no"}})
+    assert round_.answer("k", *QUESTION) is None  # not an answer to a question asked
+    fits = []
+    assert round_.answer_ahead("bad", *QUESTION, lambda *given: fits.append(given) or False) is None
+    assert fits == [(*QUESTION, {"action": "no"})]
+    assert round_.answer_ahead("k", *QUESTION, lambda *_: True) == {"action": "accept"}
+    assert round_.answer("k", *QUESTION) == {"action": "accept"}  # from now on, its answer
+    assert round_.answer_ahead("k", "roots/list", {}, lambda *_: True) is None  # taken once, by its question
+    assert round_.carried() == {"answers": {"k": {"action": "accept"}},
+                                "questions": {"k": mrtr.question_digest(*QUESTION)}}

@@ -22,8 +22,8 @@ class Channel:
     cancelled = False
     round = None
 
-    async def request(self, method, params, key=None, park=True):
-        return await self.round.request(method, params, key=key, park=park)
+    async def request(self, method, params, **options):
+        return await self.round.request(method, params, **options)
 
     async def notify(self, method, params):
         pass
@@ -266,3 +266,102 @@ def test_invalid_input_responses_are_refused_before_the_handler_runs():
         asyncio.run(rounds.serve(handler_of(body), "tools/call", {"name": "t", "inputResponses": {"k": 1}},
                                  make_call()))
     assert not ran
+
+
+# -- answers given ahead: a question the tool declares answerable_ahead (issue 38) ----------------
+
+NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+#: What the conformance check sep-2322-ignore-unexpected-params sends on its first call.
+HARNESS = {"user_name": {"action": "accept", "content": {"name": "Alice"}},
+           "unknown_extra_key": {"action": "accept", "content": {"foo": "bar"}},
+           "another_unexpected": {"action": "accept", "content": {"baz": 123}}}
+
+
+async def ask_name_ahead(ctx):
+    answer = await ctx.elicit("Name?", NAME, key="user_name", answerable_ahead=True)
+    return f"Hello, {answer['content']['name']}!"
+
+
+def test_a_question_answerable_ahead_takes_the_answer_a_first_request_gives():
+    assert serve(handler_of(ask_name_ahead), {"name": "t", "inputResponses": HARNESS}) == {"text": "Hello, Alice!"}
+
+
+def test_a_sync_handler_takes_an_answer_given_ahead_too():
+    def body(ctx):
+        return ctx.elicit("Name?", NAME, key="user_name", answerable_ahead=True)["content"]["name"]
+    assert serve(handler_of(body, SyncContext), {"name": "t", "inputResponses": HARNESS}) == {"text": "Alice"}
+
+
+def test_a_question_without_the_opt_in_is_asked_whatever_was_given_ahead():
+    result = serve(handler_of(ask_name), {"name": "t", "inputResponses": HARNESS})
+    assert result["resultType"] == "input_required" and list(result["inputRequests"]) == ["user_name"]
+
+
+@pytest.mark.parametrize("given", [
+    {"action": "accept", "content": {}},                       # lacks the required name
+    {"action": "accept", "content": {"name": 5}},              # a name that is no string
+    {"action": "accept"},                                      # accepted without content
+    {"action": "maybe", "content": {"name": "Alice"}},         # no such action
+    {"role": "assistant", "content": {"type": "text", "text": "Alice"}, "model": "m"},  # another method's result
+])
+def test_an_answer_given_ahead_that_is_no_valid_answer_is_ignored_and_the_question_asked(given):
+    result = serve(handler_of(ask_name_ahead), {"name": "t", "inputResponses": {"user_name": given}})
+    assert result["resultType"] == "input_required" and list(result["inputRequests"]) == ["user_name"]
+    payload = request_state.unseal(result["requestState"], "tools/call", {"name": "t"}, make_call())
+    assert payload["answers"] == {}  # nothing of it carried
+    done = serve(handler_of(ask_name_ahead), {"name": "t", "requestState": result["requestState"],
+                                              "inputResponses": {"user_name": ADA}})
+    assert done == {"text": "Hello, Ada!"}
+
+
+def test_an_answer_given_ahead_counts_only_under_its_own_key():
+    async def body(ctx):
+        answer = await ctx.elicit("Name?", NAME, key="user_name", answerable_ahead=True)
+        other = await ctx.elicit("Other?", NAME, key="other")
+        return answer["content"]["name"] + other["content"]["name"]
+    result = serve(handler_of(body), {"name": "t", "inputResponses": {"user_name": ADA, "other": ADA}})
+    assert result["resultType"] == "input_required" and list(result["inputRequests"]) == ["other"]
+
+
+def test_a_declined_answer_given_ahead_is_an_answer():
+    async def body(ctx):
+        return (await ctx.elicit("Name?", NAME, key="user_name", answerable_ahead=True))["action"]
+    assert serve(handler_of(body), {"name": "t", "inputResponses": {"user_name": {"action": "decline"}}}) == \
+        {"text": "decline"}
+
+
+def two_steps_ahead(first_ahead, second_ahead):
+    async def body(ctx):
+        first = await ctx.elicit("1?", NAME, key="step1", answerable_ahead=first_ahead)
+        second = await ctx.elicit("2?", NAME, key="step2", answerable_ahead=second_ahead)
+        return first["content"]["name"] + second["content"]["name"]
+    return handler_of(body)
+
+
+def test_an_answer_given_ahead_and_taken_is_carried_bound_to_its_question():
+    handler = two_steps_ahead(True, False)
+    eve = {"action": "accept", "content": {"name": "Eve"}}
+    first = serve(handler, {"name": "t", "inputResponses": {"step1": ADA, "step2": ADA}})
+    assert list(first["inputRequests"]) == ["step2"]  # step2 takes no answer ahead
+    payload = request_state.unseal(first["requestState"], "tools/call", {"name": "t"}, make_call())
+    assert payload["answers"] == {"step1": ADA}
+    # The retry need not give it again, and cannot replace it.
+    done = serve(handler, {"name": "t", "requestState": first["requestState"],
+                           "inputResponses": {"step1": eve, "step2": eve}})
+    assert done == {"text": "AdaEve"}
+
+
+def test_an_answer_given_ahead_on_a_retry_counts_for_a_question_that_round_did_not_ask():
+    handler = two_steps_ahead(False, True)
+    first = serve(handler, {"name": "t"})
+    assert list(first["inputRequests"]) == ["step1"]
+    done = serve(handler, {"name": "t", "requestState": first["requestState"],
+                           "inputResponses": {"step1": ADA, "step2": ADA}})
+    assert done == {"text": "AdaAda"}
+
+
+def test_answerable_ahead_needs_a_key_of_the_tools_choosing():
+    async def body(ctx):
+        await ctx.elicit("Name?", NAME, answerable_ahead=True)
+    with pytest.raises(ValueError, match="answerable_ahead needs a key"):
+        serve(handler_of(body), {"name": "t", "inputResponses": {"elicit-1": ADA}})

@@ -225,13 +225,13 @@ class ModernChannel:
         return self.log_level is not None and level in LOG_LEVELS and \
             LOG_LEVELS.index(level) >= LOG_LEVELS.index(self.log_level)
 
-    async def request(self, method, params, key=None, park=True):
+    async def request(self, method, params, key=None, park=True, answerable_ahead=False):
         """"The server MUST NOT send independent JSON-RPC requests on this stream": a question
         ends the round with an InputRequiredResult instead (rounds.py)."""
         if self.round is None:
             raise ClientCapabilityError(f"Cannot send {method}: only tools/call, prompts/get and resources/read "
                                         "may ask the client in protocol 2026-07-28.")
-        return await self.round.request(method, params, key=key, park=park)
+        return await self.round.request(method, params, key=key, park=park, answerable_ahead=answerable_ahead)
 
     async def close_stream(self, retry_ms=None):
         return None  # no resumption in this era: the stream stays open until the result

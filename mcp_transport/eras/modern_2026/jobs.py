@@ -16,8 +16,9 @@ while it waits for a retry (the round ended with a complete response); a questio
 
 Answers only to questions asked: the state also records the round's questions (key and digest,
 protocol/mrtr.py), and the retry hands the job only the answers to those, each to the same
-question still open on the job. A request without a state is a new call (its ``inputResponses``
-are ignored): its job asks again.
+question still open on the job. A request without a state is a new call: its job asks again.
+The answers a request gives to keys it was not asked are kept for the job as answers given
+ahead, which only a question the tool declares ``answerable_ahead`` takes (running/jobs/waiting.py).
 """
 import asyncio
 import logging
@@ -51,10 +52,10 @@ async def call(spec, params: dict, call, request_id, notify):
     if "job" in payload:
         job, position = await _resumed(payload)
         asked = payload.get("asked") if isinstance(payload.get("asked"), dict) else {}
-        await _then_cancel_if_left(jobs.deliver_inputs(job, mrtr.asked_answers(responses, asked), asked=asked),
-                                   lambda _queued: job.id)
+        await _then_cancel_if_left(jobs.deliver_inputs(job, responses, asked=asked), lambda _queued: job.id)
     else:
-        job = await _then_cancel_if_left(_submit(spec, params, call, request_id), lambda submitted: submitted.id)
+        job = await _then_cancel_if_left(_submit(spec, params, call, request_id, responses),
+                                         lambda submitted: submitted.id)
         position = "0-0"
     call.job_id = job.id  # the calls log links the call to its job
     ended = False  # the round ended: the job's final event, or a question for the client
@@ -114,14 +115,14 @@ async def _then_cancel_if_left(work, job_id_of):
         raise
 
 
-async def _submit(spec, params, call, request_id):
+async def _submit(spec, params, call, request_id, ahead):
     meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
     return await jobs.submit(spec, params.get("arguments") or {}, session_id=stateless_session_id(),
                              request_id=request_id, stream_key=new_stream_key(), user_id=call.session.user_id,
                              principal=call.session.principal, progress_token=meta.get("progressToken"),
                              context=jobs.modern_context(call.session.client_capabilities,
                                                          meta.get("io.modelcontextprotocol/logLevel")),
-                             slot=call.quota)
+                             slot=call.quota, ahead=ahead)
 
 
 async def _resumed(payload):

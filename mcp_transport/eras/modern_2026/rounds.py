@@ -11,7 +11,9 @@ Answers only to questions asked: the sealed state records the questions of its r
 digest, protocol/mrtr.py), and a retry's ``inputResponses`` count only for those, each for the
 same question asked again. An answer the server never asked for (every answer of a request
 without a state, a key that round did not ask) is ignored and the handler asks again: a made-up
-``{"confirm": ...}`` on a first request cannot stand in for the user's confirmation.
+``{"confirm": ...}`` on a first request cannot stand in for the user's confirmation. The one
+exception is the tool's to make, question by question: ``answerable_ahead=True`` (with a key it
+chose) lets the question take a valid answer the request gives under that key before it was asked.
 
 An async handler that asks several questions at once (``asyncio.gather``) asks them all in one
 round: an unanswered question parks its branch, and the round ends once no branch asks anything
@@ -23,6 +25,7 @@ it the answers (running/jobs.py, eras/modern_2026/jobs.py).
 import asyncio
 
 from . import request_state
+from ...methods import answers
 from ...methods.context import TaskStarted
 from ...methods.settling import run_until_settled
 from ...protocol import mrtr
@@ -34,9 +37,11 @@ class LiveRound:
         self.round = round_
         self.changed = asyncio.Event()
 
-    async def request(self, method: str, params: dict, key=None, park=True) -> dict:
+    async def request(self, method: str, params: dict, key=None, park=True, answerable_ahead=False) -> dict:
         key = self.round.key_for(method, key)
         answer = self.round.answer(key, method, params)
+        if answer is None and answerable_ahead:
+            answer = self.round.answer_ahead(key, method, params, answers.fits)
         if answer is not None:
             return answer
         self.round.ask(key, method, params)

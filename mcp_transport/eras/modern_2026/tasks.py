@@ -70,18 +70,19 @@ async def start(spec, params: dict, call, request_id):
     except ArgumentError:
         return None
     meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
-    return await submit(spec, arguments, call, request_id, meta)
+    return await submit(spec, arguments, call, request_id, meta, ahead=mrtr.input_responses(params))
 
 
-async def submit(spec, arguments: dict, call, request_id, meta: dict) -> dict:
-    """Create the task's job and queue it; its CreateTaskResult."""
+async def submit(spec, arguments: dict, call, request_id, meta: dict, ahead=None) -> dict:
+    """Create the task's job and queue it; its CreateTaskResult (``ahead``: the answers the
+    call gave before anything was asked, for the questions that take them: jobs.submit)."""
     job = await jobs.submit(spec, arguments, session_id=stateless_session_id(), request_id=request_id,
                             stream_key=new_stream_key(), user_id=call.session.user_id,
                             principal=call.session.principal, progress_token=meta.get("progressToken"), is_task=True,
                             ttl_ms=get_config()["TASK_DEFAULT_TTL_MS"],
                             context=jobs.modern_context(call.session.client_capabilities,
                                                         meta.get("io.modelcontextprotocol/logLevel")),
-                            slot=call.quota, opening=stream_opening())
+                            slot=call.quota, opening=stream_opening(), ahead=ahead)
     job = await jobs.load(job.id)  # its timestamps, as the database keeps them
     return tasks_extension.create_task_result(view(job))
 
@@ -131,8 +132,9 @@ async def tasks_update(params, call):
     the server-emitted ids. The server MUST return an empty {resultType:"complete"} ack".
 
     Only answers to the task's own pending questions (the job's inputRequests, which the server
-    keeps) reach its tool; any other key is ignored, and the task stays ``input_required`` until
-    its questions are answered."""
+    keeps) reach its tool as their answers; any other key is kept only as an answer given ahead,
+    for a question the tool declares ``answerable_ahead`` (jobs.deliver_inputs), and the task stays
+    ``input_required`` until its questions are answered."""
     job = await owned(params, call)
     responses = mrtr.input_responses(params)
     if not job.is_terminal:

@@ -51,8 +51,9 @@ from .rows import (  # noqa: F401
 )
 from .limits import SOFT_TO_HARD_SECONDS, celery_options, max_attempts, time_limits  # noqa: F401
 from .modern import (  # noqa: F401
-    MODERN_ERA, RELATED_TASK, dumps, failed_internally, inputs_key, internal_failure, is_modern, load_task,
-    modern_context, pending_inputs, pending_request_key, related_task_meta, task_expired,
+    MODERN_ERA, RELATED_TASK, ahead_key, answers_to_keep, dumps, failed_internally, inputs_key, internal_failure,
+    is_modern, keep_answers_given_ahead, load_task, modern_context, pending_inputs, pending_request_key,
+    related_task_meta, task_expired,
 )
 from .answers import (  # noqa: F401
     CALLER_BUSY, announce, answer, error_text, finish, outcome_status, task_view, waits_for_caller,
@@ -65,8 +66,8 @@ from .cancelling import (  # noqa: F401
     end_session_jobs,
 )
 from .waiting import (  # noqa: F401
-    NO_ANSWER, PARKED_KEY_GRACE, asked_and_answered, deliver_inputs, expire_parked, expire_questions, hold_slot,
-    parked_value, question_digest, release_slot, requeue, resume_parked,
+    NO_ANSWER, PARKED_KEY_GRACE, answer_given_ahead, asked_and_answered, deliver_inputs, expire_parked,
+    expire_questions, hold_slot, parked_value, question_digest, release_slot, requeue, resume_parked,
 )
 from .unclaimed import (  # noqa: F401
     _queue_is_served, celery_app_name, expire_unclaimed, no_worker_text, queue_of, worker_command,

@@ -7,7 +7,9 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from ...conf import get_config
 from ...connections import async_redis, keys
+from ...protocol import mrtr
 from .rows import is_job_id, load
 
 MODERN_ERA = "2026-07-28"
@@ -55,6 +57,38 @@ def inputs_key(job) -> str:
     ``{"id": <reply id>, "method", "params"}``. tasks/get shows them; tasks/update and the retry
     of a call deliver their answers (``deliver_inputs``)."""
     return f"{keys().prefix}:jobinput:{job.id}"
+
+
+def ahead_key(job) -> str:
+    """The answers a 2026-07-28 call gave its job ahead, before any question was asked under
+    their keys: a hash of inputRequests key -> the answer (JSON). Only a question the tool
+    declares ``answerable_ahead`` reads it (waiting.answer_given_ahead)."""
+    return f"{keys().prefix}:jobahead:{job.id}"
+
+
+def answers_to_keep(answers: dict) -> dict:
+    """``answers`` given ahead (key -> answer) as a job keeps them (key -> JSON), checked before
+    anything is kept: at most MAX_REQUEST_STATE_BYTES, the most of a client's answers an inline
+    call carries from round to round (-32602 otherwise)."""
+    kept = {key: dumps(value) for key, value in answers.items()}
+    size, limit = sum(len(key) + len(value) for key, value in kept.items()), get_config()["MAX_REQUEST_STATE_BYTES"]
+    if size > limit:
+        raise mrtr.too_much_ahead(size, limit)
+    return kept
+
+
+async def keep_answers_given_ahead(job, kept: dict) -> None:
+    """Keep ``kept`` (``answers_to_keep``) as the answers given ahead to ``job``, in place of any
+    kept before (so they are never more than one request's), for STREAM_TTL; none: nothing
+    changes."""
+    if not kept:
+        return
+    names = ahead_key(job)
+    async with async_redis().pipeline(transaction=True) as pipe:
+        pipe.delete(names)
+        pipe.hset(names, mapping=kept)
+        pipe.expire(names, get_config()["STREAM_TTL"])
+        await pipe.execute()
 
 
 async def pending_inputs(job) -> dict:

@@ -11,7 +11,7 @@ from ...models import McpJob
 from ...storage import get_event_store
 from .answers import finish
 from .limits import celery_options
-from .modern import internal_failure
+from .modern import answers_to_keep, internal_failure, keep_answers_given_ahead
 from .rows import Status, _insert, new_job_id
 from .shares import caller_context
 
@@ -24,11 +24,13 @@ RUN_JOB = "mcp_transport.run_job"
 
 async def submit(spec, arguments: dict, *, session_id: str, request_id, stream_key: str, user_id=None,
                  principal="", progress_token=None, is_task=False, ttl_ms=None, context=None, slot=None,
-                 opening=None) -> McpJob:
+                 opening=None, ahead=None) -> McpJob:
     """Create the job and queue it; its answer will come on ``stream_key`` (``context``: what a
     2026-07-28 call brings instead of a session, ``modern_context()``; ``slot``: the request's
     place among its owner's running calls, which the job holds until it ends, quotas.py;
-    ``opening(job_id)``: a message its stream starts with, stored before any worker can write)."""
+    ``opening(job_id)``: a message its stream starts with, stored before any worker can write;
+    ``ahead``: the answers the call gave before anything was asked, kept before it is queued)."""
+    kept = answers_to_keep(ahead or {})  # refused (-32602) before anything is spent
     # Whose share of the workers it runs in (shares.py): for a sessionless call, the key of its place.
     context = await caller_context(context, principal=principal, session_id=session_id, slot=slot)
     place = quotas.take_for_job(slot)  # before anything is spent: a call's place funds one job
@@ -46,6 +48,7 @@ async def submit(spec, arguments: dict, *, session_id: str, request_id, stream_k
     await quotas.hand_to_job(place, job.id)  # before it is queued: finish() frees it
     metrics.incr("jobs_submitted")
     await control.register_call(_CallRecord(job), job=job.id)
+    await keep_answers_given_ahead(job, kept)  # before a worker can ask
     try:
         await enqueue(job, spec)
     except Exception:

@@ -9,6 +9,13 @@ questions' deadlines in its call record. Each answer (streams.deliver_reply or t
 the retry of a 2026-07-28 call, on any web process) is stored under its index and queues the
 job again; its tool runs from its start, gets the answers it has at once, finds the questions
 still open by their index (not sent twice) and parks again until every one is answered.
+
+Answers given ahead (2026-07-28): the answers a call's request gives under keys the job has no
+open question of (the first request's, which starts the job; a retry's or ``tasks/update``'s
+beside the answers it delivers) are kept for the job (``keep_answers_given_ahead``), and a
+question the tool declares ``answerable_ahead`` takes a valid one of its key instead of being
+asked (``answer_given_ahead``): then it is recorded as that question's answer, so every later
+run of the call gets the same one. A request that brings none leaves the kept ones as they are.
 """
 import hashlib
 import json
@@ -23,7 +30,9 @@ from ...protocol import mrtr
 from ...protocol.jsonrpc import notification_message
 from ...methods.registry import registry
 from ...storage import get_event_store
-from .modern import dumps, inputs_key, is_modern, pending_request_key
+from .modern import (
+    ahead_key, answers_to_keep, dumps, inputs_key, is_modern, keep_answers_given_ahead, pending_request_key,
+)
 from .rows import Status, load, transition
 from .submitting import enqueue
 
@@ -169,13 +178,17 @@ async def _withdraw_question(job, entry: dict) -> None:
 
 
 async def deliver_inputs(job, responses: dict, asked: Optional[dict] = None) -> list:
-    """Hand the worker the answers to the questions it asked (keys it did not ask are ignored:
-    "The server SHOULD ignore the extra keys"); the keys answered now. With ``asked`` (key ->
-    question digest, what a 2026-07-28 call's sealed state says its round asked), an answer goes
-    only to that same question. A key is claimed with HDEL, so of two concurrent deliveries
-    exactly one reaches the tool."""
+    """Hand the worker the answers to the questions it asked; the keys answered now. With
+    ``asked`` (key -> question digest, what a 2026-07-28 call's sealed state says its round
+    asked), an answer goes only to that same question. A key is claimed with HDEL, so of two
+    concurrent deliveries exactly one reaches the tool. The answers to keys neither open nor
+    asked are kept as answers given ahead, before any answer can queue the job again (its next
+    run finds them); a question that does not take them ignores them: "The server SHOULD ignore
+    the extra keys"."""
     client, answered = async_redis(), []
     entries = await client.hgetall(inputs_key(job)) if responses else {}
+    await keep_answers_given_ahead(job, answers_to_keep({key: value for key, value in responses.items()
+                                                         if key not in entries and key not in (asked or {})}))
     for key, value in responses.items():
         entry = json.loads(entries[key]) if key in entries else None
         if entry is None or (asked is not None and asked.get(key) != mrtr.question_digest(entry["method"],
@@ -196,6 +209,25 @@ async def deliver_inputs(job, responses: dict, asked: Optional[dict] = None) -> 
             await resume_parked(parked, reply)
         answered.append(key)
     return answered
+
+
+async def answer_given_ahead(job, index: int, key: str, method: str, params: dict, fits) -> Optional[dict]:
+    """The answer given ahead under ``key`` if ``fits(method, params, answer)`` (a valid answer
+    to the question), recorded as the answer to the job's question ``index`` (and what it
+    asked, its digest), as a delivered answer is: later runs find it there. None otherwise."""
+    raw = await async_redis().hget(ahead_key(job), key)
+    found = json.loads(raw) if raw is not None else None
+    if found is None or not fits(method, params, found):
+        return None
+    names, ttl = keys(), get_config()["STREAM_TTL"]
+    async with async_redis().pipeline(transaction=True) as pipe:  # never a question without its answer
+        pipe.hset(names.job_answers(job.id), str(index), _answer_value({"result": found}))
+        pipe.hset(names.job_asked(job.id), str(index),
+                  dumps({"digest": question_digest(method, params), "key": key, "ahead": True}))
+        pipe.expire(names.job_answers(job.id), ttl)
+        pipe.expire(names.job_asked(job.id), ttl)
+        await pipe.execute()
+    return found
 
 
 async def hold_slot(worker: str, job_id: str, limit: int, seconds: float) -> bool:

@@ -19,6 +19,7 @@ from ...conf import get_config
 from ... import tracing
 from ...logs import short_id
 from ...connections import async_redis, keys
+from ...methods import answers
 from ...methods.context import ClientRequestError
 from ...protocol import jsonrpc, mrtr, task_streams
 from ...protocol.jsonrpc import request_message
@@ -107,9 +108,10 @@ class JobChannel(RequestStream):
         # notifications the tool sent without waiting keep their order on the stream.
         await super().notify(method, params)
 
-    async def request(self, method, params, key=None, **_options):
+    async def request(self, method, params, key=None, answerable_ahead=False, **_options):
         """A question to the client, known by its index in the call (the tool's ask count): its
-        answer if an earlier run got it; else it parks the run (``may_park``) or waits in the slot."""
+        answer if an earlier run got it, or if the call gave one ahead that it takes; else it
+        parks the run (``may_park``) or waits in the slot."""
         # Registered so that a cancel stops the wait too (a sync tool blocks on it: _Handle.cancel).
         waiting = asyncio.current_task()
         self.waiting.add(waiting)
@@ -118,6 +120,9 @@ class JobChannel(RequestStream):
             if index in self.answers:  # asked and answered in an earlier run
                 self._check_same_question(index, method, params)
                 return _answer(method, self.answers[index])
+            given = await self._given_ahead(index, method, params, key) if answerable_ahead else None
+            if given is not None:
+                return given
             if self.may_park:
                 return await self._park(index, method, params, key)
             key = key or f"{mrtr.key_prefix(method)}-{index + 1}"
@@ -127,6 +132,13 @@ class JobChannel(RequestStream):
                 return await self._wait_in_slot(method, params, timeout)
         finally:
             self.waiting.discard(waiting)
+
+    async def _given_ahead(self, index, method, params, key):
+        """A 2026-07-28 call's valid answer given ahead under ``key`` (jobs.answer_given_ahead),
+        for a question no earlier run sent: once sent, a question takes only its own answer."""
+        if not self.modern or index in self.asked_before:
+            return None
+        return await jobs.answer_given_ahead(self.job, index, key, method, params, answers.fits)
 
     def _check_same_question(self, index, method, params):
         entry = self.asked_before.get(index)
