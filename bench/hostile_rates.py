@@ -14,6 +14,9 @@ project (``MCP_RATE_LIMIT=5/m``, and whatever ``--env`` adds: ``MCP_REQUEST_RATE
    and the milliseconds each took;
 3. ``initialize`` then ``DELETE``, back to back for ``--seconds``: sessions opened per second.
 
+Rates per second are over all of ``--seconds`` and over their second half: a token bucket gives
+its N at once, then N per period.
+
 Prints one JSON object. Loopback only; the stdlib and the project's test clients.
 """
 import argparse
@@ -91,14 +94,18 @@ def answered(reply) -> bool:
 
 
 def per_second(send, seconds):
-    served = refused = 0
-    until = time.monotonic() + seconds
-    while time.monotonic() < until:
+    """Answered per second over ``seconds``, and over their second half (a bucket's burst spent)."""
+    served, late, refused = 0, 0, 0
+    started = time.monotonic()
+    half, until = started + seconds / 2, started + seconds
+    while (now := time.monotonic()) < until:
         if answered(send()):
             served += 1
+            late += now >= half
         else:
             refused += 1
-    return {"answered_per_s": round(served / seconds, 1), "refused": refused}
+    return {"answered_per_s": round(served / seconds, 1), "second_half_per_s": round(late / (seconds / 2), 1),
+            "refused": refused}
 
 
 def a_task(url, events):
@@ -169,20 +176,16 @@ def resumes(store, client, task_id, count=20):
 
 
 def session_churn(url, seconds):
-    opened = refused = 0
-    until = time.monotonic() + seconds
-    while time.monotonic() < until:
+    def open_and_delete():
         client = Legacy(url, "127.0.0.251")
         reply = client.request("POST", client.message("initialize", {
             "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "churn", "version": "0"}}),
             session=False)
-        if reply.status != 200:
-            refused += 1
-            continue
-        opened += 1
-        client.session_id = reply.headers["mcp-session-id"]
-        client.delete()
-    return {"opened_per_s": round(opened / seconds, 1), "refused": refused}
+        if reply.status == 200:
+            client.session_id = reply.headers["mcp-session-id"]
+            client.delete()
+        return reply
+    return per_second(open_and_delete, seconds)
 
 
 def main():
