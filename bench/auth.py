@@ -260,7 +260,8 @@ def main():
                    "OPTIONS": {"jwks_uri": jwks.url, "issuer": ISSUER}}]
     env = {**os.environ, "REDIS_URL": embedded.url, "DJANGO_SECRET_KEY": secrets.token_urlsafe(40),
            "DATABASE_URL": f"sqlite:///{workdir}/bench.sqlite3", "MCP_KEY_PREFIX": "bench",
-           "DJANGO_SETTINGS_MODULE": "mcpserver.settings", "LOG_LEVEL": "WARNING", "MCP_LOG_LEVEL": "WARNING"}
+           "DJANGO_SETTINGS_MODULE": "mcpserver.settings", "LOG_LEVEL": "WARNING", "MCP_LOG_LEVEL": "WARNING",
+           "MCP_REQUEST_RATE_LIMIT": "off", "MCP_SESSION_OPEN_RATE": "off"}  # one address sends it all
     manage(env, "migrate", "--noinput", "-v", "0")
     static_token = manage(env, "mcp_tokens", "create", "--user", "bench").strip().splitlines()[-1]
     toolkit_token = "bench-toolkit-" + secrets.token_urlsafe(24)

@@ -167,6 +167,7 @@ class Stack:
         env = {"REDIS_URL": self.redis.url, "MCP_KEY_PREFIX": self.prefix, "CELERY_QUEUE": self.prefix,
                "DJANGO_SETTINGS_MODULE": "mcpserver.settings", "PYTHONPATH": str(ROOT),
                "MCP_MAX_SESSIONS_PER_ADDRESS": "1000000", "DJANGO_CONN_MAX_AGE": "0",
+               "MCP_REQUEST_RATE_LIMIT": "off", "MCP_SESSION_OPEN_RATE": "off",
                "DATABASE_URL": self._database(), "LOG_LEVEL": "INFO",
                "MCP_TRANSPORT_JSON": json.dumps({"HEARTBEAT_SECONDS": 0.5})}
         env.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))

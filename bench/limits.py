@@ -60,7 +60,10 @@ def start():
     env = {"REDIS_URL": store.url, "MCP_KEY_PREFIX": f"benchlimits{secrets.token_hex(3)}",
            "DATABASE_URL": f"sqlite:///{db}", "DJANGO_SETTINGS_MODULE": "mcpserver.settings",
            "PYTHONPATH": str(ROOT), "CELERY_QUEUE": "bench-limits-none",
-           "DJANGO_SECRET_KEY": secrets.token_urlsafe(50)}
+           "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+           # 10 addresses open 10,000 sessions: the limits this measures are the ones above (the
+           # per-caller rates have their own, bench/hostile_rates.py).
+           "MCP_REQUEST_RATE_LIMIT": "off", "MCP_SESSION_OPEN_RATE": "off"}
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT,
                    env={**os.environ, **env}, check=True)
     server = QuietServer(env=env, cwd=ROOT).start()

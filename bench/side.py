@@ -109,7 +109,9 @@ def main():
     try:
         redis = run.Redis(out_dir).start()
         env = dict(os.environ, REDIS_URL=redis.url, DATABASE_URL=f"sqlite:///{tmp / 'bench.sqlite3'}",
-                   DJANGO_SETTINGS_MODULE="mcpserver.settings", DJANGO_DEBUG="0", PYTHONUNBUFFERED="1")
+                   DJANGO_SETTINGS_MODULE="mcpserver.settings", DJANGO_DEBUG="0", PYTHONUNBUFFERED="1",
+                   # One address sends the whole load: the per-caller rates would measure themselves.
+                   MCP_REQUEST_RATE_LIMIT="off", MCP_SESSION_OPEN_RATE="off")
         env.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))  # DEBUG off needs one
         env.update(item.split("=", 1) for item in args.env)
         subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=run.ROOT, env=env,

@@ -30,7 +30,9 @@ def example_project(worker=True):
     prefix = f"bench{secrets.token_hex(3)}"
     env = {**os.environ, "REDIS_URL": redis.url, "MCP_KEY_PREFIX": prefix, "CELERY_QUEUE": prefix,
            "DATABASE_URL": os.environ.get("DATABASE_URL") or f"sqlite:///{tempfile.mkdtemp()}/bench.sqlite3",
-           "DJANGO_SETTINGS_MODULE": "mcpserver.settings"}
+           "DJANGO_SETTINGS_MODULE": "mcpserver.settings",
+           # One address sends the whole load: the per-caller rates would measure themselves.
+           "MCP_REQUEST_RATE_LIMIT": "off", "MCP_SESSION_OPEN_RATE": "off"}
     env.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))  # DEBUG off needs one
     processes = []
     try:

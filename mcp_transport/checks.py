@@ -206,11 +206,12 @@ def values_check(app_configs, **kwargs):
         errors.append(_value_error("CALL_LOG_ARGUMENTS_KEPT", kept, "a list of argument names"))
     errors += _job_share_errors(config)
     errors += _server_info_errors(config)
-    if config["RATE_LIMIT"] is not None:
-        try:
-            rates.parse(config["RATE_LIMIT"])
-        except ValueError:
-            errors.append(_value_error("RATE_LIMIT", config["RATE_LIMIT"], 'None or "<calls>/<period>" ("20/m")'))
+    for name in ("RATE_LIMIT", "REQUEST_RATE_LIMIT", "SESSION_OPEN_RATE"):
+        if config[name] is not None:
+            try:
+                rates.parse(config[name])
+            except ValueError:
+                errors.append(_value_error(name, config[name], 'None or "<calls>/<period>" ("20/m")'))
     if config["METRICS_ACCESS"] not in METRICS_ACCESS:
         errors.append(_value_error("METRICS_ACCESS", config["METRICS_ACCESS"], " or ".join(map(repr, METRICS_ACCESS))))
     elif config["METRICS_ACCESS"] == "token" and not config["METRICS_TOKEN"]:

@@ -66,6 +66,10 @@ DEFAULTS = {
     "IDLE_CONNECTION_SECONDS": 60,
     #: Open sessions one client address may hold (429 with Retry-After on initialize above it).
     "MAX_SESSIONS_PER_ADDRESS": 1000,
+    #: Sessions one client address may open per period, across every process: a bucket of N that
+    #: refills at N per period ("60/m": 60 at once, then one a second). Over it: 429 with
+    #: Retry-After on initialize (state/quotas.py). None: no limit.
+    "SESSION_OPEN_RATE": "60/m",
     #: Addresses or networks of front proxies whose X-Forwarded-For names the client; a
     #: forwarded header from any other peer is ignored.
     "TRUSTED_PROXIES": [],
@@ -78,8 +82,13 @@ DEFAULTS = {
     #: Seconds a web process may admit a caller's inline 2026-07-28 call on its last count of that
     #: caller's background calls (one Redis read) instead of reading it again. A job the process
     #: starts for the caller renews it at once, one another process starts may go unseen this
-    #: long, and a refusal is always read afresh. 0: one read per call.
+    #: long, and a refusal is always read afresh. 0: one read per call. Also how long a process
+    #: hands out the REQUEST_RATE_LIMIT tokens it took for a caller ahead (state/request_rates.py).
     "CALLER_COUNT_MEMORY_SECONDS": 1,
+    #: Requests of any method one caller (as for RATE_LIMIT) may make per period, across every
+    #: process, era and transport: a bucket of N that refills at N per period ("1200/m": 1200 at
+    #: once, then 20 a second). Over it: 429 with Retry-After (state/request_rates.py). None: no limit.
+    "REQUEST_RATE_LIMIT": "1200/m",
     #: tools/call requests one caller (its principal when AUTH is on: every token of a user
     #: shares it; else its client address, TRUSTED_PROXIES) may make per window, across every
     #: process and both eras: "20/m" (s, m, h, d; "10/30s"). Over it: 429 with Retry-After. A

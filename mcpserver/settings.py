@@ -20,6 +20,8 @@ and CI:
   (comma separated: front proxies whose X-Forwarded-For names the client),
   ``MCP_MAX_SESSIONS_PER_ADDRESS``, ``MCP_AUTH_FAILURES_PER_ADDRESS`` (failed token lookups per
   client network a minute), ``MCP_RATE_LIMIT`` (tool calls per caller, e.g. ``20/m``),
+  ``MCP_REQUEST_RATE_LIMIT`` (requests per caller, ``1200/m`` by default) and
+  ``MCP_SESSION_OPEN_RATE`` (sessions opened per address, ``60/m`` by default; ``off`` for either: none),
   ``MCP_METRICS_TOKEN`` (/metrics for this bearer token instead of staff users),
   ``MCP_CLEANUP_INTERVAL`` (seconds), and
   ``MCP_TRANSPORT_JSON`` (any other MCP_TRANSPORT keys, as a JSON object), ``LOG_LEVEL``,
@@ -288,6 +290,9 @@ if os.environ.get("MCP_AUTH_FAILURES_PER_ADDRESS"):
     MCP_TRANSPORT["AUTH_FAILURES_PER_ADDRESS"] = int(os.environ["MCP_AUTH_FAILURES_PER_ADDRESS"])
 if os.environ.get("MCP_RATE_LIMIT"):  # "20/m": each caller's tools/call requests per window
     MCP_TRANSPORT["RATE_LIMIT"] = os.environ["MCP_RATE_LIMIT"]
+for _name in ("REQUEST_RATE_LIMIT", "SESSION_OPEN_RATE"):  # "600/m"; "off": no limit (the test suite's)
+    if os.environ.get(f"MCP_{_name}"):
+        MCP_TRANSPORT[_name] = None if os.environ[f"MCP_{_name}"] == "off" else os.environ[f"MCP_{_name}"]
 # Any other key, as JSON (deployments and tests): MCP_TRANSPORT_JSON='{"SSE_RETRY_MS": null}'
 MCP_TRANSPORT.update(json.loads(os.environ.get("MCP_TRANSPORT_JSON") or "{}"))
 

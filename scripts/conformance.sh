@@ -63,7 +63,9 @@ fi
 # set -m: the stack gets its own process group, so cleanup can signal all of it and a Ctrl-C on
 # this script reaches only this script.
 set -m
-PORT=$port "$PYTHON" scripts/run.py >"$log" 2>&1 &
+# Every scenario is one client address (127.0.0.1): the per-caller rates stay off unless set.
+PORT=$port MCP_REQUEST_RATE_LIMIT=${MCP_REQUEST_RATE_LIMIT:-off} MCP_SESSION_OPEN_RATE=${MCP_SESSION_OPEN_RATE:-off} \
+    "$PYTHON" scripts/run.py >"$log" 2>&1 &
 server_pid=$!
 set +m
 

@@ -8,5 +8,9 @@ import os
 import secrets
 
 os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))
+# Every test client is 127.0.0.1, one caller for the whole run: the per-caller rates a test
+# checks it sets itself (as MCP_MAX_SESSIONS_PER_ADDRESS, tests/conftest.py's server_env).
+os.environ.setdefault("MCP_REQUEST_RATE_LIMIT", "off")
+os.environ.setdefault("MCP_SESSION_OPEN_RATE", "off")
 
 from mcpserver.settings import *  # noqa: E402,F401,F403

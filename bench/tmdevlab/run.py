@@ -192,7 +192,8 @@ def main():
         env = dict(os.environ, REDIS_URL=app.url, DATABASE_URL=database_url, DJANGO_SETTINGS_MODULE="bench_settings",
                    PYTHONPATH=os.pathsep.join([str(HERE), str(run.ROOT)]), DJANGO_DEBUG="0", PYTHONUNBUFFERED="1",
                    DJANGO_SECRET_KEY="tmdevlab-" + "x" * 50, API_SERVICE_URL=f"http://{run.HOST}:{api_port}",
-                   BENCH_DATA_REDIS_URL=data.url, MCP_MAX_SESSIONS_PER_ADDRESS="1000000")
+                   BENCH_DATA_REDIS_URL=data.url, MCP_MAX_SESSIONS_PER_ADDRESS="1000000",
+                   MCP_REQUEST_RATE_LIMIT="off", MCP_SESSION_OPEN_RATE="off")  # one address sends it all
         subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=run.ROOT, env=env, check=True)
         for number in range(args.repeat):
             for name in (targets if number % 2 == 0 else list(reversed(targets))):

@@ -107,6 +107,15 @@ class Keys:
         """Sorted set of the ids of sessions opened from one client address (quotas.py)."""
         return f"{self.prefix}:addrsess:{address}"
 
+    def session_openings(self, address):
+        """When an address's bucket of session openings is full again (SESSION_OPEN_RATE, quotas.py)."""
+        return f"{self.prefix}:addropen:{address}"
+
+    def request_rate(self, caller):
+        """When a caller's (``caller:<digest>``) bucket of requests is full again
+        (REQUEST_RATE_LIMIT, state/request_rates.py)."""
+        return f"{self.prefix}:reqrate:{caller}"
+
     def replayed(self, caller):
         """Bytes replayed to a caller (``caller:<digest>``) in the current window (quotas.py)."""
         return f"{self.prefix}:replayed:{caller}"

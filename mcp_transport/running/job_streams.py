@@ -1,16 +1,16 @@
 """A background job's stream, read from any web process: followed from a position until its
 final event (what a 2026-07-28 call relays, eras/modern_2026/jobs.py, and what ``tasks/stream``
-sends, eras/modern_2026/task_streams.py), read whole from its first event, and what a replay of
-it costs its caller."""
+sends, eras/modern_2026/task_streams.py), read from a numbered entry on, and what a replay of it
+costs its caller."""
 from contextlib import aclosing
-from typing import AsyncIterator, Callable, Optional
+from typing import AsyncIterator, Optional
 
 from ..conf import get_config
 from ..connections import keys
 from ..protocol.jsonrpc import dumps
 from ..state import quotas
 from ..state.bell import doorbell
-from ..storage import StoredEvent, get_event_store
+from ..storage import Numbered, StoredEvent, get_event_store
 from . import streams
 
 
@@ -32,15 +32,11 @@ async def events_after(job, position: str) -> AsyncIterator[StoredEvent]:
             yield event
 
 
-async def read_from(job, is_first: Callable[[Optional[dict]], bool]) -> Optional[list]:
-    """The job's stream from its first event (``is_first`` tells it by its message), or None
-    when the store no longer has that one. Redis's ring first (one read, which holds the whole
-    stream unless it trimmed it or lost it); then the durable copy, if the store keeps one."""
-    store = get_event_store()
-    kept = await store.read_after(job.session_id, job.stream_key, "0-0")
-    if not (kept and is_first(kept[0].message)) and store.replays_evicted:
-        kept = await store.read_all(job.session_id, job.stream_key)
-    return kept if kept and is_first(kept[0].message) else None
+async def read_numbered(job, first: dict, start: int) -> Optional[Numbered]:
+    """The job's stream from its ``start``-th entry on, numbered from its first, which holds the
+    message ``first``; None when the store no longer has that one. What is read is what follows
+    ``start`` (and the entry before it, without its message): not the stream before it."""
+    return await get_event_store().read_numbered(job.session_id, job.stream_key, first, start)
 
 
 async def charge_replay(call, messages: list) -> None:

@@ -9,8 +9,10 @@ task's life):
 
 1. the span (tracing.py) and the calls-log record (calls.py): exactly one each per request,
    including ``initialize`` and the requests refused before they run (``refused``);
-2. the era's own checks (``Responder.check``: a session's state, a request's ``_meta``), then
-   the scopes of the target (403, raised: the transport answers it as HTTP);
+2. the caller's REQUEST_RATE_LIMIT (state/request_rates.py: every request, whatever its
+   method, takes a token of its caller's bucket; 429 as an answer), the era's own checks
+   (``Responder.check``: a session's state, a request's ``_meta``), then the scopes of the
+   target (403, raised: the transport answers it as HTTP);
 3. admission (``admit``): MAX_CALLS_PER_SESSION for a session's call, MAX_CALLS_PER_CALLER for a
    sessionless one, and a tools/call's place in its caller's RATE_LIMIT window (``rate_charge``;
    taken by the same script, or already by a 2025-11-25 session's read), 429 as an answer. A
@@ -43,7 +45,7 @@ from ..methods.specs import UNKNOWN, MethodTable
 from ..protocol import ids, jsonrpc
 from ..protocol.errors import ErrorCode, ProtocolError
 from ..protocol.jsonrpc import Request
-from ..state import quotas, rates
+from ..state import quotas, rates, request_rates
 from ..storage import get_event_store
 
 logger = logging.getLogger(__name__)
@@ -157,6 +159,7 @@ async def serve(request: Request, call: Call, responder: Responder, *, scope=Non
     that carried it, whose principal needs the target's scopes (none for stdio)."""
     spec = responder.methods.get(request.method, UNKNOWN)
     try:
+        await request_rates.admit(caller_of(call))
         await responder.check(request, call)
     except ProtocolError as exc:
         return await refused(request, call, responder, exc)
@@ -184,6 +187,15 @@ async def serve(request: Request, call: Call, responder: Responder, *, scope=Non
     finally:
         if not call.started:
             await quotas.release_call(call.quota)  # a no-op once released, or once a job holds it
+
+
+def caller_of(call: Call) -> str:
+    """Who the call's per-caller limits count (quotas.caller_key: its principal, else its client
+    address), or "" for a caller with neither (stdio started without a user): not limited."""
+    key = call.principal.key if call.principal is not None else ""
+    if not (key or call.address):
+        return ""
+    return call.owner if not call.session.id else quotas.caller_key(key, call.address)
 
 
 def admit(call: Call, background: bool, running: Optional[int] = None) -> Awaitable[quotas.Slot]:

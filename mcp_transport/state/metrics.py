@@ -52,7 +52,7 @@ from ..storage import get_event_store
 #: The limits whose refusals are counted (``limit_refusals:<name>``).
 LIMITS = ("body_bytes", "header_bytes", "headers", "receive_seconds", "sessions_per_address", "calls_per_session",
           "calls_per_caller", "client_info_bytes", "subscriptions", "uri_bytes", "tool_seconds", "event_bytes",
-          "replay_bytes", "rate")
+          "replay_bytes", "rate", "request_rate", "session_open_rate")
 
 _pending = Counter()
 #: session id -> Counter of its own counters, waiting for the next flush.

@@ -4,6 +4,10 @@
   session ids, scored by when they were admitted. A DELETE takes its session out at once; a
   session that idled out stops counting once its live key is gone (the admission writes that
   key in the same script call; entries younger than ``ADMISSION_GRACE_SECONDS`` are not checked);
+- sessions an address opens per period (``SESSION_OPEN_RATE``): a token bucket per address
+  (rates.TAKE_FUNCTION), taken in that same script call once the count admits the session, so
+  an address that opens and DELETEs sessions in a loop (each leaves a row behind) is slowed to
+  the rate, at no round trip of its own;
 - calls running at once, per session (``MAX_CALLS_PER_SESSION``) and, for the sessionless
   2026-07-28 era, per caller (``MAX_CALLS_PER_CALLER``: the principal when authorization is on,
   else the client address). What runs in the background is counted across processes, in a
@@ -33,6 +37,7 @@ A refusal is counted as ``limit_refusals:<limit>`` (metrics.py).
 import functools
 import hashlib
 import logging
+import math
 import secrets
 import time
 import weakref
@@ -43,18 +48,20 @@ from typing import Awaitable, Optional
 from channels.db import database_sync_to_async
 
 from . import metrics, rates
-from ..conf import get_config
+from ..conf import get_config, per_config
 from ..connections import async_redis, keys
 from ..protocol import jsonrpc
 from ..protocol.errors import InvalidParams, LimitReached
 
 logger = logging.getLogger(__name__)
 
-ADMIT_SESSION_LUA = """
--- KEYS[1]: the address's set of session ids, KEYS[2]: the new session's live copy. ARGV: limit,
--- prefix of session keys, new id, now (ms), the set's ttl (s), grace (ms), the copy, its ttl (s).
--- Returns -1 when admitted (the copy written: one step), else the seconds until the soonest of
--- the address's sessions expires (the Retry-After).
+ADMIT_SESSION_LUA = rates.TAKE_FUNCTION + """
+-- KEYS[1]: the address's set of session ids, KEYS[2]: the new session's live copy (KEYS[3]: the
+-- address's bucket of session openings). ARGV: limit, prefix of session keys, new id, now (ms),
+-- the set's ttl (s), grace (ms), the copy, its ttl (s) (then the bucket's five, rates.take_args).
+-- Returns -1 when admitted (the copy written: one step), -(1 + ms until the address may open
+-- one again) over its rate, else the seconds until the soonest of the address's sessions
+-- expires (the Retry-After).
 local key, limit, prefix = KEYS[1], tonumber(ARGV[1]), ARGV[2]
 if redis.call('ZCARD', key) >= limit then
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', key, '-inf', tonumber(ARGV[4]) - tonumber(ARGV[6]))) do
@@ -68,6 +75,10 @@ if redis.call('ZCARD', key) >= limit then
     if left > 0 and (soonest < 0 or left < soonest) then soonest = left end
   end
   return math.max(soonest, 1)
+end
+if KEYS[3] then
+  local taken = take_tokens(KEYS[3], 9)
+  if taken < 0 then return taken - 1 end
 end
 redis.call('ZADD', key, ARGV[4], ARGV[3])
 redis.call('EXPIRE', key, ARGV[5])
@@ -156,18 +167,34 @@ def _now_ms() -> int:
 
 
 async def admit_session(address: str, session_id: str, copy: str, ttl: int) -> None:
-    """Count a new session against its client address and write its live copy (``copy``, for
-    ``ttl`` seconds), in one script call; or raise LimitReached and write nothing."""
+    """Count a new session against its client address (MAX_SESSIONS_PER_ADDRESS, and its
+    SESSION_OPEN_RATE) and write its live copy (``copy``, for ``ttl`` seconds), in one script
+    call; or raise LimitReached and write nothing."""
     config = get_config()
     limit, idle = config["MAX_SESSIONS_PER_ADDRESS"], config["SESSION_IDLE_TIMEOUT"]
-    names = keys()
-    wait = await script(ADMIT_SESSION_LUA)(
-        keys=[names.address_sessions(address), names.session(session_id)],
-        args=[limit, names.session(""), session_id, _now_ms(), idle + 60, ADMISSION_GRACE_SECONDS * 1000, copy, ttl])
+    names, rate = keys(), session_open_rate()
+    script_keys = [names.address_sessions(address), names.session(session_id)]
+    args = [limit, names.session(""), session_id, _now_ms(), idle + 60, ADMISSION_GRACE_SECONDS * 1000, copy, ttl]
+    if rate is not None:
+        script_keys.append(names.session_openings(address))
+        args += rates.take_args(rate)
+    wait = await script(ADMIT_SESSION_LUA)(keys=script_keys, args=args)
+    if wait < -1:  # -(1 + ms until a token is back)
+        metrics.incr("limit_refusals:session_open_rate")
+        seconds = max(1, min(rate.seconds, math.ceil((-wait - 1) / 1000)))
+        raise LimitReached(f"This address has opened its {rate.calls} sessions per {rate.period} "
+                           f"(SESSION_OPEN_RATE {rate.text}): retry in {seconds} s.", retry_after=seconds)
     if wait >= 0:
         metrics.incr("limit_refusals:sessions_per_address")
         raise LimitReached(f"This address already holds {limit} open sessions: end one (DELETE) or retry later.",
                            retry_after=wait)
+
+
+@per_config
+def session_open_rate() -> Optional[rates.Rate]:
+    """SESSION_OPEN_RATE as a Rate, or None."""
+    text = get_config()["SESSION_OPEN_RATE"]
+    return rates.parse(text) if text else None
 
 
 #: Seconds a background job's entry lasts if nobody releases it: longer than a job lives, since

@@ -18,11 +18,18 @@ the script the call's admission runs anyway, in the same atomic step: the sessio
 2025-11-25 Streamable HTTP call (sessions.load_for_call), or the count of the owner's running
 calls (quotas.py). A call refused afterwards for another reason (its session's state, its scopes,
 MAX_CALLS_*) gives its place back (``give_back``).
+
+The rates of anything else (REQUEST_RATE_LIMIT per caller, request_rates.py; SESSION_OPEN_RATE per
+address, quotas.admit_session) are token buckets (``TAKE_FUNCTION``): a rate N/period is a
+bucket of N tokens that refills at N per period, so N may go at once, then one each period/N.
+One number per caller holds it (the generic cell rate algorithm: when its bucket is full again),
+so a busy caller costs Redis one small key whatever N is, and tokens are taken several at once.
 """
 import functools
 import math
 import re
 import secrets
+import time
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -45,6 +52,24 @@ local function charge_rate(key, i)
   redis.call('ZADD', key, now, ARGV[i + 3])
   redis.call('PEXPIRE', key, window)
   return -1
+end
+"""
+
+TAKE_FUNCTION = """
+-- take_tokens(key, i): up to ARGV[i + 3] tokens of a bucket (KEYS entry ``key``; ARGV[i..i+4]: the
+-- microseconds one token takes to come back, a whole bucket's, now (us), how many are wanted,
+-- how many taken earlier are given back unused). The key holds when the bucket is full again
+-- (us); none: it is full. Returns how many were taken (1 or more), else -(ms until one is back).
+local function take_tokens(key, i)
+  local interval, span, now = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+  local full = tonumber(redis.call('GET', key) or '0') - tonumber(ARGV[i + 4]) * interval
+  full = math.max(full, now)
+  local free = math.floor((now + span - full) / interval)
+  if free < 1 then return -math.max(math.ceil((full + interval - span - now) / 1000), 1) end
+  local taken = math.min(free, tonumber(ARGV[i + 3]))
+  full = full + taken * interval
+  redis.call('SET', key, string.format('%.0f', full), 'PX', math.ceil((full - now) / 1000))
+  return taken
 end
 """
 
@@ -84,6 +109,15 @@ def retry_after(wait_ms: int, rate: Rate) -> int:
     """Whole seconds until a refused call may pass (Retry-After): rounded up, at least 1, at
     most the window (an entry another process's clock put ahead still leaves within it)."""
     return max(1, min(rate.seconds, math.ceil(wait_ms / 1000)))
+
+
+def take_args(rate: Rate, wanted: int = 1, now_us: Optional[int] = None, given_back: int = 0) -> list:
+    """``take_tokens``'s five ARGV entries: ``wanted`` tokens of a ``rate`` bucket at ``now_us``
+    (microseconds; the clock by default), ``given_back`` taken earlier and not used. A token
+    comes back every period/N, in whole microseconds: a million a second at most."""
+    interval = max(1, round(rate.seconds * 1_000_000 / rate.calls))
+    return [interval, interval * rate.calls, time.time_ns() // 1000 if now_us is None else now_us, wanted,
+            given_back]
 
 
 class _Setting:

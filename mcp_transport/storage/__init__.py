@@ -20,7 +20,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
-from .base import EventStore, Replay, StoredEvent, UnknownEvent
+from .base import EventStore, Numbered, Replay, StoredEvent, UnknownEvent
 from .database import DatabaseEventStore
 from .memory import InMemoryEventStore
 from .redis import RedisEventStore
@@ -82,5 +82,5 @@ def _reset(*, setting, **kwargs):
         _last = (None, None)
 
 
-__all__ = ["DatabaseEventStore", "EventStore", "InMemoryEventStore", "RedisEventStore", "Replay", "StoredEvent",
-           "UnknownEvent", "get_event_store"]
+__all__ = ["DatabaseEventStore", "EventStore", "InMemoryEventStore", "Numbered", "RedisEventStore", "Replay",
+           "StoredEvent", "UnknownEvent", "get_event_store"]

@@ -52,6 +52,27 @@ class StoredEvent:
     final: bool = False
 
 
+@dataclass(frozen=True)
+class Numbered:
+    """A stream's entries numbered from its first ever (``EventStore.read_numbered``)."""
+
+    #: The entries from index ``start`` on, in order.
+    events: list
+    #: The entry at ``start - 1`` (None for 0, or past the end): its id and whether it was final;
+    #: its message may be left unread (None).
+    previous: Optional[StoredEvent]
+    #: How many entries the stream has had so far (the index of its next one).
+    count: int
+
+
+def numbered(entries: list, start: int, begin: int = 0, count: Optional[int] = None) -> Numbered:
+    """``Numbered`` from ``start`` of ``entries``, the stream's from index ``begin`` on (to its
+    last: ``count`` is then ``begin + len(entries)`` unless given)."""
+    at = start - begin
+    previous = entries[at - 1] if 0 < at <= len(entries) else None
+    return Numbered(entries[max(at, 0):], previous, begin + len(entries) if count is None else count)
+
+
 class Replay(list):
     """The events of a replay, in order (a plain list), and ``source``: where they came from."""
 
@@ -167,6 +188,17 @@ class EventStore:
         """Every event of the stream the store still keeps, oldest first, a durable copy's
         included: what its ring trimmed and the database still holds comes first."""
         return await self.read_after(session_id, stream_key, "0-0")
+
+    async def read_numbered(self, session_id: str, stream_key: str, first: dict, start: int) -> Optional[Numbered]:
+        """The stream's entries from the ``start``-th on, numbered from its first ever, which
+        holds the message ``first`` (a task's opening: tasks/stream's ``seq`` is the index); None
+        when the store no longer has that one (nor, then, the numbering). A store reads what
+        it returns, not the stream before it (a resume at the end of a long stream reads next
+        to nothing): the Redis and database stores; this one reads it all."""
+        kept = await self.read_all(session_id, stream_key)
+        if not kept or kept[0].message != first:
+            return None
+        return numbered(kept, start)
 
     async def replay_after(self, session_id: str, event_id: EventId) -> Replay:
         """Events strictly after ``event_id`` in its stream, in order, as a ``Replay``.

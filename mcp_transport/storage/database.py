@@ -23,7 +23,8 @@ from django.db.models import Count, Max, Sum
 from ..protocol.ids import EventId
 from ..protocol.jsonrpc import dumps
 from . import persist
-from .base import EventStore, Replay, UnknownEvent, missing_reason, next_position, now_ms, stats_from_counts
+from .base import (EventStore, Replay, UnknownEvent, missing_reason, next_position, now_ms, numbered,
+                   stats_from_counts)
 from .persist import EventTable
 from .signals import RedisCounters, closed_sessions, evictions, ring
 
@@ -54,6 +55,15 @@ class DatabaseEventStore(EventStore):
         events, expired = await self.table.run(self._read_after, session_id, stream_key, position)
         await self.counters.add(evictions({"ttl": expired}))
         return events
+
+    async def read_numbered(self, session_id, stream_key, first, start):
+        """Two queries that read what they return: the stream's count, then its last rows."""
+        found, expired = await self.table.run(self._numbered, session_id, stream_key, first, start)
+        await self.counters.add(evictions({"ttl": expired}))
+        if found is None:
+            return None
+        count, rows = found
+        return numbered(rows, start, max(start - 1, 0), count)
 
     async def replay_after(self, session_id, event_id):
         found, expired = await self.table.run(self._replay, session_id, event_id.stream, event_id.position)
@@ -133,6 +143,10 @@ class DatabaseEventStore(EventStore):
     def _read_after(self, session_id, stream_key, position):
         rows, evicted = self._fresh_rows(session_id, stream_key)
         return persist.events(persist.after(rows, position), stream_key), evicted["ttl"]
+
+    def _numbered(self, session_id, stream_key, first, start):
+        rows, evicted = self._fresh_rows(session_id, stream_key)
+        return persist.numbered_rows(rows, stream_key, first, start), evicted["ttl"]
 
     def _replay(self, session_id, stream_key, position):
         """The events after ``position``, or why there are none; and the TTL evictions."""

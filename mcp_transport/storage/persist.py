@@ -393,6 +393,27 @@ def events(rows, stream_key: str) -> list:
     return [StoredEvent(EventId(stream_key, position), message, final) for position, message, final in ordered]
 
 
+def before(rows, position: str):
+    ms, seq = position_key(position)
+    return rows.filter(Q(position_ms__lt=ms) | Q(position_ms=ms, position_seq__lt=seq))
+
+
+def numbered_rows(rows, stream_key: str, first: dict, start: int):
+    """(how many, the entries from index ``start - 1`` on) of a stream's ``rows``, numbered from
+    its first, which must hold ``first`` (else None): two queries that read what they return
+    (an index's count, then the last rows), not the rows before them."""
+    ordered = rows.order_by("position_ms", "position_seq")
+    if ordered.values_list("message", flat=True).first() != first:
+        return None
+    count = rows.count()
+    wanted = count - max(start - 1, 0)
+    if wanted <= 0:
+        return count, []
+    newest = rows.order_by("-position_ms", "-position_seq").values_list("position", "message", "final")[:wanted]
+    return count, [StoredEvent(EventId(stream_key, position), message, final)
+                   for position, message, final in reversed(newest)]
+
+
 def rows_after(session_id: str, stream_key: str, position: str) -> list:
     return events(after(stream_rows(session_id, stream_key), position), stream_key)
 

@@ -58,10 +58,10 @@ from ..connections import async_redis, is_cluster, keys
 from ..protocol.ids import EventId
 from ..protocol.jsonrpc import dumps
 from . import persist
-from .base import (EventStore, Replay, StoredEvent, UnknownEvent, merge, missing_reason, position_key,
+from .base import (EventStore, Replay, StoredEvent, UnknownEvent, merge, missing_reason, numbered, position_key,
                    stats_from_counts)
 from .persist import PERSIST_MODES, Backlog, EventTable, Flusher
-from .redis_scripts import APPEND_LUA, DELETE_LUA, _script_args
+from .redis_scripts import APPEND_LUA, DELETE_LUA, NUMBERED_LUA, _script_args
 from .signals import Coalescer, RedisCounters, closed_sessions, metrics_key
 
 #: The position an append to a closed session gets: it names no event (nothing was added).
@@ -107,6 +107,12 @@ def _events(stream_key, entries) -> list:
     return [_event(stream_key, entry_id, fields) for entry_id, fields in entries]
 
 
+def _numbered_rows(session_id, stream_key, first, start, before):
+    """persist.numbered_rows of the stream's rows (those before position ``before``, if given)."""
+    rows = persist.stream_rows(session_id, stream_key)
+    return persist.numbered_rows(rows if before is None else persist.before(rows, before), stream_key, first, start)
+
+
 class _LoopState:
     """What a store keeps per event loop: asyncio objects cannot cross loops."""
 
@@ -116,6 +122,7 @@ class _LoopState:
         self.append_script = client.register_script(
             APPEND_LUA.replace("redis.call('PUBLISH'", "redis.call('SPUBLISH'") if is_cluster() else APPEND_LUA)
         self.delete_script = client.register_script(DELETE_LUA)
+        self.numbered_script = client.register_script(NUMBERED_LUA)
         self.batcher = Coalescer(store._send)
         backlog = Backlog(store.maxlen, store.session_max_events, store.session_max_bytes, store.unwritten_wait)
         self.flusher = (Flusher(store.table, store.flush_interval, store.flush_max, store.max_unwritten,
@@ -238,6 +245,38 @@ class RedisEventStore(EventStore):
         if self.table is None:
             return kept
         return merge(await self._settled_rows(persist.rows_after, session_id, stream_key, "0-0", kept), kept)
+
+    #: Times a numbered read asks Redis again when its oldest entry left the ring meanwhile.
+    NUMBERED_ATTEMPTS = 3
+
+    async def read_numbered(self, session_id, stream_key, first, start):
+        """One script call while Redis's ring holds the stream's first entry: its length numbers
+        the rest, read from the end back to ``start``'s predecessor (XREVRANGE ... COUNT), so a
+        resume near the end reads next to nothing. Once the ring trimmed the first, the database
+        (which has every event Redis trimmed: persist.Flusher.admit) counts its rows before
+        Redis's oldest entry and gives the ones wanted, and the script the rest."""
+        stream, first_data = StoreKeys().stream(session_id, stream_key), dumps(first).decode()
+        script, begin, learnt, rows = self._state().numbered_script, max(start - 1, 0), [], []
+        for _ in range(self.NUMBERED_ATTEMPTS):
+            known, length, oldest, *rest = await script(keys=[stream], args=[first_data, start, *learnt])
+            if known:
+                offset, entries = rest[0], [_event(stream_key, entry_id, dict(zip(fields[::2], fields[1::2])))
+                                            for entry_id, fields in reversed(rest[1:])]
+                return numbered((rows if offset else []) + entries, start, begin, offset + length)
+            if self.table is None:
+                return None  # the first entry is gone, and there is no durable copy
+            # Redis lost the stream (a flush, its ttl): the database has it all; else its rows
+            # before Redis's oldest entry, the count of which numbers the ring.
+            await self.flush()  # this process's own recent events first
+            found = await self.table.run(_numbered_rows, session_id, stream_key, first, start,
+                                         oldest if length else None)
+            if found is None:
+                return None
+            count, rows = found
+            if not length:
+                return numbered(rows, start, begin, count)
+            learnt = [count, oldest]
+        return await super().read_numbered(session_id, stream_key, first, start)  # trimmed as fast as read
 
     async def replay_after(self, session_id, event_id):
         # Inclusive range: the first entry must be the id itself, or Redis does not have it.

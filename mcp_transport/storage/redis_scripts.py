@@ -1,7 +1,43 @@
 """The Redis event store's Lua scripts (``redis.py``): ``APPEND_LUA``, one call for a batch of
-appends, with its arguments (``_script_args``), and ``DELETE_LUA``, a session's streams and
-their bookkeeping. What they do and why: ``redis.py``'s docstring."""
+appends, with its arguments (``_script_args``), ``DELETE_LUA``, a session's streams and
+their bookkeeping, and ``NUMBERED_LUA``, a stream's entries from an index on (read_numbered).
+What they do and why: ``redis.py``'s docstring."""
 from collections import defaultdict
+
+NUMBERED_LUA = """
+-- KEYS[1]: a stream. ARGV: the message its first entry ever holds, the index (from that one) of
+-- the first entry wanted, then, when Redis's oldest entry is not that first one, its index and
+-- id as the caller learnt them. Returns {known, length, oldest id, index of the oldest,
+-- entries...}: known 1 when Redis's oldest entry is the first, or the one the caller named:
+-- then the entries Redis has from the wanted one's predecessor on, newest first, that
+-- predecessor without its message (its id and final flag are what a follower needs); else 0,
+-- and nothing read (Redis has none of the stream, or its oldest entry's index is not known).
+local oldest = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1]
+if not oldest then return {0, 0, ''} end
+local length = redis.call('XLEN', KEYS[1])
+local offset
+if oldest[2][1] == 'm' and oldest[2][2] == ARGV[1] then
+  offset = 0
+elseif ARGV[4] and oldest[1] == ARGV[4] then
+  offset = tonumber(ARGV[3])
+else
+  return {0, length, oldest[1]}
+end
+local answer = {1, length, oldest[1], offset}
+local wanted = math.min(offset + length - tonumber(ARGV[2]) + 1, length)
+if wanted <= 0 then return answer end
+local entries = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', wanted)
+if tonumber(ARGV[2]) - 1 >= offset then
+  local previous = entries[#entries]
+  local final = '0'
+  for k = 1, #previous[2], 2 do
+    if previous[2][k] == 'f' then final = previous[2][k + 1] end
+  end
+  entries[#entries] = {previous[1], {'m', '', 'f', final}}
+end
+for _, entry in ipairs(entries) do answer[#answer + 1] = entry end
+return answer
+"""
 
 APPEND_LUA = """
 -- KEYS: metrics hash, lengths hash, expiries zset.

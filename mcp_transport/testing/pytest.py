@@ -33,7 +33,10 @@ import json as _json
 from {base} import *  # noqa: F401,F403
 
 globals().update(_json.loads({overrides!r}))
-MCP_TRANSPORT = {{**globals().get("MCP_TRANSPORT", {{}}), "KEY_PREFIX": {prefix!r}}}
+# Every test client is 127.0.0.1, one caller for the whole run: the per-caller rates apply only
+# when your settings set them.
+MCP_TRANSPORT = {{"REQUEST_RATE_LIMIT": None, "SESSION_OPEN_RATE": None, **globals().get("MCP_TRANSPORT", {{}}),
+                 "KEY_PREFIX": {prefix!r}}}
 '''
 
 

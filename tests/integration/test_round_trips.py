@@ -117,3 +117,45 @@ def test_a_rate_limited_call_costs_no_round_trip_of_its_own(rated, own_redis):
         commands = count(own_redis, lambda: [calls[era]() for _ in range(CALLS)])
         print(era, "commands per rate limited call:", len(commands) / CALLS)
         assert len(commands) <= CALLS * budget, commands
+
+
+def limited_server(start_server, own_redis, rate):
+    """A server whose callers have a REQUEST_RATE_LIMIT of ``rate`` (keys of its own: another
+    server's bucket of the same caller is not this one's)."""
+    settings = {**QUIET, "REQUEST_RATE_LIMIT": rate}
+    return start_server(REDIS_URL=own_redis.url, MCP_KEY_PREFIX=f"mcpreq{secrets.token_hex(3)}",
+                        MCP_TRANSPORT_JSON=json.dumps(settings))
+
+
+def test_a_busy_callers_requests_take_their_tokens_from_memory(start_server, own_redis):
+    """REQUEST_RATE_LIMIT (state/request_rates.py): a process takes a caller's tokens several at
+    a time, twice as many each time they ran out while fresh, and hands them out from memory
+    (CALLER_COUNT_MEMORY_SECONDS, an hour here). After 64 requests it holds 64 more: the next 20
+    cost what they cost without the limit."""
+    server = limited_server(start_server, own_redis, "1000000/h")
+    legacy, modern = HttpClient(server.url), ModernClient(server.url)
+    legacy.initialize()
+    calls = {"2025-11-25": lambda: legacy.call("tools/call", ECHO),
+             "2026-07-28": lambda: modern.post("tools/call", ECHO).json}
+    for era, budget in BUDGET.items():
+        for _ in range(64):  # warm: 1 + 2 + 4 + 8 + 16 + 32 tokens, then 64 more at the 64th
+            assert calls[era]()["result"]["structuredContent"] == {"result": "counted"}
+        commands = count(own_redis, lambda: [calls[era]() for _ in range(CALLS)])
+        print(era, "commands per call with a request rate:", len(commands) / CALLS)
+        assert len(commands) <= CALLS * budget, commands
+
+
+def test_a_caller_at_its_request_rate_is_refused_from_memory(start_server, own_redis):
+    """A refusal is remembered until the caller's next token is back: a client hammering at its
+    limit costs Redis nothing more (2025-11-25: the session's read, before the pipeline)."""
+    server = limited_server(start_server, own_redis, "2/h")
+    legacy, modern = HttpClient(server.url), ModernClient(server.url)
+    legacy.initialize()  # not a request of the budget
+    assert [modern.post("tools/list").status for _ in range(3)] == [200, 200, 429]
+    calls = {"2025-11-25": lambda: legacy.request("POST", legacy.message("tools/call", ECHO)),
+             "2026-07-28": lambda: modern.post("tools/call", ECHO)}
+    for era, budget in BUDGET.items():
+        commands = count(own_redis, lambda: [calls[era]() for _ in range(CALLS)])
+        assert calls[era]().status == 429
+        print(era, "commands per refused request:", len(commands) / CALLS)
+        assert len(commands) <= CALLS * budget, commands

@@ -3,11 +3,15 @@ daphne processes, Redis and a Celery worker: a task's events from the event stor
 ``after`` on any process, ending with the task; its errors; its retention."""
 import json
 import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import redis
+
+from mcpserver.embedded_redis import EmbeddedRedis
 
 from mcp_transport.protocol import task_streams
 from mcp_transport.testing import LiveWorker, ModernClient
@@ -200,6 +204,67 @@ def test_events_past_the_stores_retention_are_gone(ringed):
         assert gone["data"] == {"reason": "events_gone", "taskId": chatty}, gone
     documented = next(json.loads(block) for block in doc_blocks("json") if "-32010" in block)["error"]
     assert documented["message"] == gone["message"] and set(documented["data"]) == set(gone["data"])
+
+
+# -- what a resume reads ------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def counted(start_server, server_env, own_queue):
+    """(server, its Redis): a daphne and its own worker on a Redis of their own (their broker is
+    the run's, their queue their own: ``ringed``'s worker takes own_queue's jobs), so that INFO's
+    output bytes are what their requests read from it."""
+    store, queue = EmbeddedRedis().start(), f"{own_queue}-counted"
+    env = {"REDIS_URL": store.url, "CELERY_BROKER_URL": server_env["REDIS_URL"], "CELERY_QUEUE": queue,
+           "LOG_LEVEL": "INFO", "MCP_TRANSPORT_JSON": json.dumps({"HEARTBEAT_SECONDS": 3600})}
+    worker = LiveWorker(queue=queue, env={**server_env, **env}, cwd=server_env["PYTHONPATH"]).start()
+    yield start_server(**env), store
+    worker.stop()
+    store.stop()
+
+
+def finished(client, rows) -> tuple:
+    """(task id, its events) of an export_report of ``rows`` rows, ended."""
+    task_id = start(client, "export_report", {"rows": rows, "delay": 0})
+    assert poll(client, task_id)["status"] == "completed"
+    events, _ = read(open_stream(client, task_id))
+    return task_id, events
+
+
+def redis_bytes_of(store, send) -> int:
+    """The median of what Redis sent while ``send()`` ran, over five runs."""
+    stats, sent = redis.Redis.from_url(store.url), []
+    for _ in range(5):
+        before = stats.info("stats")["total_net_output_bytes"]
+        send()
+        sent.append(stats.info("stats")["total_net_output_bytes"] - before)
+    return statistics.median(sent)
+
+
+def test_a_resume_reads_what_follows_its_cursor_not_the_stream_before_it(counted):
+    """Issue 38: a resume after the last event of a long ended task read the whole job stream
+    (Redis's ring, then every row of the database) to answer 280 bytes. Now it reads the entries
+    after ``after`` by their index: as little at the end of 2,500 events (Redis's ring trimmed to
+    1,000, the rest counted in the database) as at the end of 10."""
+    server, store = counted
+    client = ModernClient(server.url, TASKS)
+    short, short_events = finished(client, 10)
+    long, long_events = finished(client, 2_500)
+    check_envelopes(long_events, long)
+    assert len(long_events) == 2_502 and long_events[-1]["payload"]["status"] == "completed"
+
+    def resume(task_id, after):
+        return lambda: read(open_stream(client, task_id, after=after))
+
+    at_the_end = {name: redis_bytes_of(store, resume(task_id, events[-1]["seq"]))
+                  for name, task_id, events in (("short", short, short_events), ("long", long, long_events))}
+    print("Redis bytes per resume at the end:", at_the_end)
+    assert at_the_end["long"] <= at_the_end["short"] + 512, at_the_end
+    # Anywhere else, what follows the cursor, whether Redis or the database has it.
+    for after in (0, 1_000, 1_499, 1_502, 2_490):
+        tail, ended = read(open_stream(client, long, after=after))
+        assert tail == long_events[after + 1:] and ended["resultType"] == "complete", after
+    ten_events = redis_bytes_of(store, resume(long, long_events[-11]["seq"]))
+    assert ten_events < at_the_end["long"] + 10 * len(json.dumps(long_events[-5])) + 1024, ten_events
 
 
 # -- docs/task-streams.md -------------------------------------------------------------------------

@@ -150,6 +150,48 @@ async def test_read_all_includes_what_the_ring_trimmed_while_a_durable_copy_has_
     assert await store.read_all(session_id, "never-written") == []
 
 
+async def numbered_ids(store, session_id, stream_key, start, first=None):
+    """(event ids, the previous entry's (id, final), count) of ``read_numbered`` from ``start``."""
+    found = await store.read_numbered(session_id, stream_key, first or notification(0), start)
+    if found is None:
+        return None
+    previous = (found.previous.id, found.previous.final) if found.previous is not None else None
+    return [event.id for event in found.events], previous, found.count
+
+
+async def test_read_numbered_gives_the_entries_from_an_index_and_the_one_before(store, session_id, stream_key):
+    """tasks/stream resumes ``after`` a seq, the index of its entry (eras/modern_2026/task_streams.py)."""
+    ids = await append_many(store, session_id, stream_key, 7)
+    ids.append(await store.append(session_id, stream_key, notification(7), final=True))
+    await store.flush()
+    assert await numbered_ids(store, session_id, stream_key, 0) == (ids, None, 8)
+    for start in (1, 5, 7):
+        assert await numbered_ids(store, session_id, stream_key, start) == (ids[start:], (ids[start - 1], False), 8)
+    assert await numbered_ids(store, session_id, stream_key, 8) == ([], (ids[7], True), 8)  # after the last
+    assert (await numbered_ids(store, session_id, stream_key, 9))[::2] == ([], 8)  # past it
+    found = await store.read_numbered(session_id, stream_key, notification(0), 6)
+    assert [event.message for event in found.events] == [notification(6), notification(7)]
+    assert found.events[-1].final
+    assert await numbered_ids(store, session_id, stream_key, 0, first=notification(1)) is None  # not its first
+    assert await numbered_ids(store, session_id, "never-written", 0) is None
+
+
+async def test_read_numbered_counts_from_a_first_the_ring_trimmed_while_a_durable_copy_has_it(
+        make_store, session_id, stream_key):
+    store = make_store(maxlen=5)
+    ids = await append_many(store, session_id, stream_key, 12)
+    await store.flush()
+    if not store.replays_evicted:  # the first is gone, and the numbering with it
+        assert await numbered_ids(store, session_id, stream_key, 3) is None
+        return
+    assert await numbered_ids(store, session_id, stream_key, 0) == (ids, None, 12)
+    for start in (1, 3, 6, 7, 8, 11, 12):  # in the database, across, in the ring
+        assert await numbered_ids(store, session_id, stream_key, start) == (
+            ids[start:], (ids[start - 1], False), 12), start
+    found = await store.read_numbered(session_id, stream_key, notification(0), 6)
+    assert [event.message for event in found.events] == [notification(i) for i in range(6, 12)]
+
+
 async def test_ttl_expires_a_quiet_stream(make_store, session_id, stream_key):
     store = make_store(ttl=1)
     ids = await append_many(store, session_id, stream_key, 3)

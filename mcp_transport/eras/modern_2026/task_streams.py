@@ -7,11 +7,13 @@ extension (tasks.py) as a resumable stream of events, from the event store, on a
 per task (its messages on the session's streams, Last-Event-ID): it has no tasks/stream (-32601).
 
 A task's events are its job stream's entries (protocol/task_streams.py: what each says), numbered
-from its first one, which the server stores when it creates the task: so ``seq`` is the same on
-every process, with no counter of its own. The request replays the events after ``after``, then
-relays new ones as the worker appends them (running/job_streams.events_after: a job's stream on
-the one follow loop, streams.tail), and ends with the task ("the receiver MUST return
-TaskStreamResult").
+from its first one, which the server stores when it creates the task: an event's ``seq`` is its
+entry's index, the same on every process, with no counter of its own (every entry up to the
+task's end is an event). So the request reads the entries after ``after`` by their index
+(running/job_streams.read_numbered: what follows the cursor, not the stream before it: a resume
+at the end of a 10,000-event task reads one entry's id), replays them, then relays new ones as
+the worker appends them (running/job_streams.events_after: a job's stream on the one follow loop,
+streams.tail), and ends with the task ("the receiver MUST return TaskStreamResult").
 """
 import asyncio
 from contextlib import aclosing
@@ -25,25 +27,30 @@ from . import tasks as modern_tasks
 
 class Timeline:
     """The task's job stream read as its events, in order: each stored entry numbered as it
-    comes (``take``), from the stream's first entry on, until the task's end."""
+    comes (``take``), from the entry at ``start`` on (``previous``: the one before it, whose
+    position the stream is followed from), until the task's end."""
 
     __slots__ = ("job", "next_seq", "position", "ended")
 
-    def __init__(self, job):
-        self.job, self.next_seq, self.position, self.ended = job, 0, "0-0", False
+    def __init__(self, job, start: int = 0, previous=None):
+        self.job, self.next_seq = job, start
+        self.position = previous.id.position if previous is not None else "0-0"
+        self.ended = previous is not None and previous.final
 
     async def take(self, stored):
         """The ``notifications/tasks/event`` of one stored entry, or None (no task event, or
-        after the task's end: "MUST deliver events in sequence order", and none after the last)."""
+        after the task's end: "MUST deliver events in sequence order", and none after the last).
+        Its seq is its entry's index, as ``after`` finds it (an entry that is no event, of which
+        a task's stream has none before its end, would leave its seq unused)."""
         self.position = stored.id.position
         if self.ended:
             return None
+        seq, self.next_seq = self.next_seq, self.next_seq + 1
         end = await self._end() if stored.final else None
         found = task_streams.event_of(stored.message, stored.final, end)
         if found is None:
             return None
         self.ended = stored.final
-        seq, self.next_seq = self.next_seq, self.next_seq + 1
         return task_streams.event(self.job.id, seq, *found)
 
     async def _end(self) -> dict:
@@ -60,15 +67,15 @@ async def tasks_stream(params, call):
     cancel the underlying task")."""
     after = task_streams.after(params)
     job = await modern_tasks.owned(params, call)  # tasks/get's check: "the same authorization checks"
-    kept = await job_streams.read_from(job, task_streams.is_opening)
-    if kept is None:
+    start = 0 if after is None else after + 1
+    found = await job_streams.read_numbered(job, task_streams.opening(job.id), start)
+    if found is None:
         raise task_streams.events_gone(job.id)
-    timeline = Timeline(job)
-    events = [event for event in [await timeline.take(stored) for stored in kept] if event is not None]
-    if after is not None and after >= timeline.next_seq:
-        raise task_streams.past_the_end(after, timeline.next_seq - 1)
-    backlog = events[after + 1:] if after is not None else events
-    await job_streams.charge_replay(call, backlog)
+    if start > found.count:
+        raise task_streams.past_the_end(after, found.count - 1)
+    timeline = Timeline(job, start, found.previous)
+    backlog = [event for event in [await timeline.take(stored) for stored in found.events] if event is not None]
+    await job_streams.charge_replay(call, backlog)  # what was read, and is sent again
     for event in backlog:
         await call.channel.notify(event["method"], event["params"])
     if not timeline.ended:
