@@ -31,6 +31,9 @@ class McpTransportConfig(AppConfig):
         from .methods import skill_catalog
 
         skill_catalog.discover()
+        from .methods import discovery
+
+        discovery.install()  # TOOL_DISCOVERY "search": search_tools and call_tool, and their index
         flush_events_at_shutdown()
         close_connections_after_django_requests()  # under ASGI each request's thread is its own
         connect_signals()  # revoking a token takes effect on the next request

@@ -286,6 +286,8 @@ if os.environ.get("MCP_MAX_SESSIONS_PER_ADDRESS"):
     MCP_TRANSPORT["MAX_SESSIONS_PER_ADDRESS"] = int(os.environ["MCP_MAX_SESSIONS_PER_ADDRESS"])
 if os.environ.get("MCP_AUTH_FAILURES_PER_ADDRESS"):
     MCP_TRANSPORT["AUTH_FAILURES_PER_ADDRESS"] = int(os.environ["MCP_AUTH_FAILURES_PER_ADDRESS"])
+if os.environ.get("MCP_TOOL_DISCOVERY"):  # "search": a small tools/list and search_tools (docs/discovery.md)
+    MCP_TRANSPORT["TOOL_DISCOVERY"] = os.environ["MCP_TOOL_DISCOVERY"]
 if os.environ.get("MCP_RATE_LIMIT"):  # "20/m": each caller's tools/call requests per window
     MCP_TRANSPORT["RATE_LIMIT"] = os.environ["MCP_RATE_LIMIT"]
 # Any other key, as JSON (deployments and tests): MCP_TRANSPORT_JSON='{"SSE_RETRY_MS": null}'
