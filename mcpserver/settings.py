@@ -21,6 +21,7 @@ and CI:
   ``MCP_MAX_SESSIONS_PER_ADDRESS``, ``MCP_AUTH_FAILURES_PER_ADDRESS`` (failed token lookups per
   client network a minute), ``MCP_RATE_LIMIT`` (tool calls per caller, e.g. ``20/m``),
   ``MCP_METRICS_TOKEN`` (/metrics for this bearer token instead of staff users),
+  ``MCP_TOOL_DISCOVERY`` (``search``: a small tools/list and search_tools, docs/discovery.md),
   ``MCP_CLEANUP_INTERVAL`` (seconds), and
   ``MCP_TRANSPORT_JSON`` (any other MCP_TRANSPORT keys, as a JSON object), ``LOG_LEVEL``,
   ``MCP_LOG_LEVEL`` and ``LOG_FORMAT`` (``json`` for one JSON object per line).

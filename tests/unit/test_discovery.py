@@ -2,6 +2,8 @@
 example project's tools, permissions first, the index built once, call_tool's resolution and
 the bad input of both tools. The live server, both eras, is tests/integration/test_discovery.py."""
 import json
+import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -13,6 +15,7 @@ from mcp_transport.methods.specs import CountedDict
 from mcp_transport.protocol.errors import ErrorCode, InvalidParams
 from mcp_transport.protocol.jsonrpc import Request
 
+ROOT = Path(__file__).resolve().parents[2]
 SEARCH = {"MCP_TRANSPORT": {"TOOL_DISCOVERY": "search"}}
 
 #: Plain queries a model would write, and the tool it means: each in the first three.
@@ -177,3 +180,21 @@ async def test_with_search_discovery_tools_list_lists_the_pinned_tools_and_the_s
 async def test_with_list_discovery_tools_list_is_unchanged_and_has_neither_tool():
     names = [tool["name"] for tool in (await listing.tools_list({}, dispatch.Call(session=None)))["tools"]]
     assert "echo" in names and discovery.OWN.isdisjoint(names)
+
+
+# -- docs/discovery.md's snippets work as printed --------------------------------------------
+
+DOC_BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "discovery.md").read_text(), re.S)
+
+
+@pytest.mark.asyncio
+async def test_the_docs_settings_and_pinned_tool_work_as_printed(monkeypatch):
+    settings_block, pinned_block = DOC_BLOCKS
+    namespace = {}
+    exec(settings_block, namespace)
+    monkeypatch.setattr(registry, "tools", CountedDict(registry.tools))  # the snippet's tool goes with it
+    exec(pinned_block, {})
+    with override_settings(MCP_TRANSPORT=namespace["MCP_TRANSPORT"]):
+        discovery.install()
+        listed = (await listing.tools_list({}, dispatch.Call(session=None)))["tools"]
+    assert [tool["name"] for tool in listed] == ["call_tool", "library_hours", "search_tools", "whoami"]
