@@ -4,6 +4,7 @@ finds what the caller may use and nothing else; call_tool runs the named tool ex
 direct call does: the same refusals, scopes, rate window, background job, question and record."""
 import json
 import secrets
+import time
 
 import pytest
 
@@ -174,3 +175,69 @@ def test_bad_input_is_invalid_params_in_one_sentence(search_server, staff, param
     for call in both(search_server, staff):
         error = call("tools/call", params)["error"]
         assert error["code"] == -32602 and error["message"].endswith(".") and ". " not in error["message"], error
+
+
+# -- operators: the catalog, and a tool switched off at runtime on every process ------------------
+
+CATALOG = "/admin/mcp_transport/mcpsession/tools/"
+
+
+@pytest.fixture(scope="module")
+def switched_pair(start_server):
+    """Two processes with a Redis key prefix of their own: a switch here reaches no other test."""
+    name = f"mcpswitch{secrets.token_hex(3)}"
+    env = {"MCP_KEY_PREFIX": name, "CELERY_QUEUE": name, "MCP_AUTH": "on", "MCP_TOOL_DISCOVERY": "search"}
+    return start_server(**env), start_server(**env)
+
+
+def offered(server, token, name) -> list:
+    """Where ``name`` shows in each era: searched for, called directly, called through call_tool."""
+    seen = []
+    for call in both(server, token):
+        seen.append(name in found(call, "repeat my text back", 50))
+        for params in ({"name": name, "arguments": {"text": "a b"}},
+                       {"name": "call_tool", "arguments": {"name": name, "arguments": {"text": "a b"}}}):
+            reply = call("tools/call", params)
+            seen.append("result" in reply or reply["error"]["message"] != f"Unknown tool: {name}.")
+    return seen
+
+
+def test_an_operator_switches_a_tool_off_and_on_again_on_every_process(switched_pair, staff, admin_login,
+                                                                       server_env):
+    from tests.integration.test_admin import Admin
+
+    first, second = switched_pair
+    admin = Admin(first, admin_login)
+    page = admin.page(CATALOG, user=STAFF)
+    assert "<code>echo</code>" in page and f"Found by {STAFF}" in page
+    assert all(offered(second, staff, "echo"))
+    for on, expected in (("0", False), ("1", True)):
+        admin.post(CATALOG, {"tool": "echo", "on": on})
+        switched = time.monotonic()
+        for server in (first, second):
+            eventually(lambda server=server: _all_are(offered(server, staff, "echo"), expected), deadline=10)
+        print(f"echo switched {'on' if expected else 'off'}: seen by both processes after "
+              f"{time.monotonic() - switched:.3f} s (each check: 6 calls per process)")
+
+    def audited():
+        code = ("from mcp_transport.models import McpCall; print([(c.target, c.arguments) for c in McpCall.objects"
+                ".filter(method='admin/tools/switch', target='echo').order_by('started_at')][-2:])")
+        return manage(server_env, "shell", "-c", code).strip().splitlines()[-1]
+    assert audited() == "[('echo', {'on': False}), ('echo', {'on': True})]"
+
+
+def _all_are(seen: list, expected: bool) -> None:
+    assert seen == [expected] * len(seen), seen
+
+
+def test_the_catalog_needs_a_permission_of_the_app_and_a_switch_the_superuser(switched_pair, server_env):
+    from tests.integration.test_admin import Admin
+    from tests.integration.test_admin_hardening import make_staff
+
+    first, _second = switched_pair
+    assert Admin(first, make_staff(server_env, "staff-no-mcp-catalog")).get(CATALOG)[0] == 403
+    viewer = Admin(first, make_staff(server_env, "staff-catalog", "view_mcpcall"))
+    status, html = viewer.get(CATALOG)
+    assert status == 200 and "<code>echo</code>" in html and "Switch off" not in html
+    status, _html = viewer.send(CATALOG, {"tool": "echo", "on": "0", "csrfmiddlewaretoken": viewer.csrf})
+    assert status == 403
