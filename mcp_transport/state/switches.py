@@ -2,9 +2,10 @@
 from every list and search and refused as unknown (auth.may_use), on every process.
 
 The set lives in Redis (one key, ``keys().tools_off()``); each process keeps a copy, read when
-it starts and again whenever a ``tools_switched`` control message says the set changed (one
-round trip, so every process has it within a second). Reading the copy costs no I/O: it is
-asked for every tool of every list.
+its event loop subscribes to the control channel (before its first request is served, and again
+after the channel was lost: a switch may have been missed) and whenever a ``tools_switched``
+control message says the set changed (one round trip, so every process has it within a
+second). Reading the copy costs no I/O: it is asked for every tool of every list.
 """
 import asyncio
 import logging
@@ -43,21 +44,13 @@ def switch(name: str, on: bool) -> frozenset:
     return names
 
 
-def load() -> None:
-    """Read the set now (a process starting, sync); Redis away: logged, the copy stays as it is."""
-    from ..connections import sync_redis
-
-    try:
-        _keep(sync_redis().smembers(keys().tools_off()))
-    except Exception:  # noqa: BLE001 -- a process must start without Redis; the next message reloads
-        logger.warning("could not read the tools switched off; none is, until the next switch", exc_info=True)
-
-
 async def reload() -> None:
+    """Read the set again; Redis away: logged, the copy stays as it is (the next switch, or the
+    next subscription, reads it again)."""
     try:
         _keep(await async_redis().smembers(keys().tools_off()))
-    except Exception:  # noqa: BLE001
-        logger.warning("could not read the tools switched off after a switch", exc_info=True)
+    except Exception:  # noqa: BLE001 -- a request must not fail for it
+        logger.warning("could not read the tools switched off", exc_info=True)
 
 
 def heard(_name: str) -> None:
@@ -66,6 +59,6 @@ def heard(_name: str) -> None:
 
 
 def listen() -> None:
-    """Read the set, and again on every switch (apps.py)."""
+    """Read the set when the process subscribes, and again on every switch (apps.py)."""
     control.on_message(KIND, heard)
-    load()
+    control.on_subscribed(reload)

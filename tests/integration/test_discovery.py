@@ -182,12 +182,14 @@ def test_bad_input_is_invalid_params_in_one_sentence(search_server, staff, param
 CATALOG = "/admin/mcp_transport/mcpsession/tools/"
 
 
+_SWITCHED = f"mcpswitch{secrets.token_hex(3)}"
+SWITCHED_ENV = {"MCP_KEY_PREFIX": _SWITCHED, "CELERY_QUEUE": _SWITCHED, "MCP_AUTH": "on", "MCP_TOOL_DISCOVERY": "search"}
+
+
 @pytest.fixture(scope="module")
 def switched_pair(start_server):
     """Two processes with a Redis key prefix of their own: a switch here reaches no other test."""
-    name = f"mcpswitch{secrets.token_hex(3)}"
-    env = {"MCP_KEY_PREFIX": name, "CELERY_QUEUE": name, "MCP_AUTH": "on", "MCP_TOOL_DISCOVERY": "search"}
-    return start_server(**env), start_server(**env)
+    return start_server(**SWITCHED_ENV), start_server(**SWITCHED_ENV)
 
 
 def offered(server, token, name) -> list:
@@ -203,7 +205,7 @@ def offered(server, token, name) -> list:
 
 
 def test_an_operator_switches_a_tool_off_and_on_again_on_every_process(switched_pair, staff, admin_login,
-                                                                       server_env):
+                                                                       server_env, start_server):
     from tests.integration.test_admin import Admin
 
     first, second = switched_pair
@@ -218,6 +220,8 @@ def test_an_operator_switches_a_tool_off_and_on_again_on_every_process(switched_
             eventually(lambda server=server: _all_are(offered(server, staff, "echo"), expected), deadline=10)
         print(f"echo switched {'on' if expected else 'off'}: seen by both processes after "
               f"{time.monotonic() - switched:.3f} s (each check: 6 calls per process)")
+        if not expected:  # a process that starts now reads the set before it serves its first request
+            _all_are(offered(start_server(**SWITCHED_ENV), staff, "echo"), False)
 
     def audited():
         code = ("from mcp_transport.models import McpCall; print([(c.target, c.arguments) for c in McpCall.objects"
