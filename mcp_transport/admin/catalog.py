@@ -1,7 +1,7 @@
 """The admin's tool catalog (docs/discovery.md): every registered tool with who may find it, what
 one chosen user may find (search shows a caller only those), and a switch that takes a tool off
 at runtime on every process (state/switches.py: it leaves every list and search, and a call of
-it is refused as unknown) and back on. Each switch is a row of the audit trail (the calls log's
+it is refused as unknown) and back on, telling every client (notifications/tools/list_changed). Each switch is a row of the audit trail (the calls log's
 state-changing calls, running/audit.py), under the operator's name."""
 import time
 
@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from ..auth import Principal, permitted
+from ..methods import notify
 from ..methods.registry import registry
 from ..models import McpCall
 from ..state import switches
@@ -69,6 +70,7 @@ def _switch(request):
         started = time.monotonic()
         switches.switch(name, on)
         _audit(request, name, on, started)
+        notify.list_changed_sync("tools")  # clients that keep the list read it again
         messages.success(request, f"{name} is switched {'on' if on else 'off'} on every process.")
     return HttpResponseRedirect(reverse("admin:mcp_transport_tools"))
 

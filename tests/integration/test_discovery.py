@@ -10,6 +10,7 @@ import pytest
 
 from mcp_transport.testing import HttpClient, ModernClient
 from tests.integration.test_auth import manage, new_token
+from tests.integration.test_modern_http import next_message, open_listen
 from tests.integration.waiting import eventually
 
 STAFF = "discovery-staff"
@@ -213,13 +214,17 @@ def test_an_operator_switches_a_tool_off_and_on_again_on_every_process(switched_
     page = admin.page(CATALOG, user=STAFF)
     assert "<code>echo</code>" in page and f"Found by {STAFF}" in page
     assert all(offered(second, staff, "echo"))
+    # A 2026-07-28 listen stream on the other process hears each switch (the sessions' GET streams
+    # hear it as test_streams.py's list_changed test shows).
+    changes, _ack = open_listen(modern(second, staff), {"toolsListChanged": True}, "catalog")
     for on, expected in (("0", False), ("1", True)):
-        admin.post(CATALOG, {"tool": "echo", "on": on})
         switched = time.monotonic()
+        admin.post(CATALOG, {"tool": "echo", "on": on})
+        assert next_message(changes)["method"] == "notifications/tools/list_changed"
         for server in (first, second):
             eventually(lambda server=server: _all_are(offered(server, staff, "echo"), expected), deadline=10)
-        print(f"echo switched {'on' if expected else 'off'}: seen by both processes after "
-              f"{time.monotonic() - switched:.3f} s (each check: 6 calls per process)")
+        print(f"echo switched {'on' if expected else 'off'}: from the admin's POST to both processes "
+              f"refusing it (or serving it again): {time.monotonic() - switched:.3f} s")
         if not expected:  # a process that starts now reads the set before it serves its first request
             _all_are(offered(start_server(**SWITCHED_ENV), staff, "echo"), False)
 
