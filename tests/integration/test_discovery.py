@@ -96,6 +96,10 @@ def test_search_finds_what_the_caller_may_use_and_nothing_else(search_server, st
     for call in both(search_server, nobody):
         for query in ("how many users are there", "sales report for a day", "users count report reports"):
             assert {"count_users", "sales_report"}.isdisjoint(found(call, query, 50))
+        # Without the library's permissions, none of its tools, whatever it asks.
+        for query in ("change a book's title", "book", "author delete", "list books shelf publish"):
+            library = [name for name in found(call, query, 50) if name.split("_")[0] in ("book", "author", "shelf")]
+            assert library == [], (query, library)
     searched = modern(search_server, staff).post("tools/call", {"name": "search_tools",
                                                                 "arguments": {"query": "who is the caller"}}).json
     assert searched["result"]["cacheScope"] == "private", searched
