@@ -13,6 +13,7 @@ descriptions) and group (its app or toolset); a term in the name weighs more tha
 parameter's description.
 """
 import heapq
+import itertools
 import math
 import re
 from collections import defaultdict
@@ -69,19 +70,20 @@ class ToolIndex:
     def search(self, query: str, allowed: Sequence[bool], limit: int) -> list:
         """The keys of the ``limit`` documents that match ``query`` best, best first, among those
         ``allowed`` (one flag per document, in index order): the others count for nothing."""
-        count = sum(1 for flag in allowed if flag)
+        count = sum(map(bool, allowed))
         if not count:
             return []
-        average = sum(length for length, flag in zip(self.lengths, allowed) if flag) / count or 1.0
+        average = sum(itertools.compress(self.lengths, allowed)) / count or 1.0
         scores: dict = {}
+        base, per_length, lengths = K1 * (1 - B), K1 * B / average, self.lengths
         for term in set(terms(query)):
             hits = [(number, frequency) for number, frequency in self.postings.get(term, ()) if allowed[number]]
             if not hits:
                 continue
-            idf = math.log(1 + (count - len(hits) + 0.5) / (len(hits) + 0.5))
+            weight = math.log(1 + (count - len(hits) + 0.5) / (len(hits) + 0.5)) * (K1 + 1)  # idf (k1 + 1)
             for number, frequency in hits:
-                norm = K1 * (1 - B + B * self.lengths[number] / average)
-                scores[number] = scores.get(number, 0.0) + idf * frequency * (K1 + 1) / (frequency + norm)
+                scores[number] = scores.get(number, 0.0) + weight * frequency / (
+                    frequency + base + per_length * lengths[number])
         # Ties keep index order (names sorted), so the same query always answers the same.
         best = heapq.nsmallest(limit, scores.items(), key=lambda item: (-item[1], item[0]))
         return [self.keys[number] for number, _ in best]
