@@ -15,6 +15,8 @@ counted, whatever the query.
 import json
 from typing import Optional
 
+from django.core.exceptions import ImproperlyConfigured
+
 from ..auth import may_use
 from ..conf import get_config
 from ..protocol.errors import InvalidParams
@@ -24,6 +26,7 @@ from .registry import make_tool, registry
 from .tool_search import ToolIndex
 
 SEARCH_TOOLS, CALL_TOOL = "search_tools", "call_tool"
+MODES = ("list", "search")
 #: A query longer than this is not a question about tools (and would cost more than it is worth).
 MAX_QUERY_CHARS = 500
 #: Most tools one search answers.
@@ -70,7 +73,10 @@ def install() -> None:
     """Offer the two tools, with "search" discovery (apps.py, once the tools are registered),
     and build the index then, not on the first search. With "list" nothing is registered, and
     should the setting change later, they are as unknown as a tool never registered."""
-    if not searching():
+    mode = get_config()["TOOL_DISCOVERY"]
+    if mode not in MODES:  # a typo must not quietly list every tool
+        raise ImproperlyConfigured(f'MCP_TRANSPORT["TOOL_DISCOVERY"] is {mode!r}: it must be "list" or "search".')
+    if mode != "search":
         return
     for spec in (SEARCH, CALL):
         spec.visible = _only_when_searching

@@ -7,6 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
 from mcp_transport.methods import discovery, dispatch, listing, tool_search
@@ -198,3 +199,23 @@ async def test_the_docs_settings_and_pinned_tool_work_as_printed(monkeypatch):
         discovery.install()
         listed = (await listing.tools_list({}, dispatch.Call(session=None)))["tools"]
     assert [tool["name"] for tool in listed] == ["call_tool", "library_hours", "search_tools", "whoami"]
+
+
+def test_a_discovery_mode_that_does_not_exist_is_refused_at_start_up():
+    with override_settings(MCP_TRANSPORT={"TOOL_DISCOVERY": "serach"}):
+        with pytest.raises(ImproperlyConfigured, match='must be "list" or "search"'):
+            discovery.install()
+
+
+def test_a_tool_switched_off_is_no_ones_and_only_tools_are_switched(monkeypatch):
+    from mcp_transport.auth import may_use
+    from mcp_transport.state import switches
+
+    echo = registry.tools["echo"]
+    resource = next(spec for spec in registry.resources.values() if may_use(spec, None))  # anyone's
+    monkeypatch.setattr(switches, "_off", frozenset({"echo", resource.name}))
+    assert not may_use(echo, None) and may_use(resource, None)  # a resource of the same name stays
+    assert "echo" not in [tool["name"] for tool in
+                          discovery.search({"query": "repeat my text back", "limit": 50}, anyone())["structuredContent"]["tools"]]
+    monkeypatch.setattr(switches, "_off", frozenset())
+    assert may_use(echo, None)
