@@ -119,6 +119,17 @@ def test_call_tool_runs_the_tool_as_its_direct_call_does(search_server, staff, n
         assert refused["message"] == "Unknown tool: count_users."
 
 
+def test_call_tool_of_a_task_tool_is_the_same_task(search_server, staff, celery_worker):
+    """2025-11-25 tasks: a plain call of a tool that requires a task is -32601 either way; a
+    task-augmented call_tool creates the tool's task, whose result is the tool's."""
+    session = legacy(search_server, staff)
+    through = {"name": "call_tool", "arguments": {"name": "report_job", "arguments": {"rows": 2}}}
+    assert session.call("tools/call", through)["error"] == \
+        session.call("tools/call", {"name": "report_job", "arguments": {"rows": 2}})["error"]
+    task = session.call("tools/call", {**through, "task": {}})["result"]["task"]
+    assert session.call("tasks/result", {"taskId": task["taskId"]})["result"]["content"][0]["text"] == "2 rows"
+
+
 def test_a_tool_needing_a_scope_is_403_through_call_tool_too(search_server, nobody):
     client = legacy(search_server, nobody)
     for params in ({"name": "sales_report", "arguments": {"day": "d"}},
