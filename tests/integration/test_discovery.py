@@ -119,6 +119,17 @@ def test_call_tool_runs_the_tool_as_its_direct_call_does(search_server, staff, n
         assert refused["message"] == "Unknown tool: count_users."
 
 
+def test_call_tool_reports_the_tools_progress(search_server, staff):
+    session = legacy(search_server, staff)
+    message = session.message("tools/call", {"name": "call_tool", "_meta": {"progressToken": "p"},
+                                             "arguments": {"name": "slow_progress",
+                                                           "arguments": {"steps": 3, "interval_ms": 1}}})
+    sent = list(session.stream("POST", message).messages())
+    progress = [m["params"]["progress"] for m in sent if m.get("method") == "notifications/progress"
+                and m["params"]["progressToken"] == "p"]
+    assert progress == [1, 2, 3] and "result" in sent[-1], sent
+
+
 def test_call_tool_of_a_task_tool_is_the_same_task(search_server, staff, celery_worker):
     """2025-11-25 tasks: a plain call of a tool that requires a task is -32601 either way; a
     task-augmented call_tool creates the tool's task, whose result is the tool's."""
