@@ -31,6 +31,12 @@ class McpTransportConfig(AppConfig):
         from .methods import skill_catalog
 
         skill_catalog.discover()
+        from .methods import discovery
+
+        discovery.install()  # TOOL_DISCOVERY "search": search_tools and call_tool, and their index
+        from .state import switches
+
+        switches.listen()  # the tools an operator switched off, on every process
         flush_events_at_shutdown()
         close_connections_after_django_requests()  # under ASGI each request's thread is its own
         connect_signals()  # revoking a token takes effect on the next request

@@ -177,6 +177,11 @@ DEFAULTS = {
     "CLIENT_GONE_SECONDS": 30,
     #: Items per page of tools/list, resources/list, resources/templates/list, prompts/list.
     "PAGE_SIZE": 100,
+    #: How an agent finds the tools (docs/discovery.md): "list", tools/list lists them all; "search",
+    #: it lists the pinned ones (``@tool(pinned=True)``, PINNED_TOOLS) with search_tools and call_tool.
+    "TOOL_DISCOVERY": "list",
+    #: Names of tools pinned besides those declared ``pinned=True`` ("search" discovery only).
+    "PINNED_TOOLS": (),
     #: Level of notifications/message before the client calls logging/setLevel.
     "DEFAULT_LOG_LEVEL": "info",
     #: Module name autodiscovered in every installed app (like admin.py).

@@ -23,6 +23,7 @@ and CI:
   ``MCP_REQUEST_RATE_LIMIT`` (requests per caller, ``1200/m`` by default) and
   ``MCP_SESSION_OPEN_RATE`` (sessions opened per address, ``60/m`` by default; ``off`` for either: none),
   ``MCP_METRICS_TOKEN`` (/metrics for this bearer token instead of staff users),
+  ``MCP_TOOL_DISCOVERY`` (``search``: a small tools/list and search_tools, docs/discovery.md),
   ``MCP_CLEANUP_INTERVAL`` (seconds), and
   ``MCP_TRANSPORT_JSON`` (any other MCP_TRANSPORT keys, as a JSON object), ``LOG_LEVEL``,
   ``MCP_LOG_LEVEL`` and ``LOG_FORMAT`` (``json`` for one JSON object per line).
@@ -288,6 +289,8 @@ if os.environ.get("MCP_MAX_SESSIONS_PER_ADDRESS"):
     MCP_TRANSPORT["MAX_SESSIONS_PER_ADDRESS"] = int(os.environ["MCP_MAX_SESSIONS_PER_ADDRESS"])
 if os.environ.get("MCP_AUTH_FAILURES_PER_ADDRESS"):
     MCP_TRANSPORT["AUTH_FAILURES_PER_ADDRESS"] = int(os.environ["MCP_AUTH_FAILURES_PER_ADDRESS"])
+if os.environ.get("MCP_TOOL_DISCOVERY"):  # "search": a small tools/list and search_tools (docs/discovery.md)
+    MCP_TRANSPORT["TOOL_DISCOVERY"] = os.environ["MCP_TOOL_DISCOVERY"]
 if os.environ.get("MCP_RATE_LIMIT"):  # "20/m": each caller's tools/call requests per window
     MCP_TRANSPORT["RATE_LIMIT"] = os.environ["MCP_RATE_LIMIT"]
 for _name in ("REQUEST_RATE_LIMIT", "SESSION_OPEN_RATE"):  # "600/m"; "off": no limit (the test suite's)

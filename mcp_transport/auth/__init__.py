@@ -51,6 +51,7 @@ from ..conf import get_config
 from ..connections import async_redis, keys, publish
 from ..protocol import auth as wire
 from ..protocol.errors import TransportError
+from ..state import switches
 from . import failures, users
 from .users import _Memory, in_auth_thread, load_user  # noqa: F401  (auth.load_user, auth.in_auth_thread)
 
@@ -271,8 +272,9 @@ def may_use(spec, principal) -> bool:
     """Whether the caller may see and use a tool, resource or prompt: "tools the caller may not
     use are absent from tools/list and refused on call". A spec's ``scopes`` apply while AUTH is
     on (they are a token's); its ``permission`` is the Django user's ``has_perm`` (with no user,
-    AnonymousUser's: none)."""
-    return not missing_scopes(spec, principal) and permitted(spec, principal)
+    AnonymousUser's: none). A tool an operator switched off (state/switches.py) is no one's."""
+    off = getattr(spec, "input_schema", None) is not None and switches.is_off(spec.name)  # only tools have one
+    return not off and not missing_scopes(spec, principal) and permitted(spec, principal)
 
 
 def permitted(spec, principal) -> bool:

@@ -82,6 +82,10 @@ class Keys:
     def control_channel(self):
         return f"{self.prefix}:control"
 
+    def tools_off(self):
+        """The set of the tools an operator switched off (state/switches.py)."""
+        return f"{self.prefix}:toolsoff"
+
     def metrics(self):
         return f"{self.prefix}:metrics"
 

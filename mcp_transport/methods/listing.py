@@ -6,6 +6,7 @@ from ..conf import get_config
 from .context import Context
 from ..protocol import list_cursors
 from ..protocol.errors import InvalidParams
+from .discovery import listed
 from .invoke import run_sync_or_async
 from .method_table import METHODS
 from .registry import registry
@@ -59,7 +60,7 @@ def usable(items: dict, call) -> dict:
 
 @METHODS.method("tools/list", capability="tools")
 async def tools_list(params, call):
-    return paginate(usable(registry.tools, call), params, "tools")
+    return paginate(listed(usable(registry.tools, call)), params, "tools")
 
 
 @METHODS.method("resources/list", capability="resources")

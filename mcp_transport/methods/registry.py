@@ -29,6 +29,7 @@ from ..protocol import storable
 from . import content
 from .context import Context
 from .database_time import DEFAULT_STATEMENT_TIMEOUT
+from .specs import CountedDict
 from ..state import rates
 
 _NOT_STRUCTURED = (type(None), Any, content.ToolResult, list, dict)
@@ -157,6 +158,7 @@ class ToolSpec:
     #: Its calls per caller per window (state/rates.py): a Rate of its own ("5/m" declared),
     #: counted apart from the others; rates.SETTING: RATE_LIMIT's; None: not rate limited.
     rate_limit: Any = rates.SETTING
+    pinned: bool = False  #: tools/list lists it beside the search, TOOL_DISCOVERY "search" (discovery.py)
 
     @functools.cached_property
     def is_async(self) -> bool:
@@ -255,7 +257,7 @@ def _job_options(background) -> dict:
 
 def make_tool(func, *, name=None, title=None, description=None, input_schema=None, output_schema=None,
               structured_output=None, annotations=None, meta=None, background=False,
-              task_support=None, permission=None, scopes=None,
+              task_support=None, permission=None, scopes=None, pinned=False,
               statement_timeout=DEFAULT_STATEMENT_TIMEOUT, rate_limit=rates.SETTING) -> ToolSpec:
     hints = typing.get_type_hints(func, include_extras=True)
     doc_description, param_docs = parse_docstring(func.__doc__)
@@ -265,7 +267,7 @@ def make_tool(func, *, name=None, title=None, description=None, input_schema=Non
         raise ValueError(f"task_support must be one of {', '.join(_TASK_SUPPORT)}, for background tools only.")
     spec = ToolSpec(name=name, func=func, title=title, description=description or doc_description,
                     annotations=annotations, meta=meta, context_param=context_param, background=bool(background),
-                    job_options=_job_options(background),
+                    job_options=_job_options(background), pinned=pinned,
                     task_support=(task_support or "optional") if background else None,
                     statement_timeout=statement_timeout, rate_limit=rates.tool_rate(rate_limit),
                     **access(permission, scopes))
@@ -407,7 +409,7 @@ class Registry:
     """What the server offers. One default instance, ``registry``, backs the decorators."""
 
     def __init__(self):
-        self.tools: dict = {}
+        self.tools: dict = CountedDict()
         self.resources: dict = {}
         self.templates: dict = {}
         self.prompts: dict = {}

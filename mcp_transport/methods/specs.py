@@ -81,3 +81,41 @@ class MethodTable(dict):
 
 #: What a method that is not in a table is (nothing to count, send, or check).
 UNKNOWN = MethodSpec("", handler=None)
+
+
+class CountedDict(dict):
+    """A dict that counts its changes (``version``): the registry's tools, whose search index
+    (methods/discovery.py) is rebuilt when they change, and only then."""
+
+    version = 0
+
+    def _changed(self):
+        self.version += 1
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        self._changed()
+
+    def __delitem__(self, key):
+        super().__delitem__(key)
+        self._changed()
+
+    def pop(self, *args):
+        self._changed()
+        return super().pop(*args)
+
+    def update(self, *args, **kwargs):
+        super().update(*args, **kwargs)
+        self._changed()
+
+    def setdefault(self, key, default=None):
+        self._changed()
+        return super().setdefault(key, default)
+
+    def popitem(self):
+        self._changed()
+        return super().popitem()
+
+    def clear(self):
+        super().clear()
+        self._changed()

@@ -5,7 +5,7 @@ import asyncio
 import logging
 
 from ..state import metrics
-from . import method_table, threads
+from . import discovery, method_table, threads
 from ..auth import may_use
 from ..conf import get_config
 from .content import error_result
@@ -44,6 +44,8 @@ async def tools_call(params, call):
         # A tool the caller may not use is one it does not know.
         raise InvalidParams(f"Unknown tool: {name}.")
     arguments = object_param(params, "arguments")
+    if spec is discovery.SEARCH:  # it reads who calls (what it may use) and sends nothing: no Context
+        return discovery.search(arguments, call)
     task = _task_augmentation(spec, params)
     try:
         kwargs = spec.bind(arguments)

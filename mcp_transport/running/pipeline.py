@@ -38,6 +38,7 @@ from typing import Any, Awaitable, Callable, Optional, Protocol
 
 from .. import auth, tracing
 from . import calls, drain, jobs, streams
+from ..methods import discovery
 from ..methods.context import ToolCancelled
 from ..methods.dispatch import Call, runs_in_background, target_spec
 from ..methods.registry import registry
@@ -160,6 +161,8 @@ async def serve(request: Request, call: Call, responder: Responder, *, scope=Non
     spec = responder.methods.get(request.method, UNKNOWN)
     try:
         await request_rates.admit(caller_of(call))
+        # call_tool(name, arguments) is that tool's own call: every rule below applies to it, once.
+        request = discovery.resolve(request)
         await responder.check(request, call)
     except ProtocolError as exc:
         return await refused(request, call, responder, exc)
@@ -213,7 +216,7 @@ def rate_charge(request: Request, principal, address) -> Optional[rates.Charge]:
     neither (stdio without a user) is not limited."""
     if request.method != "tools/call":
         return None
-    name = request.params.get("name")
+    name = discovery.resolve(request, strict=False).params.get("name")  # call_tool's: its tool's window
     tool = registry.tools.get(name) if isinstance(name, str) else None
     own = tool is not None and tool.rate_limit is not rates.SETTING
     rate = tool.rate_limit if own else rates.configured()

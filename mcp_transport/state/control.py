@@ -47,6 +47,9 @@ _listening = weakref.WeakKeyDictionary()
 _last_loop = type(None)  # () -> the loop ensure_listening() last subscribed, or None
 #: kind -> what other modules do on a control message of that kind (``on_message``).
 listeners = {}
+#: What other modules do once this process subscribes, and again when it subscribes again after
+#: losing the channel (messages sent meanwhile were missed): ``async hook()`` (``on_subscribed``).
+subscribed_hooks = []
 
 
 def request_key(request_id) -> str:
@@ -85,6 +88,16 @@ def on_message(kind: str, listener) -> None:
         held.append(listener)
 
 
+def on_subscribed(hook) -> None:
+    if hook not in subscribed_hooks:
+        subscribed_hooks.append(hook)
+
+
+async def _subscribed() -> None:
+    for hook in subscribed_hooks:
+        await hook()
+
+
 async def publish(kind: str, session_id: str, **fields) -> None:
     await publish_on(async_redis(), keys().control_channel(), message(kind, session_id, **fields))
 
@@ -106,6 +119,7 @@ async def ensure_listening() -> None:
     _listening[loop] = subscription
     _last_loop = weakref.ref(loop)
     await subscription.__aenter__()
+    await _subscribed()
     loop.create_task(_listen(subscription))
     loop.create_task(_housekeeping())
 
@@ -113,7 +127,9 @@ async def ensure_listening() -> None:
 async def _listen(subscription):
     while True:
         received = await subscription.wait(None)
-        if received is not None and received[0] is not None:  # (None, None): subscribed again
+        if received is not None and received[0] is None:  # (None, None): subscribed again
+            asyncio.get_running_loop().create_task(_subscribed())
+        elif received is not None:
             try:
                 handle(json.loads(received[1]))
             except Exception:

@@ -14,7 +14,7 @@ import functools
 import weakref
 
 from ...conf import get_config
-from ...methods import dispatch
+from ...methods import discovery, dispatch
 from ...methods.context import LOG_LEVELS, ClientCapabilityError
 from ...methods.registry import registry
 from ...methods.specs import UNKNOWN
@@ -98,6 +98,9 @@ def error_reply(request_id, exc: ProtocolError) -> dict:
 #: The answer of a background call whose job someone else (the admin) cancelled: the call
 #: still gets its one answer.
 CANCELLED_ELSEWHERE = "The call was cancelled before it finished."
+#: The cache hint of a result that is the caller's own and of this moment (search_tools': the
+#: tools it may use now): "private", as the lists, which "MAY vary by the authorization presented".
+PRIVATE_NOW = (0, "private")
 
 
 class StatelessResponder:
@@ -130,7 +133,7 @@ class StatelessResponder:
         """The envelope, the method (404), the tool's param headers."""
         self.check_envelope()
         self.handler = handler_for(spec_for(request.method), request.params)
-        check_tool_headers(request, self.headers)
+        check_tool_headers(self.request, self.headers)  # the headers mirror the request as sent (call_tool's)
 
     async def handle(self, request, call) -> dict:
         if request.method == "tools/call":
@@ -152,7 +155,8 @@ class StatelessResponder:
         return await relay_job(request, call)
 
     def result_reply(self, request, result: dict) -> dict:
-        return result_message(request.id, modern.stamp(result, dispatch.server_info(), cache_hint(request.method)))
+        hint = PRIVATE_NOW if discovery.caller_dependent(request) else cache_hint(request.method)
+        return result_message(request.id, modern.stamp(result, dispatch.server_info(), hint))
 
     def error_reply(self, request_id, exc: ProtocolError) -> dict:
         return error_reply(request_id, exc)
