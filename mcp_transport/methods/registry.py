@@ -25,7 +25,7 @@ import jsonschema
 import pydantic
 
 from ..auth import access
-from ..protocol import storable
+from ..protocol import apps, storable
 from . import content
 from .context import Context
 from .database_time import DEFAULT_STATEMENT_TIMEOUT
@@ -254,7 +254,7 @@ def _job_options(background) -> dict:
 
 
 def make_tool(func, *, name=None, title=None, description=None, input_schema=None, output_schema=None,
-              structured_output=None, annotations=None, meta=None, background=False,
+              structured_output=None, annotations=None, meta=None, background=False, ui=None,
               task_support=None, permission=None, scopes=None,
               statement_timeout=DEFAULT_STATEMENT_TIMEOUT, rate_limit=rates.SETTING) -> ToolSpec:
     hints = typing.get_type_hints(func, include_extras=True)
@@ -263,6 +263,7 @@ def make_tool(func, *, name=None, title=None, description=None, input_schema=Non
     context_param = _context_param(func, hints)
     if task_support is not None and (not background or task_support not in _TASK_SUPPORT):
         raise ValueError(f"task_support must be one of {', '.join(_TASK_SUPPORT)}, for background tools only.")
+    meta = apps.with_tool_meta(meta, ui)  # MCP Apps: the ui:// view it names (methods/apps.py)
     spec = ToolSpec(name=name, func=func, title=title, description=description or doc_description,
                     annotations=annotations, meta=meta, context_param=context_param, background=bool(background),
                     job_options=_job_options(background),

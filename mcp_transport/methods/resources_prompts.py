@@ -21,7 +21,8 @@ def _prompt_may_send(params) -> bool:
 def _resource_may_send(params) -> bool:
     uri = params.get("uri")
     spec = registry.find_resource(uri)[0] if isinstance(uri, str) else None
-    return getattr(spec, "context_param", None) is not None
+    # A view (methods/apps.py) takes a Context for the caller's user only: it asks nothing.
+    return getattr(spec, "context_param", None) is not None and getattr(spec, "may_send", True)
 
 
 @METHODS.method("resources/read", capability="resources", counts_as_call=True, may_send=_resource_may_send,
