@@ -4,7 +4,7 @@ extension declared and the client's declaration read by a tool; the example proj
 a ``ui://`` resource listed and read exactly by those who may use one of its tools; a view's
 own ``tools/call`` an ordinary call, refused to a user without the tool's permission."""
 import json
-import os
+import uuid
 
 import pytest
 
@@ -24,7 +24,7 @@ VERSIONS = ["2026-07-28", "2025-11-25"]
 def people(server_env):
     """A book, and tokens of an editor (view_book, change_book), a viewer (view_book) and a
     user without the library's permissions."""
-    prefix = f"apps{os.getpid()}"
+    prefix = f"apps{uuid.uuid4().hex[:8]}"  # per module that uses it (test_apps_hosts.py too)
     book = json.loads(shell(server_env, f"""
 import json
 from django.contrib.auth.models import Permission, User
