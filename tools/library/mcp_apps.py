@@ -17,7 +17,6 @@ from typing_extensions import TypedDict
 from django.db.models import Q
 
 from mcp_transport import Context, ToolError, ToolResult, app, tool
-from mcp_transport.methods.content import text
 
 from .models import Book
 
@@ -73,7 +72,7 @@ def book_card(ctx: Context, book_id: int) -> ToolResult:
     summary = f"{card['title']} by {card['author']}{year}, {card['genre'].lower()}."
     if ctx.client_supports_apps:
         summary = f"Shown in the book card: {summary}"
-    return ToolResult(content=[text(summary)], structured_content=card)
+    return ToolResult(content=[{"type": "text", "text": summary}], structured_content=card)
 
 
 @tool(ui="ui://library/book-editor", permission="library.view_book", annotations={"readOnlyHint": True})
