@@ -49,6 +49,8 @@ class AppSpec(ResourceSpec):
     static: tuple = ()
     #: Its ``_meta.ui`` (UIResourceMeta: csp, permissions, domain, prefersBorder).
     ui: dict = field(default_factory=dict)
+    #: A tool result's ``structuredContent`` the admin previews it with (admin/mcp_apps.py).
+    sample: Optional[dict] = None
     #: It asks the client nothing: its Context is only for the caller's user.
     may_send = False
 
@@ -82,17 +84,18 @@ def tool_view(spec) -> Optional[str]:
 
 def app(uri: str, *, template: str, static=(), name: Optional[str] = None, title: Optional[str] = None,
         description: Optional[str] = None, csp: Optional[dict] = None, permissions: Optional[dict] = None,
-        domain: Optional[str] = None, prefers_border: Optional[bool] = None) -> AppSpec:
+        domain: Optional[str] = None, prefers_border: Optional[bool] = None, sample: Optional[dict] = None) -> AppSpec:
     """Register the view ``uri`` (``ui://...``), rendered from ``template``. ``csp`` declares
     the external origins it needs ("Host MUST NOT allow undeclared domains"), ``permissions``
     the browser features it asks for, ``domain`` a dedicated sandbox origin (host-specific) and
-    ``prefers_border`` whether the host draws a border: UIResourceMeta, as the spec defines it."""
+    ``prefers_border`` whether the host draws a border: UIResourceMeta, as the spec defines it.
+    ``sample``: a ``structuredContent`` the admin's preview hands the view."""
     wire.tool_meta(uri)  # refuses a URI that is not ui://
     ui = {key: value for key, value in (("csp", csp), ("permissions", permissions), ("domain", domain),
                                         ("prefersBorder", prefers_border)) if value is not None}
     spec = AppSpec(uri=uri, func=None, name=name or uri.removeprefix(wire.SCHEME), title=title,
                    description=description, mime_type=wire.MIME_TYPE, context_param="ctx",
-                   template=template, static=tuple(static), ui=ui)
+                   template=template, static=tuple(static), ui=ui, sample=sample)
     registry.resources[uri] = spec
     return spec
 

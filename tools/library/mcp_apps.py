@@ -20,13 +20,18 @@ from mcp_transport import Context, ToolError, ToolResult, app, tool
 
 from .models import Book
 
+#: What the admin previews the views with (MCP -> Apps).
+SAMPLE = {"id": 1, "title": "The Left Hand of Darkness", "author": "Ursula K. Le Guin", "year": 1969, "genre": "Novel"}
+
 app("ui://library/book-card", template="library/apps/book_card.html", title="Book card",
     description="A book's card: its title, author, year and genre.",
-    static=["library/apps/view.css", "library/apps/bridge.js", "library/apps/book_card.js"], prefers_border=True)
+    static=["library/apps/view.css", "library/apps/bridge.js", "library/apps/book_card.js"], prefers_border=True,
+    sample=SAMPLE)
 
 app("ui://library/book-editor", template="library/apps/book_editor.html", title="Book editor",
     description="Changes a book's title from inside the view.",
-    static=["library/apps/view.css", "library/apps/bridge.js", "library/apps/book_editor.js"], prefers_border=True)
+    static=["library/apps/view.css", "library/apps/bridge.js", "library/apps/book_editor.js"], prefers_border=True,
+    sample=SAMPLE)
 
 
 class BookCard(TypedDict):
