@@ -1,14 +1,15 @@
 // The book editor: shows book_editor's result, and saves a new title with book_retitle, a
-// tools/call the host sends to the server with the user's credentials.
+// tools/call the host sends to the server with the user's credentials. A button, not a form:
+// hosts' sandboxes may leave out allow-forms, which blocks a form's submission.
 (function () {
   "use strict";
-  var book = null, form = document.getElementById("editor"), status = document.getElementById("status");
+  var book = null, editor = document.getElementById("editor"), status = document.getElementById("status");
   function show(card) {
     book = card;
     document.getElementById("title").value = card.title;
     document.getElementById("author").textContent = card.author;
     document.getElementById("save").disabled = false;
-    form.setAttribute("aria-busy", "false");
+    editor.setAttribute("aria-busy", "false");
   }
   function report(text, failed) {
     status.textContent = text;
@@ -17,8 +18,7 @@
   mcpView.on("ui/notifications/tool-result", function (result) {
     if (result.structuredContent) { show(result.structuredContent); }
   });
-  form.addEventListener("submit", function (event) {
-    event.preventDefault();
+  document.getElementById("save").addEventListener("click", function () {
     var title = document.getElementById("title").value;
     mcpView.request("tools/call", {name: "book_retitle", arguments: {book_id: book.id, title: title}})
       .then(function (result) {
