@@ -53,6 +53,8 @@ class AppSpec(ResourceSpec):
     sample: Optional[dict] = None
     #: It asks the client nothing: its Context is only for the caller's user.
     may_send = False
+    #: Rendered for its user: a 2026-07-28 answer is always cacheScope "private".
+    per_user = True
 
     def describe(self) -> dict:
         entry = super().describe()

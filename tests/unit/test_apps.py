@@ -80,3 +80,28 @@ def test_a_tool_reads_the_extensions_its_client_declared():
                     client_capabilities={"extensions": {wire.EXTENSION: {"mimeTypes": ["text/uri-list"]}}})
     assert not other.client_supports_apps and not Context(channel=None, session_id="s", request_id=1).client_supports_apps
     assert client_settings({"extensions": {"a": True}}, "a") is None  # not a settings object
+
+
+@pytest.mark.parametrize("version, scope", [("2026-07-28", "private"), ("2025-11-25", None)])
+async def test_a_view_is_private_to_caches_whatever_cache_hints_say(settings, version, scope):
+    """An operator's CACHE_HINTS may make resources/read "public"; a view is rendered for its user."""
+    from mcp_transport.eras.modern_2026.methods import cache_hint
+    from mcp_transport.methods.dispatch import Call
+    from mcp_transport.methods.resources_prompts import resources_read
+    from mcp_transport.protocol import modern
+    from mcp_transport.state.sessions import SessionRecord
+
+    settings.MCP_TRANSPORT = {**settings.MCP_TRANSPORT, "CACHE_HINTS": {"resources/read": {"cacheScope": "public"}}}
+    call = Call(session=SessionRecord(id="x" * 32, protocol_version=version), user=AnonymousUser(),
+                channel=type("Channel", (), {"request_id": 1})())
+    call.owner = "test"
+    spec = apps.apps()["ui://library/book-card"]
+    visible, spec.visible = spec.visible, (lambda principal: True)  # the anonymous caller may read it
+    try:
+        result = await resources_read({"uri": "ui://library/book-card"}, call)
+    finally:
+        spec.visible = visible
+    assert result.get("cacheScope") == scope
+    if version == "2026-07-28":
+        assert modern.stamp(result, {}, cache_hint("resources/read"))["cacheScope"] == "private"
+        assert cache_hint("resources/read")[1] == "public"  # what any other resource gets
