@@ -105,3 +105,22 @@ async def test_a_view_is_private_to_caches_whatever_cache_hints_say(settings, ve
     if version == "2026-07-28":
         assert modern.stamp(result, {}, cache_hint("resources/read"))["cacheScope"] == "private"
         assert cache_hint("resources/read")[1] == "public"  # what any other resource gets
+
+
+def test_the_protocol_pages_extension_example_declares_in_both_eras(monkeypatch):
+    """docs/protocol.md's "Extensions, one mechanism", as printed."""
+    import re
+    from pathlib import Path
+
+    from mcp_transport.eras.modern_2026 import methods as modern_methods
+    from mcp_transport.methods import extensions, method_table
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "protocol.md").read_text()
+    example = re.search(r"yours too: `(extensions\.declare\(.*?\))`", page).group(1)
+    monkeypatch.setattr(extensions, "DECLARED", dict(extensions.DECLARED))
+    exec(example, {"extensions": extensions})  # noqa: S102 (the page's own code)
+    assert method_table.capabilities()["extensions"]["com.example/thing"] == {"v": 1}
+    assert modern_methods.capabilities()["extensions"]["com.example/thing"] == {"v": 1}
+    ctx = Context(channel=None, session_id="s", request_id=1,
+                  client_capabilities={"extensions": {"com.example/thing": {"v": 2}}})
+    assert ctx.client_extension("com.example/thing") == {"v": 2}
