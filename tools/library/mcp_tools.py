@@ -53,5 +53,3 @@ register_viewset(ShelfViewSet, name="shelf")
 # A skill only users who may change books see (docs/skills.md): kept out of skills/, which every
 # caller's skills come from, and registered here with its permission.
 skill(Path(__file__).parent / "staff_skills" / "library-curation", permission="library.change_book")
-
-from . import mcp_apps  # noqa: E402,F401  (its views, docs/apps.md)
