@@ -26,6 +26,9 @@ def test_the_preview_renders_the_view_in_a_sandboxed_iframe_with_the_sample(admi
     assert frame, html[:3000]
     document = html_lib.unescape(frame.group(1))
     assert document.startswith("<!DOCTYPE html>") and "ui/notifications/tool-result" in document
+    # The host listens before the view exists: its ui/initialize may come as soon as the iframe is
+    # parsed, before a script after it has loaded (a lost handshake leaves the view empty).
+    assert html.index("mcp_transport/app_preview.js") < html.index('<iframe id="mcp-app-preview"')
     sample = json.loads(re.search(r'<script id="mcp-app-sample" type="application/json">(.*?)</script>', html).group(1))
     assert sample["title"] == "The Left Hand of Darkness"
     chosen = admin.page(PREVIEW, uri="ui://library/book-card", sample=json.dumps({"title": "Other"}))
