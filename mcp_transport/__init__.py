@@ -13,7 +13,7 @@ _EXPORTS = {
     "registry": "methods.registry", "ToolError": "methods.registry",
     "Context": "methods.context", "SyncContext": "methods.context", "ToolCancelled": "methods.context",
     "ClientCapabilityError": "methods.context", "ClientRequestError": "methods.context",
-    "ToolResult": "methods.content",
+    "ToolResult": "methods.content", "app": "methods.apps",
     "job_context": "running.worker", "per_process": "methods.clients",
 }
 

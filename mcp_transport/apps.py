@@ -24,8 +24,9 @@ class McpTransportConfig(AppConfig):
         from .transports.serving import (close_connections_after_django_requests, enforce_request_limits,
                                          flush_events_at_shutdown)
 
-        # Import every installed app's tools module, as the admin does with admin.py.
-        autodiscover_modules(get_config()["TOOLS_MODULE"])
+        # Import every installed app's tools module, as the admin does with admin.py, and its
+        # MCP Apps views (mcp_apps.py: docs/apps.md).
+        autodiscover_modules(get_config()["TOOLS_MODULE"], "mcp_apps")
         # Then each app's skills/<name>/SKILL.md folders, as Django finds templates (a skill the
         # tools modules registered in code stays: methods/skill_catalog.py).
         from .methods import skill_catalog

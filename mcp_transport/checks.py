@@ -47,6 +47,7 @@ from redis.backoff import NoBackoff
 
 from .conf import get_config, redis_url
 from .connections import CLUSTER_SCHEME, redis_target, retry_policy, sync_client
+from .methods import apps as mcp_apps
 from .protocol import http, server_card
 from .state import rates
 
@@ -185,6 +186,12 @@ def _redis_setting() -> str:
     if config["REDIS_URL"]:
         return "MCP_TRANSPORT['REDIS_URL']"
     return f"CACHES[{config['CACHE_ALIAS']!r}]['LOCATION'] (or set MCP_TRANSPORT['REDIS_URL'])"
+
+
+@register(Tags.templates)
+def apps_check(app_configs, **kwargs):
+    """MCP Apps (methods/apps.py): a view's template and static files, its _meta.ui, the views tools name."""
+    return [Error(problem, hint="See docs/apps.md.", id="mcp_transport.E013") for problem in mcp_apps.problems()]
 
 
 @register(Tags.compatibility)

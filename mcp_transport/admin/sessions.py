@@ -23,7 +23,7 @@ from ..protocol import versions
 from ..protocol.ids import GET_STREAM
 from ..protocol.session import SessionState
 from ..storage import get_event_store
-from . import catalog, dashboard, live, refs, skills
+from . import catalog, dashboard, live, mcp_apps, refs, skills
 from . import jobs as job_admin
 from .paging import CappedPaginator, FastListMixin
 
@@ -302,6 +302,8 @@ class McpSessionAdmin(refs.ByReference, FastListMixin, admin.ModelAdmin):
             path("dashboard/", wrap(self.dashboard_view), name="mcp_transport_dashboard"),
             path("skills/", wrap(partial(skills.skills_view, self)), name="mcp_transport_skills"),
             path("tools/", wrap(partial(catalog.catalog_view, self)), name="mcp_transport_tools"),
+            path("apps/", wrap(partial(mcp_apps.apps_view, self)), name="mcp_transport_apps"),
+            path("apps/preview/", wrap(partial(mcp_apps.preview_view, self)), name="mcp_transport_app_preview"),
             path("<path:object_id>/terminate/", wrap(self.terminate_view), name="mcp_transport_mcpsession_terminate"),
             path("<path:object_id>/purge/", wrap(self.purge_view), name="mcp_transport_mcpsession_purge"),
             *super().get_urls(),

@@ -12,6 +12,7 @@ from typing import Any, Optional
 from asgiref.sync import async_to_sync
 from django.db import connections
 
+from ..protocol import apps, extensions
 from . import threads
 
 logger = logging.getLogger(__name__)
@@ -60,6 +61,17 @@ class Context:
         self.log_level = log_level
         self._last_progress = None
         self._stopped = False
+
+    def client_extension(self, extension: str) -> Optional[dict]:
+        """The settings the client declared for ``extension`` (methods/extensions.py), or None
+        when it did not declare it (2025-11-25: at initialize; 2026-07-28: in this request)."""
+        return extensions.client_settings(self.client_capabilities, extension)
+
+    @property
+    def client_supports_apps(self) -> bool:
+        """Whether the client renders MCP Apps (``io.modelcontextprotocol/ui`` with the
+        ``text/html;profile=mcp-app`` MIME type): else a tool's text ``content`` is all it shows."""
+        return apps.client_supports(self.client_capabilities)
 
     @property
     def cancelled(self) -> bool:

@@ -19,6 +19,7 @@ from .tool_calls import runs_in_background, tools_call  # noqa: F401
 from .resources_prompts import (completion_complete, logging_set_level, prompts_get,  # noqa: F401
                                 require_readable, resources_read, resources_subscribe, resources_unsubscribe)
 from .skills import resources_directory_read, skills_get, skills_list  # noqa: F401
+from . import apps  # noqa: F401  (MCP Apps: declares its extension)
 
 
 async def dispatch(request: Request, call: Call) -> dict:

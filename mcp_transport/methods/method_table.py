@@ -10,8 +10,8 @@ from typing import Any
 from .. import __version__
 from ..state import sessions
 from ..conf import get_config, per_config
-from ..protocol import skills as skills_extension
 from ..protocol.jsonrpc import Request
+from . import extensions
 from .registry import registry
 from .specs import UNKNOWN, MethodTable
 
@@ -62,15 +62,15 @@ _DECLARATIONS = {"logging": {}, "tools": {"listChanged": True}, "resources": {"s
                  "prompts": {"listChanged": True}, "completions": {}}
 
 
-def capabilities() -> dict:
-    """"Servers MUST ... declare" what they support; declare only what is registered."""
+def capabilities(era: str = extensions.LEGACY) -> dict:
+    """"Servers MUST ... declare" what they support; declare only what is registered. The
+    extensions are the era's declared ones (methods/extensions.py: skills, apps...)."""
     caps = {name: dict(settings) for name, settings in _DECLARATIONS.items() if declares(name)}
     if declares("tasks"):
         caps["tasks"] = tasks_utility.capability()
-    if declares("skills"):
-        # SEP-2640: "servers declare support for this extension" (SEP-2133's extensions map);
-        # "directoryRead: The server implements resources/directory/read" (methods/skills.py).
-        caps["extensions"] = {skills_extension.EXTENSION: {"directoryRead": True}}
+    declared = extensions.offered(era)
+    if declared:
+        caps["extensions"] = declared
     return caps
 
 
@@ -89,6 +89,8 @@ def declares(capability: str) -> bool:
         return bool(registry.prompts or registry.templates)
     if capability == "skills":
         return bool(registry.skills)
+    if capability == "extensions":
+        return bool(extensions.offered(extensions.LEGACY))
     if capability == "tasks":
         return tasks_utility is not None and any(spec.task_support for spec in registry.tools.values())
     return False

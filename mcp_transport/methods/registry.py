@@ -25,7 +25,7 @@ import jsonschema
 import pydantic
 
 from ..auth import access
-from ..protocol import storable
+from ..protocol import apps, storable
 from . import content
 from .context import Context
 from .database_time import DEFAULT_STATEMENT_TIMEOUT
@@ -152,8 +152,7 @@ class ToolSpec:
     #: ``visible(principal) -> bool``: a check of its own, besides ``permission`` (auth.may_use);
     #: it runs on the event loop, so it must not query the database.
     visible: Optional[Callable] = None
-    #: Seconds each database statement of an inline call may run (database_time.py); DEFAULT:
-    #: STATEMENT_TIMEOUT_SECONDS, None: no bound.
+    #: Seconds each database statement of an inline call may run (database_time.py), None: no bound.
     statement_timeout: Any = DEFAULT_STATEMENT_TIMEOUT
     #: Its calls per caller per window (state/rates.py): a Rate of its own ("5/m" declared),
     #: counted apart from the others; rates.SETTING: RATE_LIMIT's; None: not rate limited.
@@ -256,7 +255,7 @@ def _job_options(background) -> dict:
 
 
 def make_tool(func, *, name=None, title=None, description=None, input_schema=None, output_schema=None,
-              structured_output=None, annotations=None, meta=None, background=False,
+              structured_output=None, annotations=None, meta=None, background=False, ui=None,
               task_support=None, permission=None, scopes=None, pinned=False,
               statement_timeout=DEFAULT_STATEMENT_TIMEOUT, rate_limit=rates.SETTING) -> ToolSpec:
     hints = typing.get_type_hints(func, include_extras=True)
@@ -265,6 +264,7 @@ def make_tool(func, *, name=None, title=None, description=None, input_schema=Non
     context_param = _context_param(func, hints)
     if task_support is not None and (not background or task_support not in _TASK_SUPPORT):
         raise ValueError(f"task_support must be one of {', '.join(_TASK_SUPPORT)}, for background tools only.")
+    meta = apps.with_tool_meta(meta, ui)  # MCP Apps: the ui:// view it names (methods/apps.py)
     spec = ToolSpec(name=name, func=func, title=title, description=description or doc_description,
                     annotations=annotations, meta=meta, context_param=context_param, background=bool(background),
                     job_options=_job_options(background), pinned=pinned,

@@ -4,6 +4,7 @@ check a subscription makes first), prompts/get, completion/complete and logging/
 from ..state import sessions
 from ..auth import may_use
 from .context import LOG_LEVELS, Context
+from ..protocol import versions
 from ..protocol.errors import InvalidParams, ResourceNotFound
 from .invoke import make_context, run_sync_or_async
 from .method_table import METHODS
@@ -21,7 +22,8 @@ def _prompt_may_send(params) -> bool:
 def _resource_may_send(params) -> bool:
     uri = params.get("uri")
     spec = registry.find_resource(uri)[0] if isinstance(uri, str) else None
-    return getattr(spec, "context_param", None) is not None
+    # A view (methods/apps.py) takes a Context for the caller's user only: it asks nothing.
+    return getattr(spec, "context_param", None) is not None and getattr(spec, "may_send", True)
 
 
 @METHODS.method("resources/read", capability="resources", counts_as_call=True, may_send=_resource_may_send,
@@ -34,7 +36,12 @@ async def resources_read(params, call):
     if spec.context_param:
         variables = {**variables, spec.context_param: make_context(spec, params, call)}
     value = await run_sync_or_async(spec.func, kwargs=variables, call=call, calls_back=spec.context_param is not None)
-    return {"contents": spec.to_contents(uri, value)}
+    result = {"contents": spec.to_contents(uri, value)}
+    if getattr(spec, "per_user", False) and call.session.protocol_version in versions.MODERN:
+        # Rendered for its user (an MCP Apps view): "private" whatever CACHE_HINTS says of
+        # resources/read, so that no shared cache hands it to another user (the stamp keeps it).
+        result["cacheScope"] = "private"
+    return result
 
 
 async def require_readable(uris, call) -> None:

@@ -5,10 +5,15 @@ for tools): to anyone else a skill does not exist. Their files are read with res
 from ..auth import may_use
 from ..protocol import skills as wire
 from ..protocol.errors import InvalidParams
+from . import extensions
 from .listing import paginate, usable
 from .method_table import METHODS
 from .params import string_param
 from .registry import registry
+
+# SEP-2640: "servers declare support for this extension" (SEP-2133's extensions map);
+# "directoryRead: The server implements resources/directory/read".
+extensions.declare(wire.EXTENSION, lambda: {"directoryRead": True} if registry.skills else None)
 
 
 @METHODS.method("skills/list", capability="skills")

@@ -18,6 +18,7 @@ What changed from the 2025-11-25 tasks utility (basic/utilities/tasks):
 from typing import Optional
 
 from .errors import InvalidParams
+from .extensions import client_declares
 
 EXTENSION = "io.modelcontextprotocol/tasks"
 #: The methods of the extension (Mcp-Name carries their taskId).
@@ -31,8 +32,7 @@ def declared(client_capabilities) -> bool:
     """Whether the request's clientCapabilities declare the extension (it is per request:
     "A session that did not declare the extension ... can opt into task creation for a single
     tools/call")."""
-    extensions = client_capabilities.get("extensions") if isinstance(client_capabilities, dict) else None
-    return isinstance(extensions, dict) and EXTENSION in extensions
+    return client_declares(client_capabilities, EXTENSION)
 
 
 def required_capabilities() -> dict:

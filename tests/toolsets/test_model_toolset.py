@@ -237,8 +237,9 @@ def test_resources_list_pages_through_the_callers_rows_after_the_resources(shelf
     assert rows == [f"django://library.book/{pk}" for pk in expected]
     assert uris[:-len(rows)] and len(uris) == len(set(uris))  # the plain resources came first
     anonymous = listed_uris(client_of())
-    # No view permission: no rows (nor a skill that needs a permission, when one is registered).
-    plain = [uri for uri in uris[:-len(rows)] if not uri.startswith("skill://")]
+    # No view permission: no rows (nor a skill that needs a permission, when one is registered,
+    # nor an MCP Apps view, which only those who may use one of its tools see: test_apps.py).
+    plain = [uri for uri in uris[:-len(rows)] if not uri.startswith(("skill://", "ui://"))]
     assert [uri for uri in anonymous if not uri.startswith("skill://")] == plain
     forged = base64.urlsafe_b64encode(json.dumps({"rows": "django://library.book/{pk}", "at": "x"}).encode())
     with pytest.raises(ProtocolError) as refused:

@@ -11,7 +11,7 @@ import threading
 import pytest
 from django.test import override_settings
 
-from mcp_transport.methods import dispatch, listing, method_table, resources_prompts, tool_calls
+from mcp_transport.methods import apps, dispatch, listing, method_table, resources_prompts, skills, tool_calls
 from mcp_transport.methods.context import Context, SyncContext, ToolCancelled
 from mcp_transport.protocol.errors import ErrorCode, InvalidParams, MethodNotFound, ResourceNotFound
 from mcp_transport.protocol.jsonrpc import Request
@@ -41,7 +41,8 @@ class FakeChannel:
 @pytest.fixture
 def reg(monkeypatch):
     fresh = Registry()
-    for module in (method_table, listing, tool_calls, resources_prompts):  # where dispatch's methods read it
+    # where dispatch's methods, and the extensions' settings (skills', apps'), read it
+    for module in (method_table, listing, tool_calls, resources_prompts, skills, apps):
         monkeypatch.setattr(module, "registry", fresh)
     return fresh
 

@@ -8,6 +8,7 @@ import redis
 
 from mcp_transport.protocol.errors import ProtocolError
 from mcp_transport.eras.modern_2026 import methods as modern_methods
+from mcp_transport.methods import extensions
 from mcp_transport.transports import modern_post as modern
 from mcp_transport.protocol.http import PostAccept
 
@@ -88,7 +89,8 @@ async def test_cancelling_guarded_work_propagates():
 
 
 async def test_registered_extensions_are_declared_when_they_offer_something(monkeypatch):
-    monkeypatch.setitem(modern_methods.EXTENSIONS, "example.com/on", lambda: {"x": 1})
-    monkeypatch.setitem(modern_methods.EXTENSIONS, "example.com/off", lambda: None)
-    extensions = modern_methods.capabilities()["extensions"]
-    assert extensions["example.com/on"] == {"x": 1} and "example.com/off" not in extensions
+    monkeypatch.setattr(extensions, "DECLARED", dict(extensions.DECLARED))
+    extensions.declare("example.com/on", lambda: {"x": 1})
+    extensions.declare("example.com/off", lambda: None)
+    declared = modern_methods.capabilities()["extensions"]
+    assert declared["example.com/on"] == {"x": 1} and "example.com/off" not in declared

@@ -13,7 +13,8 @@ from django.test import override_settings
 from mcp_transport.admin import skills as admin_skills
 from mcp_transport.auth import Principal
 from mcp_transport.eras.modern_2026 import methods as modern_methods
-from mcp_transport.methods import dispatch, listing, method_table, resources_prompts, skill_catalog, skills, tool_calls
+from mcp_transport.methods import (apps, dispatch, listing, method_table, resources_prompts, skill_catalog, skills,
+                                   tool_calls)
 from mcp_transport.methods.registry import Registry
 from mcp_transport.protocol import skills as wire
 from mcp_transport.protocol.errors import InvalidParams, ResourceNotFound
@@ -34,7 +35,7 @@ See [the form](references/FORM.md).
 @pytest.fixture
 def reg(monkeypatch):
     fresh = Registry()
-    for module in (method_table, listing, tool_calls, resources_prompts, skills, skill_catalog, admin_skills):
+    for module in (method_table, listing, tool_calls, resources_prompts, skills, skill_catalog, admin_skills, apps):
         monkeypatch.setattr(module, "registry", fresh)
     return fresh
 

@@ -33,7 +33,7 @@ def spec_for(method):
     spec = METHODS.get(method)
     if spec is None:
         raise modern.UnknownMethod(f"Method not found: {method}.")
-    if spec.capability == "extensions" and not declares("extensions"):
+    if spec.capability == tasks_extension.EXTENSION and not declares(spec.capability):
         raise modern.UnknownMethod(f"Method not found: {method} (no tool of this server runs as a task).")
     if spec.capability is not None and not declares(spec.capability):
         raise modern.UnknownMethod(f"Method not found: {method}.")

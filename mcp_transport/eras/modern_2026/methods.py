@@ -3,7 +3,7 @@
 extension's and its experimental ``tasks/stream``), with what ``server/discover`` declares and
 the cache hints of its results."""
 from ...conf import get_config
-from ...methods import dispatch
+from ...methods import dispatch, extensions
 from ...protocol import modern, tasks_extension
 from ...methods.specs import always
 from . import listen, task_streams, tasks as modern_tasks
@@ -33,30 +33,25 @@ def cache_hint(method):
     return configured.get("ttlMs", ttl), configured.get("cacheScope", scope)
 
 
-#: Extensions this era declares, by id (e.g. "io.modelcontextprotocol/tasks"): a function
-#: returning the extension's settings object, or None when it has nothing to offer now (the
-#: module that implements an extension registers it here, with its methods in METHODS).
-EXTENSIONS = {tasks_extension.EXTENSION: modern_tasks.offer}
+# The tasks extension is this era's only (methods/extensions.py: the one table of extensions).
+extensions.declare(tasks_extension.EXTENSION, modern_tasks.offer, eras=(extensions.MODERN,))
 
 
 def capabilities() -> dict:
     """What server/discover declares: the legacy capabilities minus what 2026-07-28 moved out
-    (tasks is the io.modelcontextprotocol/tasks extension now), plus this era's extensions (to
-    those of both eras: the skills extension)."""
-    caps = dispatch.capabilities()
+    (tasks is the io.modelcontextprotocol/tasks extension now), with this era's extensions."""
+    caps = dispatch.capabilities(extensions.MODERN)
     caps.pop("tasks", None)
-    extensions = {**caps.get("extensions", {}),
-                  **{name: settings for name, offer in EXTENSIONS.items() if (settings := offer()) is not None}}
-    if extensions:
-        caps["extensions"] = extensions
     return caps
 
 
 def declares(capability: str) -> bool:
-    """Whether ``capabilities()`` has ``capability``, without building them all; "extensions":
-    whether one of this era's own (``EXTENSIONS``: the tasks extension, whose methods ask)."""
+    """Whether ``capabilities()`` has ``capability``, without building them all; an extension's
+    identifier (the tasks extension's methods ask for theirs): whether it is offered now."""
     if capability == "extensions":
-        return any(offer() is not None for offer in EXTENSIONS.values())
+        return bool(extensions.offered(extensions.MODERN))
+    if capability in extensions.DECLARED:
+        return extensions.offers(capability, extensions.MODERN)
     if capability == "task_streams":  # experimental (SEP-2694): a method of the tasks extension
         return get_config()["TASK_STREAMS"] and modern_tasks.offer() is not None
     return capability != "tasks" and dispatch.declares(capability)

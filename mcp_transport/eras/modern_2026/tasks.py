@@ -36,7 +36,7 @@ def missing_extension(what: str) -> ProtocolError:
 
 
 def offer():
-    """The extension's entry in server/discover's ``capabilities.extensions`` (modern.EXTENSIONS):
+    """The extension's entry in server/discover's ``capabilities.extensions`` (methods/extensions.py):
     declared while some tool can run as a task. Exactly ``{}``: "No extension-specific settings
     are currently defined; an empty object indicates support", and the official client library
     (@modelcontextprotocol/ext-tasks, what the Inspector builds on) takes any key in it for "no
@@ -152,6 +152,6 @@ async def tasks_cancel(params, call):
 
 METHODS = MethodTable()
 #: The extension's methods: served while it is declared (``offer``); "Mcp-Name ... taskId".
-METHODS.method("tasks/get", capability="extensions", target="taskId")(tasks_get)
-METHODS.method("tasks/update", capability="extensions", target="taskId")(tasks_update)
-METHODS.method("tasks/cancel", capability="extensions", target="taskId")(tasks_cancel)
+METHODS.method("tasks/get", capability=tasks_extension.EXTENSION, target="taskId")(tasks_get)
+METHODS.method("tasks/update", capability=tasks_extension.EXTENSION, target="taskId")(tasks_update)
+METHODS.method("tasks/cancel", capability=tasks_extension.EXTENSION, target="taskId")(tasks_cancel)
