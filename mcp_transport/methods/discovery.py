@@ -19,6 +19,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from ..auth import may_use
 from ..conf import get_config
+from ..protocol import apps
 from ..protocol.errors import InvalidParams
 from ..protocol.jsonrpc import Request
 from . import content
@@ -140,7 +141,9 @@ def index() -> tuple:
     tools = registry.tools
     key = (id(tools), getattr(tools, "version", None))
     if _built is None or _built[0] != key or key[1] is None:
-        specs = [tools[name] for name in sorted(tools) if name not in OWN]
+        # A tool only an app's view may call is not the model's to find (search results go to
+        # the model, where a host's filter of tools/list cannot reach them); call_tool still runs it.
+        specs = [tools[name] for name in sorted(tools) if name not in OWN and apps.for_the_model(tools[name].meta)]
         _built = (key, specs, ToolIndex((spec.name, document(spec)) for spec in specs))
     return _built[1], _built[2]
 

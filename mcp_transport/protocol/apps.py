@@ -74,6 +74,13 @@ def tool_meta(resource_uri: str, visibility: Optional[list] = None) -> dict:
     return ui
 
 
+def for_the_model(meta: Optional[dict]) -> bool:
+    """Whether a tool with this ``_meta`` is the model's to see: not one whose ``_meta.ui``
+    visibility leaves out "model" ("app": "Tool callable by the app from this server only")."""
+    ui = (meta or {}).get("ui")
+    return not isinstance(ui, dict) or "model" in ui.get("visibility", VISIBILITY)
+
+
 def with_tool_meta(meta: Optional[dict], ui) -> Optional[dict]:
     """A tool's ``_meta`` with ``ui`` (``@tool(ui=...)``: a ``ui://`` URI, or a dict with
     ``resourceUri`` and ``visibility``) as its ``_meta.ui``."""

@@ -32,6 +32,13 @@ def test_a_tool_names_its_view_by_a_ui_uri_with_a_known_visibility():
             wire.with_tool_meta(None, bad)
 
 
+def test_a_tool_is_the_models_unless_its_visibility_leaves_the_model_out():
+    assert wire.for_the_model(None) and wire.for_the_model({"x": 1})
+    assert wire.for_the_model(wire.with_tool_meta(None, "ui://a/b"))
+    assert wire.for_the_model(wire.with_tool_meta(None, {"resourceUri": "ui://a", "visibility": ["model"]}))
+    assert not wire.for_the_model(wire.with_tool_meta(None, {"resourceUri": "ui://a", "visibility": ["app"]}))
+
+
 def test_malformed_resource_meta_is_named():
     assert wire.resource_meta_errors({"csp": {"connectDomains": ["https://api.example.com", "wss://*.example.com"]},
                                       "permissions": {"camera": {}}, "domain": "x.example", "prefersBorder": False}) == []
