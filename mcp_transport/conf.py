@@ -276,8 +276,10 @@ DEFAULTS = {
     #: client address, TRUSTED_PROXIES honoured) may run at once, across every worker. A job over
     #: it goes back to the queue, still queued and holding no slot, and starts when one of its
     #: caller's jobs ends, in the order the caller sent them; other callers' jobs run meanwhile.
-    #: None: all but one of the pool processes of the worker that takes the job (at least 1).
-    #: A tool's own value, by tool name, in MAX_RUNNING_JOBS_PER_CALLER_BY_TOOL.
+    #: None: all but one of the pool processes of the worker that takes the job (at least 1), and
+    #: a caller running a job never takes a worker's last free slot. A freed slot goes to the
+    #: waiting caller running the fewest jobs (jobs/shares.py). A tool's own value, by tool name,
+    #: in MAX_RUNNING_JOBS_PER_CALLER_BY_TOOL.
     "MAX_RUNNING_JOBS_PER_CALLER": None,
     "MAX_RUNNING_JOBS_PER_CALLER_BY_TOOL": {},
     #: MCP tasks: the ttl (ms) of a task whose request names none, the largest ttl granted

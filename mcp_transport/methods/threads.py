@@ -10,9 +10,13 @@ default executor), six sync tools waiting for absent clients' answers would stal
   a lane that fills up never delays another;
 - in a lane, one session (a sessionless call: its caller) runs at most
   ``SYNC_THREADS_PER_SESSION`` calls at once, and one caller (its principal, else its client
-  address) at most ``SYNC_THREADS_PER_CALLER`` across all its sessions; further calls wait their
-  turn, and a freed thread goes to the oldest waiting call whose session and caller are under
-  their shares (one session, or one account with many sessions, cannot take every thread);
+  address) at most ``SYNC_THREADS_PER_CALLER`` across all its sessions, and a caller that runs
+  something already never takes the lane's last free thread (``ROOM_FOR_ANOTHER``): two
+  callers flooding a lane leave a thread for a third. Further calls wait their turn: a freed
+  thread goes to the waiting caller that runs the fewest, callers taking turns among equals,
+  and to that caller's oldest call whose session is under its share (one session, one account
+  with many sessions, or a few callers, cannot take every thread; one that queued many calls
+  first is not served before everyone who came after it);
 - a sync tool that waits for its client (``ctx.elicit()``, ``sample()``, ``list_roots()``) gives
   its tool thread back for the wait and takes one again when the answer is there. Its OS thread
   stays blocked, so those waits have their own bound: ``SYNC_WAITING_THREADS`` per process,
@@ -44,6 +48,9 @@ TOOLS, HANDLERS, BROKER = "tools", "handlers", "broker"
 
 #: Threads of the broker lane: publishing a job takes a few milliseconds.
 BROKER_THREADS = 2
+#: Free threads of a lane that only a caller running nothing in it may take: two callers
+#: flooding it leave one for a third (issue 38: a third user's 2 ms call waited 8 s).
+ROOM_FOR_ANOTHER = 1
 
 #: The Hold of the sync call this context runs (read by Context.send_request in its thread).
 _current = contextvars.ContextVar("mcp_thread_hold", default=None)
@@ -54,8 +61,15 @@ class TooManyWaiting(Exception):
 
 
 class Lane:
-    """A pool of ``threads`` threads, shared fairly by sessions (``per_session`` each at most)
-    and by callers (``per_caller`` each at most, whatever their sessions; None: no such share)."""
+    """A pool of ``threads`` threads, shared fairly by sessions (``per_session`` each at most),
+    by callers (``per_caller`` each at most, whatever their sessions; None: no such share), and
+    among callers: one that runs something already never takes the last free thread (one
+    more caller always finds one), and a freed thread goes to the waiting caller that runs the
+    fewest, in turn among equals (not to whoever queued first: a caller that flooded the lane
+    would be served before everyone who came after it).
+
+    A caller is its principal, else its client address (``run``'s ``caller``); a call that has
+    neither is its owner's (its session)."""
 
     def __init__(self, name: str, threads: int, per_session: int, spare_threads: int = 0, per_caller=None):
         self.name, self.threads, self.per_session, self.per_caller = name, threads, per_session, per_caller
@@ -64,11 +78,19 @@ class Lane:
         self.running = 0
         self.by_owner = collections.Counter()
         self.by_caller = collections.Counter()
-        self._queue = collections.deque()
+        #: Running calls by whose turn it is (``_share_of``): the caller, else the owner.
+        self.by_share = collections.Counter()
+        #: Waiting calls, a line per share, the lines in turn order (the last served at the end).
+        self._lines = collections.OrderedDict()
 
     def _may_run(self, owner, caller=None) -> bool:
-        return self.running < self.threads and self.by_owner[owner] < self.per_session and \
-            (caller is None or self.per_caller is None or self.by_caller[caller] < self.per_caller)
+        free = self.threads - self.running
+        if free <= 0 or self.by_owner[owner] >= self.per_session:
+            return False
+        if caller is not None and self.per_caller is not None and self.by_caller[caller] >= self.per_caller:
+            return False
+        # Room for one more caller: the last free thread is for a caller that runs nothing here.
+        return free > ROOM_FOR_ANOTHER or not self.by_share[_share_of(owner, caller)]
 
     async def acquire(self, owner, caller=None) -> None:
         """Take a slot for ``owner`` (and ``caller``), waiting in line while the lane or a share is full."""
@@ -76,7 +98,7 @@ class Lane:
             self._take(owner, caller)
             return
         turn = asyncio.get_running_loop().create_future()
-        self._queue.append((owner, caller, turn))
+        self._lines.setdefault(_share_of(owner, caller), collections.deque()).append((owner, caller, turn))
         try:
             await turn
         except asyncio.CancelledError:
@@ -87,31 +109,58 @@ class Lane:
     def _take(self, owner, caller=None):
         self.running += 1
         self.by_owner[owner] += 1
+        self.by_share[_share_of(owner, caller)] += 1
         if caller is not None:
             self.by_caller[caller] += 1
 
     def release(self, owner, caller=None) -> None:
         self.running -= 1
         _decrement(self.by_owner, owner)
+        _decrement(self.by_share, _share_of(owner, caller))
         if caller is not None:
             _decrement(self.by_caller, caller)
         self._grant()
 
     def _grant(self):
-        for entry in list(self._queue):
-            if self.running >= self.threads:
+        """Hand free threads to waiting calls: each time to the waiting share that runs the
+        fewest (the first in turn among equals), its oldest call that may run."""
+        while self.running < self.threads:
+            chosen = None
+            for share in list(self._lines):
+                entry = self._first_runnable(share)
+                if entry is not None and (chosen is None or self.by_share[share] < self.by_share[chosen[0]]):
+                    chosen = share, entry
+            if chosen is None:
                 return
+            share, (owner, caller, turn) = chosen
+            self._lines[share].remove((owner, caller, turn))
+            self._lines.move_to_end(share)  # served: its next call comes after the others' turns
+            if not self._lines[share]:
+                del self._lines[share]
+            self._take(owner, caller)
+            turn.set_result(None)
+
+    def _first_runnable(self, share):
+        """The oldest call in ``share``'s line that may run now (its cancelled ones leave it)."""
+        line = self._lines[share]
+        for entry in list(line):
             owner, caller, turn = entry
             if turn.done():
-                self._queue.remove(entry)  # its caller was cancelled while it waited
+                line.remove(entry)  # its caller was cancelled while it waited
             elif self._may_run(owner, caller):
-                self._queue.remove(entry)
-                self._take(owner, caller)
-                turn.set_result(None)
+                return entry
+        if not line:
+            del self._lines[share]
+        return None
 
     @property
     def waiting(self) -> int:
-        return sum(1 for _, _, turn in self._queue if not turn.done())
+        return sum(1 for line in self._lines.values() for _, _, turn in line if not turn.done())
+
+
+def _share_of(owner, caller):
+    """Whose turn a call takes: its caller's, else its owner's."""
+    return caller if caller is not None else owner
 
 
 class Hold:

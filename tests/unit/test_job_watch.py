@@ -30,7 +30,7 @@ def watched(monkeypatch, started_ago):
     job = McpJob(id="j1", tool="slow_job", status=McpJob.Status.WORKING,
                  started_at=timezone.now() - timedelta(seconds=started_ago))
 
-    async def load(job_id):
+    async def load(job_id, by=None):
         return job
 
     monkeypatch.setattr(jobs_lost, "load", load)

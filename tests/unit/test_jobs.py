@@ -1,6 +1,7 @@
 """Background tools, the pure parts: registration options, task support, the MCP Task view,
 task ttl, and the task-augmentation rules of tools/call. The flow itself (a real Celery worker)
 is in tests/integration/test_jobs.py, test_job_faults.py and test_tasks.py."""
+import threading
 from datetime import datetime, timezone
 
 import pytest
@@ -229,7 +230,7 @@ def stored(monkeypatch):
     """jobs.load over a dict of rows; the ids it was asked for."""
     rows, asked = {}, []
 
-    async def load(job_id):
+    async def load(job_id, by=None):
         asked.append(job_id)
         return rows.get(job_id)
 
@@ -254,6 +255,26 @@ async def test_load_task_finds_only_a_task_of_its_owner_its_session_and_its_era(
     asked.clear()
     assert await jobs.load_task("no\x00such task", "alice", modern=True) is None
     assert asked == []  # not a job id: not looked up
+
+
+async def test_a_clients_read_of_its_task_runs_in_its_callers_share_of_the_handler_threads(monkeypatch):
+    """Issue 38 #8: tasks/get read on Channels' one thread-sensitive thread, where every job's
+    row is written: one user's polls queued another's task creation behind them. The
+    integration test (PostgreSQL) is tests/integration/test_poll_shares.py."""
+    from mcp_transport.methods import threads
+    from mcp_transport.running.jobs import rows as job_rows
+
+    lane = threads.lanes().by_name[threads.HANDLERS]
+    seen = []
+
+    def row(job_id):
+        seen.append((threading.current_thread().name, dict(lane.by_caller)))
+        return job_id
+
+    monkeypatch.setattr(job_rows, "_row", row)
+    call = method_table.Call(session=SessionRecord(id="", protocol_version="2026-07-28"), address="10.0.0.9", owner="o")
+    assert await jobs.load("j" * 32, by=call) == "j" * 32
+    assert seen == [(seen[0][0], {"address:10.0.0.9": 1})] and seen[0][0].startswith("mcp-handlers")
 
 
 def test_a_task_expires_with_its_ttl_and_one_without_ttl_never():

@@ -69,6 +69,52 @@ async def test_the_slot_comes_back_when_the_thread_ends_not_when_the_caller_is_c
     assert not lane.by_owner and lane.running == 0
 
 
+async def test_a_caller_running_something_never_takes_the_last_free_thread():
+    """Issue 38 #3: two callers at their shares (4 of 8 each) held every thread, and a third
+    caller's call waited for one of theirs to end."""
+    lane = threads.Lane("t", threads=4, per_session=4, per_caller=4)
+    for _ in range(2):
+        await lane.acquire("s1", "a")
+    await lane.acquire("s2", "b")
+    third_of_b = asyncio.ensure_future(lane.acquire("s2", "b"))
+    await settle()
+    assert not third_of_b.done()  # it would take the last free thread, under b's share though it is
+    await asyncio.wait_for(lane.acquire("s3", "c"), 1)  # a caller running nothing takes it
+    assert lane.by_caller == {"a": 2, "b": 1, "c": 1}
+    third_of_b.cancel()
+
+
+async def test_a_freed_thread_goes_to_the_waiting_caller_that_runs_the_fewest_in_turn():
+    """Not first come, first served: a caller that flooded the lane would be served before
+    everyone who came after it."""
+    lane = threads.Lane("t", threads=4, per_session=9, per_caller=9)
+    for session, caller in (("s1", "a"), ("s1", "a"), ("s2", "b"), ("s3", "c")):
+        await lane.acquire(session, caller)
+    flood = [asyncio.ensure_future(lane.acquire("s1", "a")) for _ in range(3)]
+    await settle()
+    late_b, late_d = asyncio.ensure_future(lane.acquire("s2", "b")), asyncio.ensure_future(lane.acquire("s4", "d"))
+    await settle()
+
+    def granted():
+        return [turn.done() for turn in (*flood, late_b, late_d)]
+
+    lane.release("s1", "a")  # d runs nothing: first, though a's calls waited longer
+    await settle()
+    assert granted() == [False, False, False, False, True]
+    lane.release("s3", "c")  # the last free thread: nobody waiting runs nothing
+    await settle()
+    assert granted() == [False, False, False, False, True]
+    lane.release("s4", "d")  # a and b run one each: a's turn first, then the room is kept
+    await settle()
+    assert granted() == [True, False, False, False, True]
+    lane.release("s1", "a")  # a and b run one each again: b's turn now, a's was last
+    await settle()
+    assert granted() == [True, False, False, True, True]
+    assert lane.waiting == 2
+    for turn in flood[1:]:
+        turn.cancel()
+
+
 @override_settings(MCP_TRANSPORT={"SYNC_TOOL_THREADS": 1, "SYNC_WAITING_THREADS": 1})
 async def test_a_call_waiting_for_its_client_holds_no_thread_and_waits_are_bounded():
     every = threads.Lanes()

@@ -11,13 +11,13 @@ Tasks are bound to the session that created them: another session's task ids are
 import json
 from contextlib import aclosing
 
-from channels.db import database_sync_to_async
 from django.conf import settings
 
 from ...running import jobs, streams
 from ...state.bell import doorbell
 from ...conf import get_config
 from ...connections import async_redis, keys
+from ...methods.invoke import run_sync_or_async
 from ...methods.specs import MethodTable, always
 from ...models import McpJob
 from ...protocol import list_cursors
@@ -55,7 +55,7 @@ async def create(spec, arguments, params, call) -> dict:
 
 async def owned(params, call) -> McpJob:
     """The session's task named by ``taskId``, or -32602 ("Invalid or nonexistent taskId")."""
-    job = await jobs.load_task(params.get("taskId"), call.session.principal, session_id=call.session.id)
+    job = await jobs.load_task(params.get("taskId"), call.session.principal, session_id=call.session.id, by=call)
     if job is None:
         raise InvalidParams("Failed to retrieve task: Task not found.")
     if jobs.task_expired(job):
@@ -64,7 +64,7 @@ async def owned(params, call) -> McpJob:
 
 
 async def tasks_get(params, call):
-    job = await jobs.current(await owned(params, call))
+    job = await jobs.current(await owned(params, call), by=call)
     return jobs.task_view(job)
 
 
@@ -79,7 +79,6 @@ async def tasks_cancel(params, call):
     raise InvalidParams(f"Cannot cancel task: already in terminal status '{job.status}'.")
 
 
-@database_sync_to_async
 def _page(session_id, after, size):
     rows = McpJob.objects.filter(session_id=session_id, is_task=True).order_by("-created_at", "-id")
     if after is not None:
@@ -104,7 +103,8 @@ async def tasks_list(params, call):
     size = get_config()["PAGE_SIZE"]
     cursor = params.get("cursor")
     after = None if cursor is None else list_cursors.read(cursor, _position)
-    rows = await _page(call.session.id, after, size)
+    # In the caller's share of the handler threads, as tasks/get's reads (jobs.load).
+    rows = await run_sync_or_async(_page, (call.session.id, after, size), call=call)
     page = {"tasks": [jobs.task_view(job) for job in rows[:size] if not jobs.task_expired(job)]}
     if len(rows) > size:
         page["nextCursor"] = _cursor(rows[size - 1])

@@ -111,14 +111,14 @@ async def owned(params, call):
     -32602 for an unknown, foreign or expired one."""
     if not tasks_extension.declared(call.session.client_capabilities):
         raise missing_extension("This method")
-    job = await jobs.load_task(tasks_extension.task_id(params), call.session.principal, modern=True)
+    job = await jobs.load_task(tasks_extension.task_id(params), call.session.principal, modern=True, by=call)
     if job is None or jobs.task_expired(job):
         raise tasks_extension.not_found()
     return job
 
 
 async def tasks_get(params, call):
-    job = await jobs.current(await owned(params, call))
+    job = await jobs.current(await owned(params, call), by=call)
     task = view(job)
     error = None
     if task["status"] == "failed":

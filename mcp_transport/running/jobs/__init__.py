@@ -30,10 +30,11 @@ The modules, each importing only the ones above it in this list:
 - ``modern.py``: 2026-07-28 calls (a job's context in place of a session, ``load_task``, the
   questions as ``inputRequests``), and the keys and context flags both eras read;
 - ``answers.py``: its end (``finish``), its answer on its stream, the ``Task`` clients see;
-- ``shares.py``: each caller's share of the workers (MAX_RUNNING_JOBS_PER_CALLER): its place
-  among its caller's running jobs, or in its caller's line, in Redis; whose job it is;
+- ``shares.py``: each caller's share of the workers (MAX_RUNNING_JOBS_PER_CALLER) and whose turn
+  a free slot is: its place among its caller's running jobs, or in its caller's line and its
+  queue's, in Redis; whose job it is;
 - ``submitting.py``: creating and queueing it;
-- ``deferring.py``: a job over its caller's share back to the queue, and woken when a place frees;
+- ``deferring.py``: a job that may not start yet back to the queue, and woken when its turn comes;
 - ``cancelling.py``: cancelling it, and the jobs of closed sessions;
 - ``waiting.py``: jobs waiting for their client, parked or in their worker slot;
 - ``unclaimed.py``: jobs no worker takes (JOB_QUEUE_TIMEOUT), and the command that starts one;
@@ -49,18 +50,18 @@ from ...state import control  # noqa: F401  (jobs.control, as before the split)
 from .rows import (  # noqa: F401
     DATABASE_OUTAGE_ERRORS, Status, is_job_id, load, new_job_id, riding_out_database, transition,
 )
-from .limits import SOFT_TO_HARD_SECONDS, celery_options, max_attempts, time_limits  # noqa: F401
+from .limits import SOFT_TO_HARD_SECONDS, celery_options, max_attempts, queue_of, time_limits  # noqa: F401
 from .modern import (  # noqa: F401
     MODERN_ERA, RELATED_TASK, ahead_key, answers_to_keep, dumps, failed_internally, inputs_key, internal_failure,
     is_modern, keep_answers_given_ahead, load_task, modern_context, pending_inputs, pending_request_key,
     related_task_meta, task_expired,
 )
 from .answers import (  # noqa: F401
-    CALLER_BUSY, announce, answer, error_text, finish, outcome_status, task_view, waits_for_caller,
+    CALLER_BUSY, OTHERS_FIRST, announce, answer, error_text, finish, outcome_status, task_view, waits_for_caller,
 )
-from .shares import caller_of, lease_ms, refresh_place, share_keys, take_place  # noqa: F401
+from .shares import Turn, caller_of, enter_line, lease_ms, refresh_place, share_keys, take_place  # noqa: F401
 from .submitting import RUN_JOB, enqueue, submit  # noqa: F401
-from .deferring import DEFER_MAX_SECONDS, defer, defer_seconds, release, send_again  # noqa: F401
+from .deferring import DEFER_MAX_SECONDS, defer, defer_seconds, release, send_again, wake  # noqa: F401
 from .cancelling import (  # noqa: F401
     CANCELLED_BY_CLIENT, STOP_JOB, _revoke, _stop_running, acancel, cancel, cancel_key, cancel_request,
     end_session_jobs,
@@ -70,7 +71,7 @@ from .waiting import (  # noqa: F401
     expire_questions, hold_slot, parked_value, question_digest, release_slot, requeue, resume_parked,
 )
 from .unclaimed import (  # noqa: F401
-    _queue_is_served, celery_app_name, expire_unclaimed, no_worker_text, queue_of, worker_command,
+    _queue_is_served, celery_app_name, expire_unclaimed, no_worker_text, worker_command,
 )
 from .lost import (  # noqa: F401
     current, deferral_lost, hard_limit_text, just_started, mark_stopped, recall, resend, watch, watch_job, worker_lost,

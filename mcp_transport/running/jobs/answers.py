@@ -84,11 +84,15 @@ def task_view(job) -> dict:
 
 #: A queued job's message while it waits for one of its caller's running jobs to end (deferring.py).
 CALLER_BUSY = "Queued: its caller runs {limit} background jobs at once already; it starts when one of them ends."
+#: A job that lets other callers' jobs go first (shares.py: "room", "turn").
+OTHERS_FIRST = "Queued: other callers' jobs go first; it starts in its caller's turn."
 
 
 def waits_for_caller(job) -> bool:
-    """The queued job waits for one of its caller's running jobs to end (CALLER_BUSY)."""
-    return job.status == Status.QUEUED and (job.message or "").startswith(CALLER_BUSY.partition("{")[0])
+    """The queued job was looked at and waits for its caller's turn (CALLER_BUSY, OTHERS_FIRST)."""
+    message = job.message or ""
+    return job.status == Status.QUEUED and (message.startswith(CALLER_BUSY.partition("{")[0])
+                                            or message == OTHERS_FIRST)
 
 
 def _status_message(job):

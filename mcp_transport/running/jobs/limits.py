@@ -3,6 +3,14 @@ again after its worker died."""
 from ...conf import get_config
 
 
+def queue_of(spec) -> str:
+    """The queue a tool's jobs are sent to: its own, or Celery's default queue."""
+    from celery import current_app
+
+    queue = spec.job_options.get("queue") if spec is not None else None
+    return queue or current_app.conf.task_default_queue
+
+
 def max_attempts(spec) -> int:
     """Runs of an idempotent tool whose workers keep dying: Celery's ``max_retries`` + 1."""
     retries = spec.job_options.get("max_retries")

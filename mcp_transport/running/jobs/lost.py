@@ -30,16 +30,17 @@ from .waiting import expire_parked
 logger = logging.getLogger(__name__)
 
 
-async def watch(session_id: str, stream_key: str, call: dict) -> bool:
+async def watch(session_id: str, stream_key: str, call: dict, by=None) -> bool:
     """Called when a job's stream has been quiet: True if the job turned out lost (or ended
-    without its answer on the stream) and was dealt with now."""
+    without its answer on the stream) and was dealt with now. ``by``: the Call of a client's
+    read of its task (tasks/get), whose reads run in its share (rows.load)."""
     if "done" in call:
         return False
     if "parked" in call:  # no worker runs it: it waits for its client, for a while
         return await expire_parked(session_id, call)
     if not control.looks_dead(call):
         return False
-    job = await load(call.get("job"))
+    job = await load(call.get("job"), by=by)
     if job is None:
         return False
     stopped = call.get("stopped")
@@ -76,12 +77,12 @@ def just_started(job) -> bool:
     return (timezone.now() - job.started_at).total_seconds() * 1000 < control.orphan_after_ms()
 
 
-async def watch_job(job) -> None:
+async def watch_job(job, by=None) -> None:
     call = await async_redis().hgetall(keys().call(job.session_id, job.stream_key))
     if not call:  # Redis lost the record: rebuilt from the row (``recall``)
         call = await recall(job.session_id, job.stream_key)
     if call:
-        await watch(job.session_id, job.stream_key, call)
+        await watch(job.session_id, job.stream_key, call, by=by)
 
 
 async def recall(session_id: str, stream_key: str) -> dict:
@@ -134,13 +135,14 @@ async def resend(job) -> bool:
     return True
 
 
-async def current(job):
+async def current(job, by=None):
     """The job as it stands now (tasks/get): one that has not ended is looked at first, so that a
-    task whose worker died does not stay "working" forever (watch_job)."""
+    task whose worker died does not stay "working" forever (watch_job). ``by``: the Call reading
+    it (rows.load)."""
     if job.is_terminal:
         return job
-    await watch_job(job)
-    return await load(job.id)
+    await watch_job(job, by=by)
+    return await load(job.id, by=by)
 
 
 async def worker_lost(job, hard_limit=False, database=False) -> None:

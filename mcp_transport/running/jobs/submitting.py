@@ -1,4 +1,5 @@
 """Submitting a job: its row, its call record, and the Celery task that runs it."""
+import contextlib
 import logging
 import uuid
 
@@ -10,10 +11,10 @@ from ...logs import short_id
 from ...models import McpJob
 from ...storage import get_event_store
 from .answers import finish
-from .limits import celery_options
+from .limits import celery_options, queue_of
 from .modern import answers_to_keep, internal_failure, keep_answers_given_ahead
 from .rows import Status, _insert, new_job_id
-from .shares import caller_context
+from .shares import caller_context, caller_of, enter_line, give_back
 
 logger = logging.getLogger(__name__)
 
@@ -49,13 +50,26 @@ async def submit(spec, arguments: dict, *, session_id: str, request_id, stream_k
     metrics.incr("jobs_submitted")
     await control.register_call(_CallRecord(job), job=job.id)
     await keep_answers_given_ahead(job, kept)  # before a worker can ask
+    queue = queue_of(spec)
+    await _enter_line(job, queue)
     try:
         await enqueue(job, spec)
     except Exception:
         logger.exception("queueing job %s (%s) failed", short_id(job.id), spec.name)
+        with contextlib.suppress(Exception):  # its entry lapses anyway
+            await give_back(caller_of(job), job.id, queue=queue)
         text = f"Tool {spec.name} could not be queued: the task broker is unreachable."
         await finish(job, Status.FAILED, error_result(text), error=text, **internal_failure(job))
     return job
+
+
+async def _enter_line(job, queue: str) -> None:
+    """In its caller's line and its queue's before a worker can see it (shares.enter_line): a
+    worker that looks at another caller's job meanwhile lets it go first when its turn is."""
+    try:
+        await enter_line(job, queue)
+    except Exception:  # Redis away: it enters the line when a worker first looks at it
+        logger.warning("job %s (%s) could not enter its line", short_id(job.id), job.tool, exc_info=True)
 
 
 class _CallRecord:

@@ -13,6 +13,7 @@ from ...logs import short_id
 from ...models import McpJob
 from ...methods.registry import registry
 from .answers import finish
+from .limits import queue_of
 from .cancelling import _revoke
 from .rows import Status
 
@@ -50,14 +51,6 @@ def _queue_is_served(queue: str, window_seconds: float) -> bool:
     running = (Q(status__in=(Status.WORKING, Status.INPUT_REQUIRED)) | Q(started_at__gte=since)
                | Q(started_at__isnull=False, finished_at__gte=since))
     return McpJob.objects.filter(running, tool__in=tools).exists()
-
-
-def queue_of(spec) -> str:
-    """The queue a tool's jobs are sent to: its own, or Celery's default queue."""
-    from celery import current_app
-
-    queue = spec.job_options.get("queue") if spec is not None else None
-    return queue or current_app.conf.task_default_queue
 
 
 def no_worker_text(tool: str, queue: str, timeout) -> str:

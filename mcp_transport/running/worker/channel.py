@@ -376,6 +376,15 @@ def caller_share(spec) -> int:
     return configured if configured is not None else max(worker_slots() - 1, 1)
 
 
+def keeps_room(spec) -> bool:
+    """The default share: a worker's last free slot is kept for a caller running no job (so two
+    callers cannot take every slot from a third). A share set for the tool or for everyone is
+    what the project asked for (one caller may fill a worker: a batch account's)."""
+    config = get_config()
+    return spec.name not in (config["MAX_RUNNING_JOBS_PER_CALLER_BY_TOOL"] or {}) and \
+        config["MAX_RUNNING_JOBS_PER_CALLER"] is None
+
+
 def _answer(method, reply: dict) -> dict:
     if reply.get("error") is not None:
         raise ClientRequestError(method, reply["error"])

@@ -25,7 +25,7 @@ from ...methods.content import error_result
 from ...methods.context import ClientCapabilityError, ClientRequestError, Context, ToolCancelled
 from ...methods.registry import ArgumentError, ToolError, registry
 from ...storage import get_event_store
-from .channel import JobChannel, JobParked, caller_share, job_store, run_until_parked
+from .channel import JobChannel, JobParked, caller_share, job_store, keeps_room, run_until_parked, worker_slots
 from .context import WorkerContext, _Handle
 from .loop import bridge
 
@@ -75,24 +75,40 @@ class JobRun:
         self.failed_internally = False
         #: Seconds of the soft time limit Celery runs this job with.
         self.soft_time_limit = jobs.time_limits(spec)[0]
+        #: The job whose turn this worker's next free slot is (take_place), woken at the start.
+        self.next_turn = ""
 
     async def take_place(self) -> bool:
-        """A place among its caller's running jobs, across every worker (caller_share, jobs/shares.py);
-        False when the caller's share is taken: the job goes back to the queue (jobs.defer), still
-        queued, and holds no slot while it waits."""
-        limit, seconds = caller_share(self.spec), jobs.defer_seconds(self.job)
+        """A place among its caller's running jobs, across every worker (caller_share, jobs/shares.py),
+        in its turn among callers; False when it must wait: the job goes back to the queue
+        (jobs.defer), still queued, and holds no slot while it waits (and the job it lets go
+        first, if any, is woken)."""
+        limit, seconds, queue = caller_share(self.spec), jobs.defer_seconds(self.job), jobs.queue_of(self.spec)
         try:
-            if await jobs.take_place(self.job, limit, seconds):
-                return True
+            turn = await jobs.take_place(self.job, limit, seconds, queue=queue, worker=self.channel.worker,
+                                         slots=worker_slots(), room=keeps_room(self.spec))
         except Exception:  # Redis is away for longer than it is ridden out: the job runs unshared
             logger.warning("taking a place for job %s failed", short_id(self.job.id), exc_info=True)
             return True
-        await jobs.defer(self.job, self.spec, limit, seconds)
+        if turn.taken:
+            self.next_turn = turn.first  # woken once this job is seen started (start)
+            return True
+        await jobs.defer(self.job, self.spec, limit, seconds, turn.why)
+        await self.wake(turn.first)
         return False
+
+    async def wake(self, job_id) -> None:
+        """The job whose turn it is goes now, not at its countdown (jobs.wake)."""
+        if not job_id:
+            return
+        try:
+            await jobs.wake(job_id, jobs.queue_of(self.spec))
+        except Exception:  # it comes back at its countdown anyway
+            logger.warning("waking job %s failed", short_id(job_id), exc_info=True)
 
     async def give_place_back(self) -> None:
         try:
-            await jobs.release(self.job)
+            await jobs.release(self.job, worker=self.channel.worker, limit=caller_share(self.spec))
         except Exception:  # its place lapses anyway (jobs.lease_ms)
             logger.warning("giving back the place of job %s failed", short_id(self.job.id), exc_info=True)
 
@@ -132,6 +148,7 @@ class JobRun:
             return False
         self.job.status, self.job.attempts = Status.WORKING, self.job.attempts + 1
         await control.beat(self.job.session_id, self.job.stream_key)
+        await self.wake(self.next_turn)  # after this job's start: it had the turn first
         self.context = await self._make_context()
         if self.job.attempts > 1 or self.channel.asked_before:
             self.context._last_progress = await self._progress_sent()
@@ -269,7 +286,7 @@ class JobRun:
             if self._ended:
                 return
             try:
-                await jobs.refresh_place(self.job)
+                await jobs.refresh_place(self.job, worker=self.channel.worker)
             except Exception:
                 logger.warning("keeping the place of job %s failed", short_id(self.job.id), exc_info=True)
             try:
