@@ -212,7 +212,7 @@ def finished(request, call, message, *, status=None, job_id="") -> None:
     labels = tracing.operation_labels(request, message)
     histograms.observe_operation(labels, ended - call.began)
     tracing.finish(call.span, request, message, status, ended - call.began, labels)
-    writes = audit.changes_state(request, message)
+    writes = audit.changes_state(request, message, call.changed)
     if not writes and not _kept(call, status, message):
         return
     add((time.time() - (ended - call.began), ended - call.began, request, call.session, call.principal,
@@ -281,9 +281,9 @@ def _answered_ok(message) -> bool:
 
 def row(request, call, message, status=None, job_id="") -> dict:
     """The row of a call that ends now (what ``finished`` queues, made at once)."""
-    seconds = time.monotonic() - call.began
+    seconds, writes = time.monotonic() - call.began, audit.changes_state(request, message, call.changed)
     return _row((time.time() - seconds, seconds, request, call.session, call.principal, call.request_bytes,
-                 message, status, job_id, call.span, _address(call), audit.changes_state(request, message)))
+                 message, status, job_id, call.span, _address(call), writes))
 
 
 def _row(captured) -> dict:
