@@ -47,6 +47,8 @@ class SessionRecord:
     address: str = ""
     #: Unix time of the last database write of last_seen_at (not stored in the row).
     seen_written: float = 0.0
+    #: Unix time it opened (its row's created_at, written once it did something: session_rows.py).
+    created: float = 0.0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -59,7 +61,8 @@ class SessionRecord:
     def from_row(cls, row: McpSession) -> "SessionRecord":
         return cls(id=row.id, protocol_version=row.protocol_version, state=row.state, client_info=row.client_info,
                    client_capabilities=row.client_capabilities, log_level=row.log_level, user_id=row.user_id,
-                   principal=row.principal, seen_written=row.last_seen_at.timestamp())
+                   principal=row.principal, seen_written=row.last_seen_at.timestamp(),
+                   created=row.created_at.timestamp())
 
 
 def _idle_timeout() -> int:
@@ -73,18 +76,25 @@ async def _cache(record: SessionRecord) -> None:
 async def create(record: SessionRecord) -> None:
     """Open the session: its Redis copy serves from now on, written with its admission against
     its client address (MAX_SESSIONS_PER_ADDRESS; LimitReached, and nothing written, above it) in
-    one round trip. Its row is written behind (``session_rows``): the admin lists it within
-    moments, and no request waits for the database."""
-    record.seen_written = time.time()
+    one round trip. It has no row yet: it gets one once it does something (``used``), so that a
+    session opened and closed without a call costs the database nothing and leaves no row."""
+    record.created = record.seen_written = time.time()
     if record.address:
         await quotas.admit_session(record.address, record.id, record.to_json(), _idle_timeout())
     else:
         await _cache(record)
     metrics.incr("sessions_created")
-    session_rows.writer().insert(record)
     logger.info("session opened by %s %s (protocol %s)", client_value(record.client_info.get("name", "?")),
                 client_value(record.client_info.get("version", "?")), record.protocol_version,
                 extra={"mcp_session_id": record.id})  # (the caller binds the session only once it is open)
+
+
+def used(record: SessionRecord) -> None:
+    """The session did something (a request after initialize, a GET stream): its row is written
+    behind, unless it is there (``session_rows``: the admin lists it within moments, no request
+    waits for the database), once per process; its row lost (a killed process never wrote it), it
+    is written when the session is next used. A dict lookup on the request path."""
+    session_rows.writer().used(record)
 
 
 async def flush_rows() -> None:
@@ -117,6 +127,7 @@ def remember_for_resume(record: SessionRecord) -> None:
 def forget(session_id: str) -> None:
     """The session closed (the ``closed`` control message reaches every process)."""
     _resumable.pop(session_id, None)
+    session_rows.forget(session_id)
 
 
 async def load_for_resume(session_id: str) -> Optional[SessionRecord]:

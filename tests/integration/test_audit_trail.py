@@ -136,3 +136,47 @@ def test_a_cancel_or_update_that_changes_nothing_is_no_audit_row_one_that_stops_
         assert stop_rows(server_env, task) == []
     (stop,) = stop_rows(server_env, running)  # written before its answer: there at once
     assert (stop["method"], stop["principal"], stop["request_id"]) == ("tasks/cancel", principal, f"{tag}-stop")
+
+
+# -- item 11: durable before the answer; session rows on first use --------------------------------
+
+def test_a_killed_daphne_loses_no_audit_row_and_its_sessions_get_their_rows_when_next_used(start_server,
+                                                                                           server_env, caller):
+    token, principal = caller
+    tag, count = f"kill-{time.monotonic_ns()}", 20
+    doomed = start_server(MCP_AUTH="on")
+    clients = []
+    for index in range(count):
+        client = legacy(doomed, token)
+        reply = client.call("tools/call", {"name": "greet", "arguments": {"name": f"s{index}"}})  # not read-only
+        assert reply["result"]["content"][0]["text"] == f"Hello, s{index}!", reply
+        result(modern(doomed, token).post("tools/call", {"name": "greet", "arguments": {"name": "m"}},
+                                          request_id=f"{tag}-{index}"))
+        clients.append(client)
+    doomed.kill()  # SIGKILL right after the last answer
+    ids = [client.session_id for client in clients]
+    legacy_rows = [row for row in rows(server_env, session_id__in=ids, method="tools/call")]
+    modern_rows = rows(server_env, request_id__startswith=f"{tag}-")
+    written = session_rows(server_env, ids)
+    print(f"after SIGKILL: {len(legacy_rows)} + {len(modern_rows)} of {count} + {count} audit rows, "
+          f"{len(written)} of {count} session rows")
+    assert len(legacy_rows) == count and len(modern_rows) == count
+    assert all(row["changes_state"] and row["principal"] == principal for row in legacy_rows + modern_rows)
+    # Whatever the killed process wrote of the sessions' rows, as if it had written none of them:
+    shell(server_env, f"from mcp_transport.models import McpSession\nMcpSession.objects.filter(pk__in={ids!r}).delete()")
+    revived = start_server(MCP_AUTH="on")
+    for client in clients:  # the sessions live on in Redis: their next request
+        assert client.on(revived.url).call("ping")["result"] == {}
+    eventually(lambda: _assert(len(session_rows(server_env, ids)) == count), deadline=30)
+    # Sessions opened and deleted without a call leave no row; a marker that did something does.
+    churn = []
+    for _ in range(10):
+        client = legacy(revived, token)
+        assert client.delete().status == 200
+        churn.append(client.session_id)
+    marker = legacy(revived, token)
+    assert marker.call("ping")["result"] == {}
+    assert marker.delete().status == 200
+    # One writer per process, in order: once the marker's row is closed, the churn's writes are done.
+    eventually(lambda: _assert(session_rows(server_env, [marker.session_id]) == {marker.session_id: "closed"}))
+    assert session_rows(server_env, churn) == {}

@@ -7,6 +7,7 @@ Before: one cap for the whole process (a flood of echo calls left 1 of 10 of sta
 ``book_update`` calls recorded, and a writer keeping echo calls going hid its own writes), the
 sample applied to writes too, and a row kept no arguments."""
 from collections import OrderedDict
+from types import SimpleNamespace
 
 import pytest
 from django.conf import settings
@@ -44,9 +45,11 @@ def tools(monkeypatch):
 
 @pytest.fixture
 def recorded(monkeypatch):
-    """What ``finished`` queues, with a cap of 3 rows a second per caller and a fixed second."""
+    """What ``finished`` queues (for the next batch, or the audit trail's next write), with a cap
+    of 3 rows a second per caller and a fixed second."""
     added = []
     monkeypatch.setattr(calls, "add", added.append)
+    monkeypatch.setattr(calls, "trail", lambda: SimpleNamespace(write=added.append))
     monkeypatch.setattr(calls, "_callers", OrderedDict(), raising=False)
     monkeypatch.setattr(calls.time, "monotonic", lambda: 1000.5)
     with override_settings(MCP_TRANSPORT={**settings.MCP_TRANSPORT, "CALL_LOG_MAX_PER_SECOND": 3}):
