@@ -17,7 +17,8 @@ its target, its redacted arguments and its outcome, and its row is in the databa
 answer goes out (``trail``: the request waits for it, and ``finished`` returns what to wait
 for): a client never learns of a change the audit trail does not hold, though the process be
 killed the next moment (issue 38: a SIGKILL right after 100 sessions each made one such call left
-0 of their 100 rows, which waited for the next batch). Only the other calls are sampled
+0 of their 100 rows, which waited for the next batch). So does a job's stop (``job_stopped``:
+who stopped it, and how). Only the other calls are sampled
 (``CALL_LOG_SAMPLE``) and capped: at most ``CALL_LOG_MAX_PER_SECOND`` rows per second per caller
 (its principal, else its client address) in a process, for calls answered ok and again for the
 rest, the calls past it counted as ``calls_log_skipped``; so one caller's flood spends its own
@@ -45,6 +46,7 @@ import time
 import weakref
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime, timezone as dt_timezone
 from typing import Optional
 
@@ -95,7 +97,9 @@ def add(captured: tuple) -> None:
 
 
 def _changes_state(captured) -> bool:
-    """A captured call's last item says whether it changes state."""
+    """A captured call's last item says whether it changes state (a job's stop is a row's fields)."""
+    if type(captured) is dict:
+        return captured.get("changes_state") is True
     return type(captured) is tuple and len(captured) > 0 and captured[-1] is True
 
 
@@ -208,7 +212,7 @@ def _write(rows) -> None:
 
 def _model_row(captured):
     try:
-        return McpCall(**_row(captured))
+        return McpCall(**(captured if type(captured) is dict else _row(captured)))
     except Exception:  # one odd call must not cost the batch
         logger.warning("a call log row could not be made", exc_info=True)
         return None
@@ -279,6 +283,34 @@ def trail() -> Trail:
     if found is None:
         found = _trails[loop] = Trail()
     return found
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Who stopped a background job, and how: its row in the audit trail (``job_stopped``)."""
+    #: How: "notifications/cancelled", "disconnect" (a 2026-07-28 client closed its call),
+    #: "session deleted" / "session terminated" / "session expired", "admin: cancel" ...
+    how: str
+    #: Who: an auth.Principal key ("" for the server, or anyone while authorization is off) ...
+    principal: str = ""
+    #: ... and the client address, when a client did it.
+    address: str = ""
+    #: The request it stopped (notifications/cancelled's requestId), else the job's.
+    request_id: object = None
+
+
+def job_stopped(job, stop: Stop) -> asyncio.Future:
+    """Record that ``job`` was stopped (cancelled), by whom and how, as a state-changing row of the
+    calls log; a future done once it is in the database."""
+    modern = not job.session_id or job.session_id.startswith("stateless-")
+    request_id = job.request_id if stop.request_id is None else stop.request_id
+    fields = {"started_at": datetime.now(dt_timezone.utc), "method": stop.how[:64], "target": job.tool[:500],
+              "era": McpCall.Era.STATELESS if modern else McpCall.Era.SESSIONS,
+              "principal": stop.principal[:255], "status": McpCall.Outcome.OK, "duration_ms": 0.0,
+              "session_id": "" if modern else job.session_id, "job_id": job.id[:64],
+              "request_id": (request_id if isinstance(request_id, str) else json.dumps(request_id))[:200],
+              "client_address": stop.address[:64], "changes_state": True}
+    return trail().write({name: audit.storable(value) for name, value in fields.items()})
 
 
 # -- the row of a finished call -------------------------------------------------------------

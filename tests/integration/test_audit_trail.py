@@ -180,3 +180,94 @@ def test_a_killed_daphne_loses_no_audit_row_and_its_sessions_get_their_rows_when
     # One writer per process, in order: once the marker's row is closed, the churn's writes are done.
     eventually(lambda: _assert(session_rows(server_env, [marker.session_id]) == {marker.session_id: "closed"}))
     assert session_rows(server_env, churn) == {}
+
+
+# -- item 14a: every job stop, who and how, both eras ------------------------------------------
+
+def started(client, request_id=None):
+    """A long background call of ``client``'s session, running (its first progress seen)."""
+    message = client.message("tools/call", LONG, request_id=request_id)
+    stream = client.stream("POST", message)
+    assert stream.next_message(timeout=30)["method"] == "notifications/progress"
+    return stream, message["id"]
+
+
+def job_of(server_env, **lookup) -> str:
+    code = ("from mcp_transport.models import McpJob\n"
+            f"print(McpJob.objects.filter(**{lookup!r}).order_by('-created_at')[0].id)")
+    return eventually(lambda: shell(server_env, code).split()[-1])
+
+
+def the_stop(server_env, job_id) -> dict:
+    job_once(server_env, ("cancelled",), id=job_id)
+    (row,) = eventually(lambda: _one(stop_rows(server_env, job_id)))
+    return row
+
+
+def _one(found):
+    assert len(found) == 1, found
+    return found
+
+
+def test_every_job_stop_is_recorded_with_who_and_how_in_both_eras(audited, server_env, caller, admin_login):
+    token, principal = caller
+    stops = {}
+    # 2025-11-25: notifications/cancelled
+    client = legacy(audited, token)
+    stream, request_id = started(client)
+    job = job_of(server_env, session_id=client.session_id)
+    notified = client.request("POST", client.message("notifications/cancelled", {"requestId": request_id},
+                                                     request_id=False))
+    assert notified.status == 202
+    stops["notifications/cancelled"] = the_stop(server_env, job)
+    stream.close()
+    assert stops["notifications/cancelled"]["session_id"] == client.session_id
+    # 2025-11-25: DELETE of the session
+    client = legacy(audited, token)
+    stream, _ = started(client)
+    job = job_of(server_env, session_id=client.session_id)
+    assert client.delete().status == 200
+    stops["session deleted"] = the_stop(server_env, job)
+    stream.close()
+    # 2025-11-25: tasks/cancel (its own row is the stop's)
+    client = legacy(audited, token, {"tasks": {}})
+    task = client.call("tools/call", {**LONG, "task": {}})["result"]["task"]["taskId"]
+    assert client.call("tasks/cancel", {"taskId": task})["result"]["status"] == "cancelled"
+    stops["tasks/cancel (2025-11-25)"] = the_stop(server_env, task)
+    # 2026-07-28: the client closes its call's response (disconnect = cancel)
+    request_id = f"gone-{time.monotonic_ns()}"
+    stream = modern(audited, token).open("tools/call", LONG, request_id=request_id)
+    assert stream.next_message(timeout=30)["method"] == "notifications/progress"
+    job = job_of(server_env, request_id=request_id)
+    stream.close()
+    stops["disconnect"] = the_stop(server_env, job)
+    # 2026-07-28: tasks/cancel
+    tasks = modern(audited, token, TASKS)
+    task = result(tasks.post("tools/call", {"name": "slow_compute", "arguments": {"seconds": 60}}))["taskId"]
+    result(tasks.post("tasks/cancel", {"taskId": task}))
+    stops["tasks/cancel (2026-07-28)"] = the_stop(server_env, task)
+    # The admin: its cancel action, and its terminate of a session whose job runs
+    admin = Admin(audited, admin_login)
+    admin_key = "user:" + shell(server_env, "from django.contrib.auth.models import User\n"
+                                            f"print(User.objects.get(username={admin_login[0]!r}).pk)").split()[-1]
+    client = legacy(audited, token)
+    stream, _ = started(client)
+    job = job_of(server_env, session_id=client.session_id)
+    html = admin.post(JOBS, {"action": "cancel_jobs", "index": 0, "select_across": 0, "_selected_action": [job]})
+    assert "Cancelled 1 job(s)" in html
+    stops["admin: cancel"] = the_stop(server_env, job)
+    stream.close()
+    client = legacy(audited, token)
+    stream, _ = started(client)
+    job = job_of(server_env, session_id=client.session_id)
+    eventually(lambda: _assert(session_rows(server_env, [client.session_id])))  # listed: it did something
+    html = admin.action("terminate_sessions", [client.session_id])
+    assert "Terminated 1 session" in html
+    stops["session terminated"] = the_stop(server_env, job)
+    stream.close()
+    print({how: (row["method"], row["principal"], row["address"]) for how, row in stops.items()})
+    for how, row in stops.items():
+        assert row["method"] == how.split(" (")[0] and row["changes_state"], row
+        assert row["target"] == "slow_job" or how.startswith("tasks/cancel"), row  # the tool it stopped
+        assert row["principal"] == (admin_key if how.startswith(("admin", "session terminated")) else principal), row
+    assert stops["disconnect"]["address"] == stops["session deleted"]["address"] == "127.0.0.1"
