@@ -163,7 +163,8 @@ def test_a_killed_daphne_loses_no_audit_row_and_its_sessions_get_their_rows_when
     assert len(legacy_rows) == count and len(modern_rows) == count
     assert all(row["changes_state"] and row["principal"] == principal for row in legacy_rows + modern_rows)
     # Whatever the killed process wrote of the sessions' rows, as if it had written none of them:
-    shell(server_env, f"from mcp_transport.models import McpSession\nMcpSession.objects.filter(pk__in={ids!r}).delete()")
+    shell(server_env, "from mcp_transport.models import McpSession\n"
+                      f"McpSession.objects.filter(pk__in={ids!r}).delete()")
     revived = start_server(MCP_AUTH="on")
     for client in clients:  # the sessions live on in Redis: their next request
         assert client.on(revived.url).call("ping")["result"] == {}
