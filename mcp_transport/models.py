@@ -1,6 +1,7 @@
 """The durable record of sessions. Redis holds the live copy (sessions.py); the admin reads these."""
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from .fields import SafeCharField, SafeJSONField, SafeTextField
 from .protocol.session import SessionState
@@ -22,7 +23,9 @@ class McpSession(models.Model):
     client_info = SafeJSONField(default=dict, blank=True)
     client_capabilities = SafeJSONField(default=dict, blank=True)
     log_level = models.CharField(max_length=16, default="info")
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    #: When the session opened (its initialize), which may be well before its row is written: a
+    #: session has a row once it did something (state/session_rows.py).
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
     last_seen_at = models.DateTimeField(db_index=True)
     closed_at = models.DateTimeField(null=True, blank=True)
     #: "deleted" (client DELETE), "expired" (idle timeout) or "terminated" (server side).

@@ -69,8 +69,15 @@ def find(session_id_or_prefix: str) -> McpSession:
 
 
 async def terminate(session_id: str) -> bool:
-    """Close an open session everywhere, as a DELETE would; False if it was already closed."""
-    row = await find(session_id)
+    """Close an open session everywhere, as a DELETE would; False if it was already closed. One
+    that has no row (it did nothing yet: state/session_rows.py) is found by its full id in Redis."""
+    try:
+        row = await find(session_id)
+    except SessionNotFound:
+        if not await async_redis().exists(keys().session(session_id)):
+            raise
+        await sessions.close(session_id, "terminated")
+        return True
     if not row.is_open:
         return False
     await sessions.close(row.id, "terminated")

@@ -194,7 +194,8 @@ class McpJobAdmin(refs.ByReference, FastListMixin, admin.ModelAdmin):
     @admin.action(description="Cancel selected jobs (as notifications/cancelled)", permissions=["change"])
     def cancel_jobs(self, request, queryset):
         active = list(queryset.filter(status__in=McpJob.ACTIVE).values_list("pk", flat=True))
-        cancelled = sum(jobs.cancel(job_id) for job_id in active)
+        stop = jobs.Stop("admin: cancel", *operator(request))
+        cancelled = sum(jobs.cancel(job_id, stop=stop) for job_id in active)
         self.message_user(request, f"Cancelled {cancelled} job(s).", messages.SUCCESS)
 
     def get_urls(self):
@@ -221,10 +222,15 @@ class McpJobAdmin(refs.ByReference, FastListMixin, admin.ModelAdmin):
         job = self.object_or_404(McpJob.objects.all(), object_id)
         if not self.has_change_permission(request, job):
             raise PermissionDenied
-        done = jobs.cancel(job.pk)
+        done = jobs.cancel(job.pk, stop=jobs.Stop("admin: cancel", *operator(request)))
         self.message_user(request, "Job cancelled." if done else "The job had already ended.",
                           messages.SUCCESS if done else messages.WARNING)
         return HttpResponseRedirect(job_url(job.pk))
+
+
+def operator(request) -> tuple:
+    """Who acts in the admin, as the audit trail names a caller: (principal key, address)."""
+    return f"user:{request.user.pk}", request.META.get("REMOTE_ADDR", "")
 
 
 # -- the dashboard's job signals ------------------------------------------------------------

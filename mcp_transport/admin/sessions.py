@@ -94,13 +94,14 @@ def session_url(session_id, view="change") -> str:
     return refs.admin_url(refs.SESSIONS, McpSession, session_id, view)
 
 
-def terminate(session_ids) -> int:
+def terminate(session_ids, by=live_sessions.SERVER) -> int:
     """Close the open ones of these sessions as the server, in one batch (sessions.close_many,
-    the path of a DELETE): their streams end on every process, later requests get 404."""
+    the path of a DELETE): their streams end on every process, later requests get 404. ``by``:
+    who did it (job_admin.operator), which the audit trail's rows of their stopped jobs name."""
     open_ids = list(McpSession.objects.filter(pk__in=list(session_ids))
                     .exclude(state=SessionState.CLOSED.value).values_list("pk", flat=True))
     if open_ids:
-        async_to_sync(live_sessions.close_many)(open_ids, "terminated")
+        async_to_sync(live_sessions.close_many)(open_ids, "terminated", by)
     return len(open_ids)
 
 
@@ -284,8 +285,9 @@ class McpSessionAdmin(refs.ByReference, FastListMixin, admin.ModelAdmin):
 
     @admin.action(description="Terminate selected sessions (streams close, then 404)", permissions=["change"])
     def terminate_sessions(self, request, queryset):
-        done = sum(terminate(chunk) for chunk in _chunks(queryset.exclude(state=SessionState.CLOSED.value)
-                                                         .values_list("pk", flat=True)))
+        by = job_admin.operator(request)
+        done = sum(terminate(chunk, by) for chunk in _chunks(queryset.exclude(state=SessionState.CLOSED.value)
+                                                             .values_list("pk", flat=True)))
         self.message_user(request, f"Terminated {done} session(s).", messages.SUCCESS)
 
     @admin.action(description="Purge buffered events of selected sessions", permissions=["change"])
@@ -320,7 +322,8 @@ class McpSessionAdmin(refs.ByReference, FastListMixin, admin.ModelAdmin):
         return HttpResponseRedirect(session_url(session.pk))
 
     def terminate_view(self, request, object_id):
-        return self._act_on_one(request, object_id, terminate, "Session terminated.")
+        by = job_admin.operator(request)
+        return self._act_on_one(request, object_id, lambda ids: terminate(ids, by), "Session terminated.")
 
     def purge_view(self, request, object_id):
         return self._act_on_one(request, object_id, purge, "Buffered events purged.")

@@ -55,6 +55,9 @@ class Call:
     #: Its process was stopped (SIGTERM) and its grace ran out while it ran: it is answered with
     #: that error instead of its result (running/drain.py).
     stopped: bool = False
+    #: What its handler says it changed: False, nothing (a cancel of a task that had ended);
+    #: True, something; None, it says nothing (the method's rule decides: running/audit.py).
+    changed: Any = None
 
 
 #: What each capability declares when it is declared (``declares``); tasks' comes from its module.

@@ -6,7 +6,10 @@ A call **changes state** when it may have changed the project's data or a runnin
 - ``tools/call`` of a registered tool whose ``annotations.readOnlyHint`` is not True: a plain
   ``@tool`` that says nothing, every write of a model toolset (create, update, delete), every
   admin action and every DRF write (toolsets/ set the hint per action);
-- ``tasks/cancel`` and ``tasks/update``: they stop or steer a running (background) call;
+- ``tasks/cancel`` and ``tasks/update`` that stopped or steered a running (background) call: their
+  handler says so (``Call.changed``). One that found its task ended, or answered no question the
+  task asked, changed nothing (its row is a read-only call's: a client repeating it spends its own
+  share of the log, not the audit trail's rows);
 
 unless it was refused before it ran: its answer is a JSON-RPC error other than -32603 (the tool
 is unknown to the caller, its arguments or task are refused, its scopes are missing, its caller
@@ -48,9 +51,12 @@ LIST_ITEMS = 50
 MAX_INT = 10 ** 18
 
 
-def changes_state(request, message) -> bool:
+def changes_state(request, message, changed=None) -> bool:
     """Whether the call may have changed state (above): its row is never sampled out, capped
-    or dropped before a read-only call's. Costs a dict lookup on the request path."""
+    or dropped before a read-only call's. ``changed``: what its handler said (``Call.changed``).
+    Costs a dict lookup on the request path."""
+    if changed is False:
+        return False
     method = request.method
     if method == "tools/call":
         params = request.params
@@ -60,7 +66,15 @@ def changes_state(request, message) -> bool:
             return False
     elif method not in STEERING:
         return False
+    elif changed is None:  # its handler said nothing: it failed before it could (-32603), or changed nothing
+        return failed(message)
     return not refused(message)
+
+
+def failed(message) -> bool:
+    """The answer is -32603: a failure nobody meant, which may have come after a change."""
+    error = message.get("error") if message is not None else None
+    return isinstance(error, dict) and error.get("code") == ErrorCode.INTERNAL_ERROR
 
 
 def refused(message) -> bool:

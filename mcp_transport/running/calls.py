@@ -13,12 +13,23 @@ loop never waits on the database.
 
 A call that changes state (audit.py: a tool not marked read-only, a write of a toolset or an
 admin action, a job's cancel) is recorded always, with its principal (else its client address),
-its target, its redacted arguments and its outcome. Only the other calls are sampled
+its target, its redacted arguments and its outcome, and its row is in the database before its
+answer goes out (``trail``: the request waits for it, and ``finished`` returns what to wait
+for): a client never learns of a change the audit trail does not hold, though the process be
+killed the next moment (issue 38: a SIGKILL right after 100 sessions each made one such call left
+0 of their 100 rows, which waited for the next batch). So does a job's stop (``job_stopped``:
+who stopped it, and how). Only the other calls are sampled
 (``CALL_LOG_SAMPLE``) and capped: at most ``CALL_LOG_MAX_PER_SECOND`` rows per second per caller
 (its principal, else its client address) in a process, for calls answered ok and again for the
 rest, the calls past it counted as ``calls_log_skipped``; so one caller's flood spends its own
 share only, and hides neither another's calls nor any write. The process counts the callers it
 saw last (``CALLERS_REMEMBERED``, least recently seen forgotten first).
+
+The audit trail's rows go in group commits (``Trail``): those handed over while a write runs go
+together in the next, so a busy process pays an INSERT a batch, not a call, and none waits for a
+timer; a thread of their own writes them, so none waits behind a batch of sampled rows. A database
+that fails the write (down, out of connections, locked past its timeout) does not hold the
+answers: the rows join the backlog below, which keeps them last to drop, and the answers go out.
 
 At most ``MAX_WAITING`` rows wait (a database outage): past that a read-only call's new row is
 dropped, and a state-changing call's takes the place of the oldest read-only row waiting; only
@@ -32,9 +43,12 @@ import json
 import logging
 import random
 import time
+import weakref
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime, timezone as dt_timezone
+from typing import Optional
 
 from django.db import InterfaceError, OperationalError, close_old_connections
 
@@ -64,6 +78,8 @@ _writes_lost = 0
 _full = None
 _task = None
 _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-calls-db")
+#: The audit trail's writes (``Trail``): a thread of their own, never behind a batch of samples.
+_trail_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-audit-db")
 
 
 def add(captured: tuple) -> None:
@@ -81,7 +97,9 @@ def add(captured: tuple) -> None:
 
 
 def _changes_state(captured) -> bool:
-    """A captured call's last item says whether it changes state."""
+    """A captured call's last item says whether it changes state (a job's stop is a row's fields)."""
+    if type(captured) is dict:
+        return captured.get("changes_state") is True
     return type(captured) is tuple and len(captured) > 0 and captured[-1] is True
 
 
@@ -120,6 +138,7 @@ async def _run():
 async def flush() -> None:
     """Write every waiting row now (tests, shutdown)."""
     global _writes_before
+    await trail().idle()
     if _full is not None:
         _full.clear()
     _report_lost_writes()
@@ -193,30 +212,130 @@ def _write(rows) -> None:
 
 def _model_row(captured):
     try:
-        return McpCall(**_row(captured))
+        return McpCall(**(captured if type(captured) is dict else _row(captured)))
     except Exception:  # one odd call must not cost the batch
         logger.warning("a call log row could not be made", exc_info=True)
         return None
 
 
+# -- the audit trail: rows in the database before the answer --------------------------------
+
+class Trail:
+    """The audit trail's rows of one event loop, written in group commits: ``write`` returns
+    once its row is committed (or, the database failing, in the backlog)."""
+
+    def __init__(self):
+        self._rows = []  # (captured, future)
+        self._task = None
+
+    def write(self, captured) -> asyncio.Future:
+        """A future that is done once the row is written: True, or False if it went to the backlog."""
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        self._rows.append((captured, done))
+        if self._task is None or self._task.done():
+            self._task = loop.create_task(self._run())
+        return done
+
+    async def idle(self) -> None:
+        """Return once every row handed over is written (a clean shutdown)."""
+        while self._task is not None and not self._task.done():
+            await asyncio.shield(self._task)
+
+    async def _run(self):
+        # Lives only while rows wait; the rows that come during a write go in the next.
+        while self._rows:
+            batch, self._rows, written = self._rows, [], False
+            try:
+                written = await self._commit([captured for captured, _ in batch])
+            finally:  # however it went (even cancelled: the loop is closing), no answer waits for ever
+                for _captured, done in batch:
+                    if not done.done():  # its request may have been cancelled meanwhile
+                        done.set_result(written)
+
+    @staticmethod
+    async def _commit(rows) -> bool:
+        loop = asyncio.get_running_loop()
+        try:
+            try:
+                await loop.run_in_executor(_trail_executor, _write, rows)
+            except (OperationalError, InterfaceError):
+                raise
+            except Exception:
+                logger.warning("an audit trail batch was refused; writing its rows one by one", exc_info=True)
+                await loop.run_in_executor(_trail_executor, _write_one_by_one, rows)
+            return True
+        except Exception:  # the database is away (or the writer's thread is gone: shutting down)
+            logger.warning("%d rows of the audit trail wait in the calls log's backlog: they could not be written "
+                           "now", len(rows), exc_info=True)
+            for captured in rows:
+                add(captured)
+            return False
+
+
+_trails = weakref.WeakKeyDictionary()
+
+
+def trail() -> Trail:
+    """This event loop's ``Trail``."""
+    loop = asyncio.get_running_loop()
+    found = _trails.get(loop)
+    if found is None:
+        found = _trails[loop] = Trail()
+    return found
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Who stopped a background job, and how: its row in the audit trail (``job_stopped``)."""
+    #: How: "notifications/cancelled", "disconnect" (a 2026-07-28 client closed its call),
+    #: "session deleted" / "session terminated" / "session expired", "admin: cancel" ...
+    how: str
+    #: Who: an auth.Principal key ("" for the server, or anyone while authorization is off) ...
+    principal: str = ""
+    #: ... and the client address, when a client did it.
+    address: str = ""
+    #: The request it stopped (notifications/cancelled's requestId), else the job's.
+    request_id: object = None
+
+
+def job_stopped(job, stop: Stop) -> asyncio.Future:
+    """Record that ``job`` was stopped (cancelled), by whom and how, as a state-changing row of the
+    calls log; a future done once it is in the database."""
+    modern = not job.session_id or job.session_id.startswith("stateless-")
+    request_id = job.request_id if stop.request_id is None else stop.request_id
+    fields = {"started_at": datetime.now(dt_timezone.utc), "method": stop.how[:64], "target": job.tool[:500],
+              "era": McpCall.Era.STATELESS if modern else McpCall.Era.SESSIONS,
+              "principal": stop.principal[:255], "status": McpCall.Outcome.OK, "duration_ms": 0.0,
+              "session_id": "" if modern else job.session_id, "job_id": job.id[:64],
+              "request_id": (request_id if isinstance(request_id, str) else json.dumps(request_id))[:200],
+              "client_address": stop.address[:64], "changes_state": True}
+    return trail().write({name: audit.storable(value) for name, value in fields.items()})
+
+
 # -- the row of a finished call -------------------------------------------------------------
 
-def finished(request, call, message, *, status=None, job_id="") -> None:
+def finished(request, call, message, *, status=None, job_id="") -> Optional[asyncio.Future]:
     """Record one finished call: ``message`` is its answer (None: it was cancelled and gets none),
     ``status`` overrides what the answer says (a call handed to its background job). A
-    state-changing call always; another if the sample keeps it, within its caller's share. The
-    request pays for a tuple: the row is made on the writer's thread."""
+    state-changing call always, and then a future done once its row is in the database, which
+    its answer waits for (``Trail``); another if the sample keeps it, within its caller's share,
+    in the next batch (None). The request pays for a tuple: the row is made on a writer's thread."""
     ended = time.monotonic()
     # One observation of the request's duration, in the process (histograms.py), and in the
     # OpenTelemetry histogram when a meter provider is set: both with the same attributes.
     labels = tracing.operation_labels(request, message)
     histograms.observe_operation(labels, ended - call.began)
     tracing.finish(call.span, request, message, status, ended - call.began, labels)
-    writes = audit.changes_state(request, message)
+    writes = audit.changes_state(request, message, call.changed)
     if not writes and not _kept(call, status, message):
-        return
-    add((time.time() - (ended - call.began), ended - call.began, request, call.session, call.principal,
-         call.request_bytes, message, status, job_id or call.job_id, call.span, _address(call), writes))
+        return None
+    captured = (time.time() - (ended - call.began), ended - call.began, request, call.session, call.principal,
+                call.request_bytes, message, status, job_id or call.job_id, call.span, _address(call), writes)
+    if writes:
+        return trail().write(captured)
+    add(captured)
+    return None
 
 
 def _kept(call, status, message) -> bool:
@@ -281,9 +400,9 @@ def _answered_ok(message) -> bool:
 
 def row(request, call, message, status=None, job_id="") -> dict:
     """The row of a call that ends now (what ``finished`` queues, made at once)."""
-    seconds = time.monotonic() - call.began
+    seconds, writes = time.monotonic() - call.began, audit.changes_state(request, message, call.changed)
     return _row((time.time() - seconds, seconds, request, call.session, call.principal, call.request_bytes,
-                 message, status, job_id, call.span, _address(call), audit.changes_state(request, message)))
+                 message, status, job_id, call.span, _address(call), writes))
 
 
 def _row(captured) -> dict:

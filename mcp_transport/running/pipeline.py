@@ -46,7 +46,7 @@ from ..methods.specs import UNKNOWN, MethodTable
 from ..protocol import ids, jsonrpc
 from ..protocol.errors import ErrorCode, ProtocolError
 from ..protocol.jsonrpc import Request
-from ..state import quotas, rates, request_rates
+from ..state import quotas, rates, request_rates, sessions
 from ..storage import get_event_store
 
 logger = logging.getLogger(__name__)
@@ -129,22 +129,34 @@ def begin(request: Request, session, headers=None, transport: str = "http", *, a
     call = Call(session=session, address=address, **facts)
     key = call.principal.key if call.principal is not None else ""
     call.owner = session.id or quotas.caller_key(key, address)
+    if session.id and request.method != "initialize":
+        sessions.used(session)  # its row, once it did something (state/session_rows.py)
     call.span = tracing.start(request, session, headers, transport)
     return call
 
 
-def record(request: Request, call: Call, message: Optional[dict], **outcome) -> None:
+def record(request: Request, call: Call, message: Optional[dict], **outcome) -> Optional[Awaitable]:
     """The call's one calls-log record (and the end of its span, its one observation of the
-    operation duration); a second one is not made."""
+    operation duration); a second one is not made. Returns what its answer waits for: a
+    state-changing call's row in the audit trail (calls.Trail), else None."""
     if not call.recorded:
         call.recorded = True
-        calls.finished(request, call, message, **outcome)
+        return calls.finished(request, call, message, **outcome)
+    return None
+
+
+async def recorded(request: Request, call: Call, message: Optional[dict], **outcome) -> None:
+    """``record``, returning once a state-changing call's row is in the database: "the client
+    learns of a change" only after the audit trail holds it."""
+    written = record(request, call, message, **outcome)
+    if written is not None:
+        await written
 
 
 async def answered(request: Request, call: Call, responder: Responder, message: dict,
                    error: Optional[ProtocolError] = None) -> None:
-    """Send the call's one answer as a single message, and record it."""
-    record(request, call, message)
+    """Send the call's one answer as a single message, once it is recorded."""
+    await recorded(request, call, message)
     await responder.answer(request, message, error)
 
 
@@ -295,7 +307,7 @@ async def _answer_on(stream: CallStream, request: Request, call: Call, responder
     if not await stream.claim():  # exactly one response, even after a long stall
         call.recorded = True  # another process answered it (an orphan's answer), and records nothing
         return
-    record(request, call, message)
+    await recorded(request, call, message)
     await stream.finish(message, error)
 
 
@@ -325,7 +337,7 @@ async def hand_to_job(request: Request, call: Call, responder: Responder) -> Non
         await get_event_store().append(session.id, stream_key, failed, final=True)
         record(request, call, failed)
     else:
-        record(request, call, None, status=calls.McpCall.Outcome.BACKGROUND, job_id=job.id)
+        await recorded(request, call, None, status=calls.McpCall.Outcome.BACKGROUND, job_id=job.id)
     if follow is not None:
         await follow()
 

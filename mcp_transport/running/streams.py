@@ -68,6 +68,8 @@ class RequestStream:
         self.request_id = request_id
         self.stream_key = stream_key
         self._cancelled = False
+        #: Its session closed while it ran: (why, by whom) as the ``closed`` message said (control.py).
+        self.closed_by = None
         #: Subscriptions of this request's questions to the client that wait for an answer.
         self._asking = set()
         #: monotonic time of the last heartbeat written for this request (control.py).

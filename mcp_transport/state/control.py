@@ -145,7 +145,7 @@ def handle(payload: dict) -> None:
             if writer.token != payload["t"]:
                 writer.finish_with_retry()
     elif kind == "closed":
-        cancel_local(session_id, None)
+        cancel_local(session_id, None, (payload.get("why"), payload.get("by")))
         for (owner, _stream), held in list(writers.items()):
             for writer in list(held) if owner == session_id else ():
                 writer.finish()
@@ -153,9 +153,13 @@ def handle(payload: dict) -> None:
         listener(session_id)
 
 
-def cancel_local(session_id: str, request_key_or_none) -> None:
+def cancel_local(session_id: str, request_key_or_none, closed_by=None) -> None:
+    """Stop the session's requests running here (all, or the one of ``request_key_or_none``).
+    ``closed_by``: the session closed, (why, by whom) as its ``closed`` message says, which a
+    background job that stops on it records (running/worker/run.py)."""
     for (owner, key), (stream, task) in list(running.items()):
         if owner == session_id and request_key_or_none in (None, key):
+            stream.closed_by = closed_by
             stream.cancelled = True
             task.cancel()  # an async tool stops at its next await; a sync one sees ctx.cancelled
 

@@ -1,7 +1,13 @@
 """The sessions' rows, written in group commits on a thread of their own: the Redis copy serves.
 
 A session's row is its durable record (it refills the Redis copy after a Redis restart, the
-admin lists it), not what a request reads. Written on the request path, the start of 1,000
+admin lists it), not what a request reads. A session has one once it did something: its first
+request after ``initialize``, or its first GET stream, in each process hands its row over
+(``RowWriter.used``), to be inserted unless it is there. So a session opened and deleted without
+a call leaves no row (issue 38: anonymous open-and-DELETE churn left a closed row each, kept
+``CLOSED_SESSION_RETENTION``, 7 days), and one whose row a killed process never wrote gets it when
+it is next used (once per process: ``USED_REMEMBERED`` sessions a process remembers). Until then
+its changes only update a row that is there. Written on the request path, the start of 1,000
 sessions queued on the database's one writer (SQLite has one; issue 19 measured the first event
 6-10 s after the request and 51 % of the server's samples in these two statements). So rows go
 to this process's ``RowWriter``, which writes what waits in one transaction, at once after a quiet
@@ -19,6 +25,7 @@ a new session's row is inserted unless it is there; a change is an upsert of the
 database refuses for its data costs only itself; a failing database keeps the rows for a retry.
 """
 import asyncio
+import collections
 import dataclasses
 import logging
 import weakref
@@ -46,6 +53,9 @@ COLUMNS = {
 COMMIT_INTERVAL = 0.25
 #: The record's own columns a change never rewrites on a row that is there.
 NEW_ROW_ONLY = ("id", "created_at")
+#: Sessions a process remembers having handed a row over for (``RowWriter.used``): one used
+#: again after it forgot it (the least recently used first) costs another insert unless there.
+USED_REMEMBERED = 100_000
 
 
 def model():
@@ -62,22 +72,25 @@ def row_of(record):
         protocol_version=record.protocol_version, client_name=str(info.get("name", ""))[:200],
         client_version=str(info.get("version", ""))[:100], client_info=info,
         client_capabilities=record.client_capabilities, log_level=record.log_level,
+        created_at=datetime.fromtimestamp(record.created or record.seen_written, dt_timezone.utc),
         last_seen_at=datetime.fromtimestamp(record.seen_written, dt_timezone.utc))
 
 
 @dataclasses.dataclass
 class Pending:
-    """A row to write: the record as it was last handed over, and the fields changed since its
-    last write (None: a new session, inserted unless its row is there)."""
+    """A row to write: the record as it was last handed over, the fields changed since its last
+    write, and whether the row is made from the record if it is not there (a session that did
+    something here: ``RowWriter.used``), else only a row that is there is changed."""
     record: object
-    changed: object = None
+    changed: frozenset = frozenset()
+    may_insert: bool = True
 
     def merge(self, newer: "Pending") -> "Pending":
-        """This write and a newer one of the same session, as one write: a new row takes the
-        newer record whole."""
-        if self.changed is None or newer.changed is None:
-            return Pending(newer.record)
-        return Pending(newer.record, self.changed | newer.changed)
+        """This write and a newer one of the same session, as one write (of the newer record)."""
+        return Pending(newer.record, self.changed | newer.changed, self.may_insert or newer.may_insert)
+
+
+_used = collections.OrderedDict()  # session id -> None, least recently used first
 
 
 class RowWriter:
@@ -95,11 +108,21 @@ class RowWriter:
         self._done = None  # a future resolved after each write
         self._last_write = float("-inf")  # loop time when the last write began
 
-    def insert(self, record) -> None:
+    def used(self, record) -> None:
+        """The session did something here: its row is inserted unless it is there, the first
+        time in this process (a dict lookup the other times)."""
+        if record.id in _used:
+            _used.move_to_end(record.id)
+            return
+        _used[record.id] = None
+        if len(_used) > USED_REMEMBERED:
+            _used.popitem(last=False)
         self._add(record.id, Pending(dataclasses.replace(record)))
 
     def change(self, record, fields) -> None:
-        self._add(record.id, Pending(dataclasses.replace(record), set(fields)))
+        """The session's ``fields`` changed: written to its row, which is made from the record if
+        the session did something here (else changed only if it is there)."""
+        self._add(record.id, Pending(dataclasses.replace(record), frozenset(fields), record.id in _used))
 
     def _add(self, session_id, pending):
         earlier = self._pending.pop(session_id, None)
@@ -220,17 +243,20 @@ def write_batch(batch: list, closing=None) -> list:
 def _write(batch, closing):
     objects = model().objects
     using = router.db_for_write(model())
-    new = [row_of(pending.record) for pending in batch if pending.changed is None]
-    by_columns = {}
+    new = [row_of(pending.record) for pending in batch if pending.may_insert and not pending.changed]
+    upserts, updates = {}, {}
     for pending in batch:
-        if pending.changed is not None:
+        if pending.changed:
             columns = tuple(sorted({column for field in pending.changed for column in COLUMNS.get(field, ())}))
-            by_columns.setdefault(columns, []).append(pending.record)
+            (upserts if pending.may_insert else updates).setdefault(columns, []).append(pending.record)
     with transaction.atomic(using=using):
         if new:
             objects.bulk_create(new, ignore_conflicts=True)
-        for columns, records in by_columns.items():
+        for columns, records in upserts.items():
             _upsert(objects, using, columns, records)
+        for columns, records in updates.items():  # rows of sessions that did nothing here: if there
+            if columns:
+                objects.bulk_update([row_of(record) for record in records], list(columns))
         for reason, session_ids in closing.items():
             _close(objects, session_ids, reason)
 
@@ -262,7 +288,8 @@ def _lasted(created, last_seen, closed, reason) -> float:
 
 
 def _upsert(objects, using, columns, records):
-    if not columns:
+    if not columns:  # changes no column stores: the row alone, unless it is there
+        objects.bulk_create([row_of(record) for record in records], ignore_conflicts=True)
         return
     target = {"unique_fields": ["id"]} if connections[using].features.supports_update_conflicts_with_target else {}
     objects.bulk_create([row_of(record) for record in records], update_conflicts=True, update_fields=list(columns),
@@ -273,6 +300,11 @@ def _upsert(objects, using, columns, records):
         closed = SessionState.CLOSED.value
         objects.filter(pk__in=[record.id for record in records], closed_at__isnull=False).exclude(
             state=closed).update(state=closed)
+
+
+def forget(session_id) -> None:
+    """The session closed: a later change only updates its row (``used`` need not remember it)."""
+    _used.pop(session_id, None)
 
 
 # -- one writer per event loop, one thread per process ----------------------------------------

@@ -47,6 +47,8 @@ class SessionRecord:
     address: str = ""
     #: Unix time of the last database write of last_seen_at (not stored in the row).
     seen_written: float = 0.0
+    #: Unix time it opened (its row's created_at, written once it did something: session_rows.py).
+    created: float = 0.0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -59,7 +61,8 @@ class SessionRecord:
     def from_row(cls, row: McpSession) -> "SessionRecord":
         return cls(id=row.id, protocol_version=row.protocol_version, state=row.state, client_info=row.client_info,
                    client_capabilities=row.client_capabilities, log_level=row.log_level, user_id=row.user_id,
-                   principal=row.principal, seen_written=row.last_seen_at.timestamp())
+                   principal=row.principal, seen_written=row.last_seen_at.timestamp(),
+                   created=row.created_at.timestamp())
 
 
 def _idle_timeout() -> int:
@@ -73,18 +76,25 @@ async def _cache(record: SessionRecord) -> None:
 async def create(record: SessionRecord) -> None:
     """Open the session: its Redis copy serves from now on, written with its admission against
     its client address (MAX_SESSIONS_PER_ADDRESS; LimitReached, and nothing written, above it) in
-    one round trip. Its row is written behind (``session_rows``): the admin lists it within
-    moments, and no request waits for the database."""
-    record.seen_written = time.time()
+    one round trip. It has no row yet: it gets one once it does something (``used``), so that a
+    session opened and closed without a call costs the database nothing and leaves no row."""
+    record.created = record.seen_written = time.time()
     if record.address:
         await quotas.admit_session(record.address, record.id, record.to_json(), _idle_timeout())
     else:
         await _cache(record)
     metrics.incr("sessions_created")
-    session_rows.writer().insert(record)
     logger.info("session opened by %s %s (protocol %s)", client_value(record.client_info.get("name", "?")),
                 client_value(record.client_info.get("version", "?")), record.protocol_version,
                 extra={"mcp_session_id": record.id})  # (the caller binds the session only once it is open)
+
+
+def used(record: SessionRecord) -> None:
+    """The session did something (a request after initialize, a GET stream): its row is written
+    behind, unless it is there (``session_rows``: the admin lists it within moments, no request
+    waits for the database), once per process; its row lost (a killed process never wrote it), it
+    is written when the session is next used. A dict lookup on the request path."""
+    session_rows.writer().used(record)
 
 
 async def flush_rows() -> None:
@@ -117,6 +127,7 @@ def remember_for_resume(record: SessionRecord) -> None:
 def forget(session_id: str) -> None:
     """The session closed (the ``closed`` control message reaches every process)."""
     _resumable.pop(session_id, None)
+    session_rows.forget(session_id)
 
 
 async def load_for_resume(session_id: str) -> Optional[SessionRecord]:
@@ -261,28 +272,34 @@ _on_close = []
 
 
 def on_close(hook) -> None:
-    """Await ``hook(session_ids)`` in ``close_many()``, before the sessions' keys go. Registered
-    when the app is ready (apps.py): running/jobs.py ends the sessions' background jobs."""
+    """Await ``hook(session_ids, reason, by)`` in ``close_many()``, before the sessions' keys go.
+    Registered when the app is ready (apps.py): running/jobs.py ends the sessions' background
+    jobs (and the audit trail records who stopped them: ``by``)."""
     if hook not in _on_close:
         _on_close.append(hook)
 
 
-async def close(session_id: str, reason: str, running: Optional[int] = None) -> None:
+#: Who closed a session: (principal key, client address); ("", "") for the server (its expiry).
+SERVER = ("", "")
+
+
+async def close(session_id: str, reason: str, running: Optional[int] = None, by: tuple = SERVER) -> None:
     """Close the session everywhere: row, live copy, buffered events; every process ends its
     open streams and stops its running requests (the ``closed`` control message). ``running``:
     its background calls as the request's read counted them (``load_for_call``): with none,
-    nothing is asked about its jobs and its row is written behind (a client's DELETE)."""
+    nothing is asked about its jobs and its row is written behind (a client's DELETE). ``by``:
+    who closed it (a principal key and a client address)."""
     if running is None:
-        return await close_many([session_id], reason)
-    await asyncio.shield(_close_many([session_id], reason, running=running))
+        return await close_many([session_id], reason, by)
+    await asyncio.shield(_close_many([session_id], reason, running=running, by=by))
 
 
-async def close_many(session_ids: list, reason: str) -> None:
+async def close_many(session_ids: list, reason: str, by: tuple = SERVER) -> None:
     """``close()`` for many sessions at once: one UPDATE (awaited), one script call a session
     for the keys and the control messages, and the event store's deletions side by side (the
     cleanup's path). It goes on when the request that asked for it is cancelled (its client went
     away): else a session would stay counted against its address, its keys left behind."""
-    await asyncio.shield(_close_many(session_ids, reason))
+    await asyncio.shield(_close_many(session_ids, reason, by=by))
 
 
 CLOSE_LUA = """
@@ -316,7 +333,7 @@ def _close_script():
                          else CLOSE_LUA)
 
 
-async def _close_many(session_ids, reason, running=None):
+async def _close_many(session_ids, reason, running=None, by=SERVER):
     """``running``: a client's DELETE, whose read counted its session's background calls: its
     row is written behind, its jobs and events are asked about only if it had any. Else (the
     cleanup, the admin) the rows are written first, and every session's jobs and events go."""
@@ -331,12 +348,12 @@ async def _close_many(session_ids, reason, running=None):
         session_rows.writer().closing(session_ids, reason)
     metrics.incr(f"sessions_closed:{reason}", len(session_ids))
     if running is None or running:
-        await _end_jobs(session_ids)
-    closed = await _close_keys(session_ids, reason)
+        await _end_jobs(session_ids, reason, by)
+    closed = await _close_keys(session_ids, reason, by)
     if running == 0:  # a job submitted after the read that said there was none ends all the same
         started = [session_id for session_id, (count, _, _) in zip(session_ids, closed) if count]
         if started:
-            await _end_jobs(started)
+            await _end_jobs(started, reason, by)
     await _unsubscribe(session_ids, [uris for _, _, uris in closed])
     with_events = [session_id for session_id, (_, events, _) in zip(session_ids, closed)
                    if events or running is None]
@@ -344,15 +361,15 @@ async def _close_many(session_ids, reason, running=None):
         await asyncio.shield(get_event_store().delete_sessions(with_events))
 
 
-async def _end_jobs(session_ids):
+async def _end_jobs(session_ids, reason, by):
     # Background jobs end with their session (running/jobs.py, through on_close): one waiting for
     # the gone client's answer, parked or in its worker slot, would otherwise hold on until
     # CLIENT_REQUEST_TIMEOUT.
     for hook in _on_close:
-        await hook(session_ids)
+        await hook(session_ids, reason, by)
 
 
-async def _close_keys(session_ids, reason) -> list:
+async def _close_keys(session_ids, reason, by=SERVER) -> list:
     """One CLOSE_LUA call a session (pipelined, else side by side on a Cluster, whose pipelines
     refuse scripts): [(background calls, has events, subscribed URIs)] in ``session_ids`` order."""
     from ..storage import get_event_store
@@ -367,7 +384,8 @@ async def _close_keys(session_ids, reason) -> list:
                             # A store that cannot say whether the session has events: the
                             # marker, there by then, says it may.
                             store.sessions_events_key(session_id) or names.closed(session_id)],
-                      args=[session_id, reason, ttl, control.message("closed", session_id),
+                      # Why and by whom: a worker whose job stops on it records that (worker/run.py).
+                      args=[session_id, reason, ttl, control.message("closed", session_id, why=reason, by=list(by)),
                             names.address_sessions(""), now, channel], client=client)
 
     if len(session_ids) == 1 or is_cluster():

@@ -56,7 +56,7 @@ async def serve(reader: asyncio.StreamReader, write, user=None) -> None:
     finally:
         for task in (following, reading):
             task.cancel()
-        await sessions.close(session.id, "deleted")
+        await sessions.close(session.id, "deleted", by=(session.principal, ""))
         await get_event_store().flush()
         logger.info("stdio session %s ended", session.id)
 

@@ -7,7 +7,7 @@ from contextlib import aclosing
 
 import redis
 
-from ..state import control, metrics, quotas
+from ..state import control, metrics, quotas, sessions
 from ..running import streams
 from ..state.bell import doorbell
 from ..conf import get_config
@@ -124,6 +124,7 @@ class StreamGet:
                     metrics.incr_session(opened.id, "replay_failures")
                 raise outcome
         self.session = opened
+        sessions.used(opened)  # a session that listens did something: the admin lists it
         if event_id is not None:
             metrics.incr_session(opened.id, "resumes")
             metrics.incr_session(opened.id, "replays")

@@ -119,7 +119,8 @@ class McpHttpConsumer(HttpEndpoint):
         session = await self.open_session(for_call=True)
         # "Terminating a session ... closes its open SSE streams, cancels its in-flight work"
         # (checklist G2): sessions.close() tells every process.
-        await sessions.close(session.id, "deleted", running=self.running_calls)
+        await sessions.close(session.id, "deleted", running=self.running_calls,
+                             by=(self.principal.key, self.client_address()))
         await self.send_empty(200)
 
     # -- responses ---------------------------------------------------------------------------

@@ -153,6 +153,7 @@ def test_session_list_filters_and_search(admin_server, admin):
     idle.initialize()
     held = streaming.stream("GET", headers=GET)  # the standalone stream, held open
     held.next_event()
+    assert idle.call("ping")["result"] == {}  # it did something: it is listed (a session that did not is not)
     idle.delete()
     time.sleep(SETTLE)
     live = admin.page("/admin/mcp_transport/mcpsession/", streaming="yes")
@@ -176,6 +177,7 @@ def test_the_lists_link_opens_the_page_of_a_session_whose_id_holds_an_underscore
         if "_" in client.session_id:
             break
     assert "_" in client.session_id
+    assert client.call("ping")["result"] == {}  # listed once it did something
     # Its row is written behind its initialize (issue 32): listed within moments.
     row = eventually(lambda: _row(admin.page("/admin/mcp_transport/mcpsession/", q=client.session_id[:12]),
                                   client.session_id))
@@ -215,8 +217,9 @@ def test_terminate_action_ends_open_streams_and_later_requests_get_404(admin_ser
     call = client.stream("POST", _progress_call(client, steps=200, interval_ms=100))
     call.next_event()
     idle, gone = HttpClient(admin_server.url), HttpClient(admin_server.url)
-    idle.initialize()
-    gone.initialize()
+    for listed_client in (idle, gone):  # each did something: listed
+        listed_client.initialize()
+        assert listed_client.call("ping")["result"] == {}
     gone.delete()
     time.sleep(SETTLE)
     html = admin.action("terminate_sessions", [client.session_id, idle.session_id, gone.session_id])

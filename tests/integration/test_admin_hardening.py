@@ -95,12 +95,13 @@ def _login(server, username, password) -> int:
 def test_lists_show_short_session_ids_and_the_session_page_the_full_one(server, admin_login):
     client = HttpClient(server.url)
     client.initialize()
+    assert client.call("ping")["result"] == {}  # listed once it did something
     session_id = client.session_id
     admin = Admin(server, admin_login)
 
     def shown():  # what the page shows (its text and tooltips; links and action checkboxes carry the key)
         html = re.sub(r'\s(href|value)="[^"]*"', "", admin.page("/admin/mcp_transport/mcpsession/", q=session_id[:8]))
-        assert f"<code>{session_id[:8]}…</code>" in html  # once its row is written (behind its initialize)
+        assert f"<code>{session_id[:8]}…</code>" in html  # once its row is written (behind its ping)
         return html
     shown = eventually(shown)
     assert session_id[:9] not in shown
@@ -121,8 +122,9 @@ def test_the_session_list_html_carries_no_full_session_id(server, admin_login):
     clients = [HttpClient(server.url) for _ in range(3)]
     for client in clients:
         client.initialize()
+        assert client.call("ping")["result"] == {}  # listed once it did something
     admin = Admin(server, admin_login)
-    for client in clients:  # once their rows are written (behind their initialize)
+    for client in clients:  # once their rows are written (behind their first request)
         eventually(lambda: _listed(admin.page(LIST, q=client.session_id[:8]), client.session_id))
     pages = [admin.page(LIST), admin.page(LIST, q=clients[0].session_id[:8]), admin.page(LIST, _popup=1)]
     for html in pages:

@@ -165,7 +165,8 @@ def test_a_session_pages_jobs_are_named_by_reference(admin_server, admin):
     arguments = {"steps": 1000, "interval_ms": 100}  # runs until cancelled below
     reply = client.call("tools/call", {"name": "slow_job", "arguments": arguments, "task": {}})
     task_id = reply["result"]["task"]["taskId"]
-    page = admin.page(f"{session_url(client.session_id)}/change/")
+    # Its row is written behind its first request (the admin lists a session that did something).
+    page = eventually(lambda: admin.page(f"{session_url(client.session_id)}/change/"))
     assert "Background jobs" in page and client.session_id in page
     assert_no_full_id(page, task_id)
     link = re.search(r'href="(/admin/mcp_transport/mcpjob/[^"?]+/change/)"><code>%s…' % re.escape(task_id[:8]),

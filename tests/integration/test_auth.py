@@ -18,6 +18,8 @@ import pytest
 
 from mcp_transport.testing import HttpClient
 
+from .waiting import eventually
+
 ROOT = Path(__file__).resolve().parents[2]
 
 GET = {"Accept": "text/event-stream"}
@@ -382,9 +384,11 @@ def test_admin_creates_lists_and_revokes_tokens_and_shows_session_users(auth_ser
 
     admin = Admin(auth_server, admin_login)
     kate = new_token(server_env, "kate")  # makes the user the form below picks
-    client_of(auth_server, kate)
-    sessions = admin.get("/admin/mcp_transport/mcpsession/?q=kate")[1]
-    assert "kate" in sessions  # the session list shows the session's user
+    assert client_of(auth_server, kate).call("ping")["result"] == {}  # listed once it did something
+
+    def listed():
+        assert "kate" in admin.get("/admin/mcp_transport/mcpsession/?q=kate")[1]  # the session's user
+    eventually(listed)  # its row is written behind its first request
     user_id = manage(server_env, "shell", "-c",
                      "from django.contrib.auth.models import User; print(User.objects.get(username='kate').pk)")
     status, html = admin.send("/admin/mcp_transport/mcptoken/add/", {

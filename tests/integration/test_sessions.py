@@ -31,6 +31,7 @@ def test_requests_keep_a_session_alive(short_lived_server):
 def test_session_survives_a_redis_flush(mcp_server, server_env):
     client = HttpClient(mcp_server.url)
     client.initialize()
+    assert client.call("ping")["result"] == {}  # a session has a row once it did something
     prefix = server_env["MCP_KEY_PREFIX"]
     connection = redis.Redis.from_url(server_env["REDIS_URL"])
     connection.delete(f"{prefix}:session:{client.session_id}")  # as if Redis lost it

@@ -7,6 +7,7 @@ Before: one cap for the whole process (a flood of echo calls left 1 of 10 of sta
 ``book_update`` calls recorded, and a writer keeping echo calls going hid its own writes), the
 sample applied to writes too, and a row kept no arguments."""
 from collections import OrderedDict
+from types import SimpleNamespace
 
 import pytest
 from django.conf import settings
@@ -44,9 +45,11 @@ def tools(monkeypatch):
 
 @pytest.fixture
 def recorded(monkeypatch):
-    """What ``finished`` queues, with a cap of 3 rows a second per caller and a fixed second."""
+    """What ``finished`` queues (for the next batch, or the audit trail's next write), with a cap
+    of 3 rows a second per caller and a fixed second."""
     added = []
     monkeypatch.setattr(calls, "add", added.append)
+    monkeypatch.setattr(calls, "trail", lambda: SimpleNamespace(write=added.append))
     monkeypatch.setattr(calls, "_callers", OrderedDict(), raising=False)
     monkeypatch.setattr(calls.time, "monotonic", lambda: 1000.5)
     with override_settings(MCP_TRANSPORT={**settings.MCP_TRANSPORT, "CALL_LOG_MAX_PER_SECOND": 3}):
@@ -75,8 +78,32 @@ def test_a_call_changes_state_unless_its_tool_is_marked_read_only_or_it_was_refu
                            ("prompts/get", {"name": "greet"}), ("ping", {}), ("initialize", {}),
                            ("tasks/get", {"taskId": "t"}), ("tools/call", ["not", "an", "object"])):
         assert not audit.changes_state(Request(id=1, method=method, params=params), OK), method
-    assert audit.changes_state(Request(id=1, method="tasks/cancel", params={"taskId": "t"}), OK)
-    assert audit.changes_state(Request(id=1, method="tasks/update", params={"taskId": "t"}), OK)
+
+
+
+def test_a_cancel_or_update_is_audited_only_when_its_handler_says_it_changed_something():
+    """Issue 38: a no-op tasks/cancel or tasks/update of one's own finished task was recorded as a
+    state-changing row, never sampled or capped (613 rows/s from one client)."""
+    from mcp_transport.running import audit
+
+    failed = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "Internal error."}}
+    for method in ("tasks/cancel", "tasks/update"):
+        request = Request(id=1, method=method, params={"taskId": "t"})
+        assert audit.changes_state(request, OK, changed=True), method  # it stopped or steered its task
+        assert not audit.changes_state(request, OK, changed=False), method  # its task had ended: no-op
+        assert not audit.changes_state(request, OK), method  # its handler said nothing
+        assert audit.changes_state(request, failed), method  # a failure may have come after a change
+        assert not audit.changes_state(request, REFUSED, changed=True), method
+    assert not audit.changes_state(tool_call("book_update"), OK, changed=False)  # a handler may say so of any call
+
+
+def test_a_no_op_cancel_is_one_of_its_callers_sampled_and_capped_calls(recorded):
+    cancel = Request(id=1, method="tasks/cancel", params={"taskId": "t"})
+    for _ in range(10):
+        noop = call("user:1")
+        noop.changed = False
+        calls.finished(cancel, noop, OK)
+    assert len(recorded) == 3 and not any(row[-1] for row in recorded)  # within the cap of 3: not audited
 
 
 def test_every_state_changing_call_is_recorded_whatever_the_sample_and_the_cap(tools, recorded):

@@ -173,3 +173,44 @@ async def test_a_row_the_database_refuses_costs_only_itself(monkeypatch):
     monkeypatch.setattr(calls, "_waiting", ["a", "bad", "b"])
     await calls.flush()
     assert written == ["a", "b"] and calls._waiting == []
+
+
+async def test_an_audit_row_is_written_when_handed_over_and_those_that_come_meanwhile_together(monkeypatch):
+    """Issue 38: a state-changing call's row waited for the calls log's next batch (up to a
+    second), so a daphne killed right after 100 such answers had written 0 of their rows. Now
+    the answer waits for its row (calls.Trail), and rows handed over during a write share the
+    next one (a group commit), with no timer in between."""
+    import threading
+
+    batches, release = [], threading.Event()
+
+    def write(rows):
+        batches.append(list(rows))
+        if len(batches) == 1:
+            release.wait(5)  # a slow database: three more rows come meanwhile
+
+    monkeypatch.setattr(calls, "_write", write)
+    first = calls.trail().write("a")
+    while not batches:
+        await asyncio.sleep(0.001)
+    later = [calls.trail().write(row) for row in "bcd"]
+    await asyncio.sleep(0.05)
+    assert not first.done()  # its answer still waits
+    release.set()
+    assert await first is True and [await done for done in later] == [True] * 3
+    assert batches == [["a"], ["b", "c", "d"]]
+
+
+async def test_an_audit_row_the_database_cannot_take_now_waits_in_the_backlog_and_the_answer_goes(monkeypatch):
+    def down(rows):
+        raise OperationalError("the database is away")
+
+    async def idle():
+        pass
+
+    monkeypatch.setattr(calls, "_write", down)
+    monkeypatch.setattr(calls, "_waiting", [])
+    monkeypatch.setattr(calls, "_task", None)
+    monkeypatch.setattr(calls, "_run", idle)  # the backlog's writer: not now
+    assert await calls.trail().write(("w", True)) is False
+    assert calls._waiting == [("w", True)]  # written with the backlog, the last to be dropped

@@ -27,7 +27,7 @@ def cancels(monkeypatch):
     """The job ids jobs.acancel was called with, and an event set at each call."""
     called, rang = [], asyncio.Event()
 
-    async def acancel(job_id, reason=""):
+    async def acancel(job_id, reason="", stop=None):
         called.append(job_id)
         rang.set()
         return True
@@ -44,7 +44,7 @@ async def _load_active(job_id):
 
 def _call():
     session = SimpleNamespace(user_id=None, principal="", client_capabilities={})
-    return SimpleNamespace(session=session, quota=None, job_id=None)
+    return SimpleNamespace(session=session, quota=None, job_id=None, principal=None, address="10.0.0.1")
 
 
 def _spec():
@@ -109,7 +109,7 @@ async def test_a_cancel_that_meets_a_busy_database_is_tried_again(monkeypatch, c
     called, rang = cancels
     failures = [OperationalError("database is locked")]
 
-    async def acancel(job_id, reason=""):
+    async def acancel(job_id, reason="", stop=None):
         if failures:
             raise failures.pop()
         called.append(job_id)

@@ -5,6 +5,7 @@ OpenTelemetry SDK's in-memory exporter as tests/unit/test_tracing.py uses it. A 
 call or listen whose client closes the response (its cancellation) has them too."""
 import asyncio
 import json
+from types import SimpleNamespace
 
 import pytest
 from channels.testing import ApplicationCommunicator
@@ -48,9 +49,11 @@ def spans():
 
 @pytest.fixture
 def records(monkeypatch):
-    """The calls the log keeps: (method, request id, status, error code), as its rows say them."""
+    """The calls the log keeps: (method, request id, status, error code), as its rows say them
+    (for its next batch, or the audit trail's next write)."""
     kept = []
     monkeypatch.setattr(calls, "add", kept.append)
+    monkeypatch.setattr(calls, "trail", lambda: SimpleNamespace(write=kept.append))
     return kept
 
 

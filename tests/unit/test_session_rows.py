@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+from asgiref.sync import sync_to_async
 
 from mcp_transport.models import McpSession
 from mcp_transport.state import session_rows, sessions
@@ -58,6 +59,18 @@ async def taken():
         await asyncio.sleep(0.001)
 
 
+@pytest.fixture(autouse=True)
+def _forgotten(monkeypatch):
+    """No session of another test counts as used in this process (the ids repeat)."""
+    monkeypatch.setattr(session_rows, "_used", session_rows.collections.OrderedDict())
+
+
+async def opened_and_used(one):
+    """A session opened, then used (its first request): its row is handed over then."""
+    await sessions.create(one)
+    sessions.used(one)
+
+
 def record(n, state="new"):
     return sessions.SessionRecord(id=f"rows-{n:04}", protocol_version="2025-11-25", state=state,
                                   client_info={"name": f"client-{n}", "version": "1.0"}, principal="p")
@@ -67,10 +80,10 @@ def test_sessions_opening_at_once_share_a_transaction_and_wait_for_none(writes, 
     async def scenario():
         blocked, release = await held_database()
         opened = [record(n) for n in range(200)]
-        await sessions.create(opened[0])
+        await opened_and_used(opened[0])
         await taken()
         # initialize of every other session, while the database is held: none waits for it (issue 32)
-        await asyncio.wait_for(asyncio.gather(*(sessions.create(one) for one in opened[1:])), 10)
+        await asyncio.wait_for(asyncio.gather(*(opened_and_used(one) for one in opened[1:])), 10)
         assert all(session_rows.writer().waiting(one.id) for one in opened)
         release.set()
         await blocked
@@ -88,7 +101,7 @@ def test_sessions_opening_at_once_share_a_transaction_and_wait_for_none(writes, 
     # Four transactions for 400 writes: the first session's row alone (taken at once), the 199
     # others together; the same for their state changes.
     assert [sorted((p.record.id, p.changed) for p in batch) for batch in writes] == [
-        [("rows-0000", None)], [(f"rows-{n:04}", None) for n in range(1, 200)],
+        [("rows-0000", set())], [(f"rows-{n:04}", set()) for n in range(1, 200)],
         [("rows-0000", {"state"})], [(f"rows-{n:04}", {"state"}) for n in range(1, 200)]]
     rows = McpSession.objects.filter(pk__startswith="rows-")
     assert rows.count() == 200 and set(rows.values_list("state", flat=True)) == {"ready"}
@@ -98,7 +111,7 @@ def test_sessions_opening_at_once_share_a_transaction_and_wait_for_none(writes, 
 def test_a_lone_session_is_written_at_once_and_its_changes_together(writes):
     async def scenario():
         one = record(1)
-        await sessions.create(one)
+        await opened_and_used(one)
         await sessions.flush_rows()
         await sessions.update(one, state="ready")
         await sessions.update(one, log_level="debug")
@@ -106,7 +119,7 @@ def test_a_lone_session_is_written_at_once_and_its_changes_together(writes):
 
     asyncio.run(scenario())
     # The changes came within COMMIT_INTERVAL of the insert's write: one write for both.
-    assert [[pending.changed for pending in batch] for batch in writes] == [[None], [{"state", "log_level"}]]
+    assert [[pending.changed for pending in batch] for batch in writes] == [[set()], [{"state", "log_level"}]]
     row = McpSession.objects.get(pk="rows-0001")
     assert (row.state, row.log_level, row.client_name) == ("ready", "debug", "client-1")
 
@@ -125,7 +138,7 @@ def test_rows_that_keep_coming_are_committed_once_an_interval_with_all_that_came
 
     async def scenario():
         for n in range(60):
-            await sessions.create(record(n))
+            await opened_and_used(record(n))
             await asyncio.sleep(0.004)
         await sessions.flush_rows()
 
@@ -155,7 +168,7 @@ def test_a_change_that_raced_the_close_does_not_reopen_the_row():
 def test_a_closed_session_whose_row_still_waited_is_closed_in_the_database(held_database):
     async def scenario():
         one = record(4)
-        await sessions.create(one)
+        await opened_and_used(one)
         blocked, release = await held_database()
         await sessions.update(one, state="ready")  # its row waits behind the held write
         release.set()
@@ -169,7 +182,7 @@ def test_a_closed_session_whose_row_still_waited_is_closed_in_the_database(held_
 def test_a_session_redis_lost_before_its_change_was_written_is_refilled_from_it(held_database):
     async def scenario():
         one = record(5)
-        await sessions.create(one)
+        await opened_and_used(one)
         blocked, release = await held_database()
         await sessions.update(one, state="ready")
         from mcp_transport.connections import async_redis, keys
@@ -220,7 +233,7 @@ def test_the_clients_name_reaches_the_row_with_its_change(writes):
     # of client_info carries the name and version columns (no separate write on the request path).
     async def scenario():
         one = sessions.SessionRecord(id="rows-0009", protocol_version="2025-11-25", principal="p")
-        await sessions.create(one)
+        await opened_and_used(one)
         await sessions.update(one, client_info={"name": "late-client", "version": "2.0"})
         await sessions.flush_rows()
 
@@ -270,3 +283,48 @@ def test_an_expired_session_lasted_until_its_idle_timeout_ran_out_not_until_the_
     # that closed it came 3,000 s after that.
     assert counts[15] / 1_000_000 == pytest.approx(600 + idle, abs=1)
     assert counts[:15] == [0] * 14 + [1]
+
+
+def test_a_session_that_did_nothing_leaves_no_row_one_that_did_gets_its_row_once(writes):
+    """Issue 38: each anonymous open-and-DELETE left a closed row, kept 7 days
+    (CLOSED_SESSION_RETENTION). A session has a row once it did something, handed over once per
+    process, its created_at the moment it opened."""
+    idle, busy = record(20), record(21)
+
+    async def scenario():
+        await sessions.create(idle)
+        await sessions.update(idle, state="ready")  # notifications/initialized: changes a row only if there
+        await sessions.close(idle.id, "deleted")
+        await sessions.create(busy)
+        busy.created -= 3600  # it opened an hour before its first request
+        for _ in range(3):  # its requests: a dict lookup after the first
+            sessions.used(busy)
+        await sessions.flush_rows()
+
+    asyncio.run(scenario())
+    assert not McpSession.objects.filter(pk=idle.id).exists()
+    assert [pending.record.id for batch in writes for pending in batch if hasattr(pending, "record")].count(
+        busy.id) == 1
+    row = McpSession.objects.get(pk=busy.id)
+    assert time.time() - row.created_at.timestamp() == pytest.approx(3600, abs=60)
+
+
+def test_a_session_whose_row_was_lost_gets_it_when_next_used(monkeypatch):
+    """Issue 38: kill -9 of daphne before its writer wrote 25 of 100 new sessions' rows; after a
+    restart they worked but never got their row."""
+    lost = record(22, state="ready")
+
+    async def scenario():
+        await sessions.create(lost)
+        sessions.used(lost)  # its row waits in a process that is killed now:
+        session_rows.writer()._pending.clear()
+        monkeypatch.setattr(session_rows, "_used", session_rows.collections.OrderedDict())  # the next process
+        await sessions.update(lost, log_level="debug")  # before its next use: no row made of it
+        await sessions.flush_rows()
+        assert not await sync_to_async(McpSession.objects.filter(pk=lost.id).exists)()
+        sessions.used(lost)
+        await sessions.flush_rows()
+
+    asyncio.run(scenario())
+    row = McpSession.objects.get(pk=lost.id)
+    assert (row.state, row.log_level) == ("ready", "debug")

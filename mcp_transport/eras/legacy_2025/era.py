@@ -37,8 +37,10 @@ async def receive_notification(session, notification) -> None:
         request_id = notification.params.get("requestId")
         # "Invalid cancellation notifications SHOULD be ignored." -- basic/utilities/cancellation
         if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
+            # A background job it stops is recorded in the audit trail: by the session's caller.
+            stop = jobs.Stop(method, session.principal, session.address, request_id)
             await asyncio.gather(streams.request_cancel(session.id, request_id),
-                                 jobs.cancel_request(session.id, request_id))
+                                 jobs.cancel_request(session.id, request_id, stop))
 
 
 def take_initialize(session, params: dict, supported=versions.SUPPORTED) -> str:

@@ -71,7 +71,8 @@ async def tasks_get(params, call):
 async def tasks_cancel(params, call):
     job = await owned(params, call)
     if not job.is_terminal:
-        await jobs.acancel(job.id, "The task was cancelled by request.")
+        # This call's record is the stop's (running/audit.py): it changed something if it ended the job.
+        call.changed = await jobs.acancel(job.id, "The task was cancelled by request.")
         job = await jobs.load(job.id)
         if job.status == Status.CANCELLED:  # else it ended on its own meanwhile
             return jobs.task_view(job)

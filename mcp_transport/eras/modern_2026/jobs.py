@@ -49,13 +49,14 @@ async def call(spec, params: dict, call, request_id, notify):
     cancelled (a job cancelled while queued never starts, running.jobs.acancel)."""
     payload = request_state.payload_of(params, METHOD, call)
     responses = mrtr.input_responses(params)
+    left = client_left(call)
     if "job" in payload:
         job, position = await _resumed(payload)
         asked = payload.get("asked") if isinstance(payload.get("asked"), dict) else {}
-        await _then_cancel_if_left(jobs.deliver_inputs(job, responses, asked=asked), lambda _queued: job.id)
+        await _then_cancel_if_left(jobs.deliver_inputs(job, responses, asked=asked), lambda _queued: job.id, left)
     else:
         job = await _then_cancel_if_left(_submit(spec, params, call, request_id, responses),
-                                         lambda submitted: submitted.id)
+                                         lambda submitted: submitted.id, left)
         position = "0-0"
     call.job_id = job.id  # the calls log links the call to its job
     ended = False  # the round ended: the job's final event, or a question for the client
@@ -74,7 +75,7 @@ async def call(spec, params: dict, call, request_id, notify):
         if not ended:
             # The client went away (or this process failed) before the call ended: cancel it. No
             # await before the cancel is under way: a second cancel of this task would skip it.
-            cancel_soon(job.id)
+            cancel_soon(job.id, left)
 
 
 #: Cancels (and job submissions a cancel waits for) under way: asyncio keeps only weak
@@ -88,21 +89,27 @@ def _hold(task):
     return task
 
 
-def cancel_soon(job_id: str) -> None:
+def client_left(call) -> "jobs.Stop":
+    """How the audit trail records the stop of a job whose call's client left: "disconnect", by
+    the call's caller (its principal and client address)."""
+    return jobs.Stop("disconnect", call.principal.key if call.principal is not None else "", call.address or "")
+
+
+def cancel_soon(job_id: str, stop: "jobs.Stop") -> None:
     """Cancel the job in a task of its own (the caller's task may be being cancelled)."""
-    _hold(asyncio.get_running_loop().create_task(_cancel(job_id)))
+    _hold(asyncio.get_running_loop().create_task(_cancel(job_id, stop)))
 
 
-async def _cancel(job_id: str) -> None:
+async def _cancel(job_id: str, stop: "jobs.Stop") -> None:
     try:
-        cancelled = await jobs.riding_out_database(jobs.acancel, job_id, CLIENT_LEFT)
+        cancelled = await jobs.riding_out_database(jobs.acancel, job_id, CLIENT_LEFT, stop)
         logger.info("job %s %s: its client closed the request", short_id(job_id),
                     "cancelled" if cancelled else "had ended already")
     except Exception:
         logger.exception("cancelling job %s of a closed request failed", job_id)
 
 
-async def _then_cancel_if_left(work, job_id_of):
+async def _then_cancel_if_left(work, job_id_of, stop):
     """Await ``work``, which creates or queues a job. Cancelled meanwhile (the client left),
     ``work`` still runs to its end, and then its job is cancelled: cancelling it halfway could
     leave a job queued that no one follows or cancels."""
@@ -111,7 +118,8 @@ async def _then_cancel_if_left(work, job_id_of):
         return await asyncio.shield(running)
     except asyncio.CancelledError:
         _hold(running).add_done_callback(
-            lambda done: done.cancelled() or done.exception() is not None or cancel_soon(job_id_of(done.result())))
+            lambda done: done.cancelled() or done.exception() is not None or cancel_soon(job_id_of(done.result()),
+                                                                                         stop))
         raise
 
 

@@ -137,16 +137,16 @@ async def tasks_update(params, call):
     ``input_required`` until its questions are answered."""
     job = await owned(params, call)
     responses = mrtr.input_responses(params)
-    if not job.is_terminal:
-        await jobs.deliver_inputs(job, responses)
+    # Its record is the audit trail's only when an answer reached the tool (running/audit.py).
+    call.changed = not job.is_terminal and bool(await jobs.deliver_inputs(job, responses))
     return tasks_extension.ack()
 
 
 async def tasks_cancel(params, call):
     """"tasks/cancel against a terminal task returns the same empty ack (idempotent)"."""
     job = await owned(params, call)
-    if not job.is_terminal:
-        await jobs.acancel(job.id, "The task was cancelled by request.")
+    # This call's record is the stop's (running/audit.py): it changed something if it ended the job.
+    call.changed = not job.is_terminal and await jobs.acancel(job.id, "The task was cancelled by request.")
     return tasks_extension.ack()
 
 

@@ -63,8 +63,8 @@ from .shares import Turn, caller_of, enter_line, lease_ms, refresh_place, share_
 from .submitting import RUN_JOB, enqueue, submit  # noqa: F401
 from .deferring import DEFER_MAX_SECONDS, defer, defer_seconds, release, send_again, wake  # noqa: F401
 from .cancelling import (  # noqa: F401
-    CANCELLED_BY_CLIENT, STOP_JOB, _revoke, _stop_running, acancel, cancel, cancel_key, cancel_request,
-    end_session_jobs,
+    CANCELLED_BY_CLIENT, CANCELLED_FROM_CODE, STOP_JOB, Stop, _revoke, _stop_running, acancel, cancel, cancel_key,
+    cancel_request, closed_session_stop, end_session_jobs,
 )
 from .waiting import (  # noqa: F401
     NO_ANSWER, PARKED_KEY_GRACE, answer_given_ahead, asked_and_answered, deliver_inputs, expire_parked,

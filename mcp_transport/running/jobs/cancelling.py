@@ -1,6 +1,7 @@
 """Cancelling a job (a client's notifications/cancelled or tasks/cancel, the admin, a closed
 session): its end without a response, its worker told, its Celery task revoked or its pool
-process stopped."""
+process stopped, and its row in the audit trail: who stopped it, and how (a ``calls.Stop``; a
+tasks/cancel's own row in the calls log is its stop's)."""
 import logging
 
 from asgiref.sync import async_to_sync
@@ -11,6 +12,8 @@ from ...methods import threads
 from ...conf import get_config
 from ...logs import short_id
 from ...models import McpJob
+from .. import calls
+from ..calls import Stop
 from .answers import finish
 from .deferring import release
 from .rows import Status, _active_job_of_request, load
@@ -26,8 +29,10 @@ def cancel_key(job) -> str:
     return f"job:{job.id}"
 
 
-async def acancel(job_id: str, reason: str = CANCELLED_BY_CLIENT) -> bool:
-    """Cancel a job that has not ended; False if it had (or does not exist)."""
+async def acancel(job_id: str, reason: str = CANCELLED_BY_CLIENT, stop: Stop = None) -> bool:
+    """Cancel a job that has not ended; False if it had (or does not exist). ``stop``: who
+    cancels it and how, recorded in the audit trail once it is cancelled (None: the caller's
+    own record says it, as a tasks/cancel's does)."""
     for _attempt in range(5):
         job = await load(job_id)
         if job is None or job.is_terminal:
@@ -46,6 +51,8 @@ async def acancel(job_id: str, reason: str = CANCELLED_BY_CLIENT) -> bool:
     else:
         await _stop_running(job)
     await _leave_share(job)
+    if stop is not None:
+        await calls.job_stopped(job, stop)
     return True
 
 
@@ -58,16 +65,20 @@ async def _leave_share(job) -> None:
         logger.warning("giving back the place of job %s failed", short_id(job.id), exc_info=True)
 
 
-def cancel(job_id: str, reason: str = "Cancelled by an administrator.") -> bool:
+#: How a job cancelled from sync code is recorded when its caller says nothing else.
+CANCELLED_FROM_CODE = Stop("cancel (jobs.cancel)")
+
+
+def cancel(job_id: str, reason: str = "Cancelled by an administrator.", stop: Stop = CANCELLED_FROM_CODE) -> bool:
     """Cancel a job from sync code (the admin, a shell, a Celery task): the same path as a
     client's notifications/cancelled. True if the job was running or queued."""
-    return async_to_sync(acancel)(job_id, reason)
+    return async_to_sync(acancel)(job_id, reason, stop)
 
 
-async def cancel_request(session_id: str, request_id) -> bool:
+async def cancel_request(session_id: str, request_id, stop: Stop = None) -> bool:
     """notifications/cancelled for a plain (not task-augmented) background call."""
     job = await _active_job_of_request(session_id, request_id)
-    return job is not None and await acancel(job.id, CANCELLED_BY_CLIENT)
+    return job is not None and await acancel(job.id, CANCELLED_BY_CLIENT, stop)
 
 
 async def _revoke(job):
@@ -107,14 +118,23 @@ async def _stop_running(job):
         logger.warning("asking the workers to stop job %s failed", short_id(job.id), exc_info=True)
 
 
-async def end_session_jobs(session_ids) -> int:
+async def end_session_jobs(session_ids, reason: str = "closed", by=("", "")) -> int:
     """Cancel the background jobs of sessions that closed (DELETE, terminate, expiry): a job
-    waiting for its gone client, parked or in its slot, ends now rather than at its timeout."""
+    waiting for its gone client, parked or in its slot, ends now rather than at its timeout.
+    ``reason``, ``by``: why the sessions closed and who closed them (sessions.close)."""
     active = await _active_jobs_of_sessions(list(session_ids))
+    stop = closed_session_stop(reason, by)
     ended = 0
     for job_id in active:
-        ended += await acancel(job_id, "Its session was closed.")
+        ended += await acancel(job_id, "Its session was closed.", stop)
     return ended
+
+
+def closed_session_stop(reason, by) -> Stop:
+    """The stop of a job whose session closed: "session deleted" (its client's DELETE), "session
+    terminated" (an administrator), "session expired" (the server), by whom."""
+    principal, address = (list(by) + ["", ""])[:2] if isinstance(by, (list, tuple)) else ("", "")
+    return Stop(f"session {reason or 'closed'}", str(principal or ""), str(address or ""))
 
 
 @database_sync_to_async

@@ -17,7 +17,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
 
 from ...state import control, sessions
-from .. import jobs
+from .. import calls, jobs
 from ...conf import get_config
 from ... import tracing
 from ...logs import short_id
@@ -251,11 +251,20 @@ class JobRun:
 
     async def _finish(self, result, progress):
         if result is None:
-            await jobs.finish(self.job, Status.CANCELLED, error=jobs.CANCELLED_BY_CLIENT, **progress)
+            if await jobs.finish(self.job, Status.CANCELLED, error=jobs.CANCELLED_BY_CLIENT, **progress):
+                # The worker ended it before any cancel did (its session's ``closed`` message came
+                # first): the stop is recorded here, with why and by whom that message says.
+                await calls.job_stopped(self.job, self._stop())
         else:
             if self.failed_internally:
                 progress = {**progress, **jobs.internal_failure(self.job)}
             await jobs.finish(self.job, jobs.outcome_status(result), result, error=jobs.error_text(result), **progress)
+
+    def _stop(self) -> "jobs.Stop":
+        closed_by = self.channel.closed_by
+        if isinstance(closed_by, (list, tuple)) and len(closed_by) == 2 and closed_by[0]:
+            return jobs.closed_session_stop(*closed_by)
+        return jobs.Stop("stopped in its worker")
 
     async def _progress_heartbeat(self):
         """Progress every PROGRESS_HEARTBEAT_SECONDS while the tool reports none, so clients with
