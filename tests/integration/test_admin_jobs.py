@@ -49,6 +49,13 @@ def _wait_for(condition, what):
     raise AssertionError(f"{what} within {DEADLINE} s")
 
 
+def _session_page(admin, url) -> str:
+    """A session's admin page, once its row is there: a session's row is written behind its
+    first use (state/session_rows.py, a group commit), so it may lag the job's by a moment."""
+    _wait_for(lambda: admin.send(url)[0] == 200, f"the session's row ({url})")
+    return admin.page(url)
+
+
 def _cancel(admin, job_id):
     html = admin.post(JOBS, {"action": "cancel_jobs", "index": 0, "select_across": 0, "_selected_action": [job_id]})
     assert "Cancelled 1 job(s)" in html, _messages(html)
@@ -79,7 +86,7 @@ def test_jobs_list_shows_running_jobs_with_live_progress(admin_server, admin):
     cells = _cells(_row(html, job_id))
     assert cells[2] == "slow_job" and cells[3] == "Working"
     assert 'data-active="1"' in html and "mcp_transport/jobs.js" in html
-    session_page = admin.page(f"{session_url(client.session_id)}/change/")
+    session_page = _session_page(admin, f"{session_url(client.session_id)}/change/")
     assert "Background jobs" in session_page and f'data-job="{job_id}" data-active="1"' in session_page
     first = _progress(admin, job_id)
 
@@ -102,7 +109,7 @@ def test_the_jobs_list_html_carries_no_full_session_id(admin_server, admin):
     for html in (admin.page(JOBS), admin.page(JOBS, q=client.session_id[:8])):
         assert client.session_id[:9] not in html and quote(client.session_id[:9]) not in html
         link = re.search(r'href="(/admin/mcp_transport/mcpsession/[^"?]+/change/)[?"]', _row(html, job_id)).group(1)
-        assert client.session_id in admin.page(link)
+        assert client.session_id in _session_page(admin, link)
     _cancel(admin, job_id)
     stream.close()
 
