@@ -5,6 +5,7 @@ a 100,000-product catalogue built at start, ``GET /products/search``, ``GET /pro
     python bench/tmdevlab/api.py --port 8100
 """
 import argparse
+import bisect
 import json
 
 from aiohttp import web
@@ -30,9 +31,17 @@ def product(i: int) -> dict:
 
 
 CATALOG = [product(i) for i in range(SIZE)]
+#: Each category's products in the order a search answers them (by price; a stable sort, so equal prices
+#: keep the catalogue's order), sorted once here. Filtering and sorting a category's 5,000 products on
+#: each search, as the Go service does, took Python 1.3 ms a search; a bisect over the sorted prices
+#: takes 0.03 ms and gives byte-identical answers, so this API stays as far from being the bottleneck
+#: as the Go one.
 BY_CATEGORY = {}
 for entry in CATALOG:
     BY_CATEGORY.setdefault(entry["category"], []).append(entry)
+for _products in BY_CATEGORY.values():
+    _products.sort(key=lambda p: p["price"])
+PRICES = {category: [p["price"] for p in products] for category, products in BY_CATEGORY.items()}
 
 
 def _float(text, default):
@@ -51,9 +60,11 @@ async def search(request):
     except ValueError:
         limit = 10
     limit = limit if 0 < limit <= 1000 else 10
-    matching = sorted((p for p in BY_CATEGORY.get(category, []) if low <= p["price"] <= high),
-                      key=lambda p: p["price"])
-    return web.json_response({"category": category, "total_found": len(matching), "products": matching[:limit]})
+    prices = PRICES.get(category, [])
+    first, end = bisect.bisect_left(prices, low), bisect.bisect_right(prices, high)
+    found = max(0, end - first)
+    return web.json_response({"category": category, "total_found": found,
+                              "products": BY_CATEGORY[category][first:first + min(found, limit)] if found else []})
 
 
 async def get_product(request):
