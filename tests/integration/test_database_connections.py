@@ -37,7 +37,8 @@ def persistent_server(start_server, server_env):
     url += ("&" if urlsplit(url).query else "?") + urlencode({"application_name": name})
     # Keys of its own: its registrations must not spend the per-network budget that the run's
     # other servers (all at 127.0.0.1) count in Redis (test_oauth_flow's 429 when they met).
-    server = start_server(DJANGO_CONN_MAX_AGE="60", DATABASE_URL=url, MCP_KEY_PREFIX=f"{server_env['MCP_KEY_PREFIX']}-conn",
+    server = start_server(DJANGO_CONN_MAX_AGE="60", DATABASE_URL=url,
+                          MCP_KEY_PREFIX=f"{server_env['MCP_KEY_PREFIX']}-conn",
                           MCP_TRANSPORT_JSON=json.dumps({"OAUTH_REGISTRATIONS_PER_ADDRESS": 1000}))
     server.application_name = name
     return server
