@@ -23,8 +23,8 @@ last two columns compare with FastMCP in the same era (``fastmcp-2026`` for a ``
 when it runs, else ``fastmcp``): iterations a second, and CPU an iteration (its ms / the
 target's), the one that moves least when neighbours take part of the core.
 
-Neighbours do not slow every server alike: under a busy core FastMCP (a deep queue, ~18 ms of CPU
-an iteration) lost far more than ours (bench/RESULTS.md, TM Dev Lab). So before each round the
+Neighbours do not slow every server alike: with others on the server's core the same pair came out
+at 1.4x and at 3.6x, ~1.9x on a quiet core (bench/RESULTS.md, TM Dev Lab). So before each round the
 script waits (up to ``--quiet-wait`` s) for the server's core to be used less than ``--max-others``
 percent by others, and a round during which others took more than that of it is marked
 ``squeezed``; the medians are of the rounds that were not (of all, when every round was), and the
@@ -253,7 +253,8 @@ def table(results, targets):
     for name in targets:
         mine = counted(results, name)
         rounds[name] = f"{len(mine)}/{sum(r['target'] == name for r in results)}"
-        medians[name] = {k: statistics.median([r[k] for r in mine if r.get(k) is not None] or [0]) for k in KEYS}
+        medians[name] = {k: round(statistics.median([r[k] for r in mine if r.get(k) is not None] or [0]), 2)
+                         for k in KEYS}
     for name in targets:
         anchor = medians.get(anchor_of(name, targets))
         speed = f"{medians[name]['iterations_per_s'] / anchor['iterations_per_s']:.2f}x" if anchor else "–"
@@ -275,10 +276,9 @@ def main():
     parser.add_argument("--profile", type=float, default=0,
                         help="py-spy each target's server for S seconds of its first round (after the warm-up; "
                              "that round runs slower)")
-    parser.add_argument("--max-others", type=float, default=25,
+    parser.add_argument("--max-others", type=float, default=10,
                         help="%% of the server's core others may use: waited for before a round, a round past it is "
-                             "squeezed and left out of the medians (the core's softirq for the server's own traffic "
-                             "counts as others: ~10-20 %%)")
+                             "squeezed and left out of the medians (on a quiet machine others take 0-7 %%)")
     parser.add_argument("--quiet-wait", type=float, default=180, help="seconds to wait for that before each round")
     parser.add_argument("--database-url", default="", help="ours' database (PostgreSQL: transactions are counted)")
     args = parser.parse_args()
