@@ -66,7 +66,12 @@ def check(status, body, what):
         raise SystemExit(f"{what}: HTTP {status} {body[:300]!r}")
 
 
-async def drive(era: str, calls: int) -> None:
+_SESSIONS = {}  # era -> the 2025-11-25 session's headers, for a second ``drive`` in one process
+
+
+async def drive(era: str, calls: int, first: int = 1, session: bool = True) -> None:
+    """``calls`` echo calls (ids from ``first``); a 2025-11-25 run opens its session first, or
+    (``session`` False) reuses the one an earlier run in this process opened."""
     from mcpserver.asgi import application
 
     base = {"host": "127.0.0.1:8000", "content-type": "application/json", "accept": "application/json, text/event-stream"}
@@ -74,6 +79,8 @@ async def drive(era: str, calls: int) -> None:
         meta = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {},
                 "io.modelcontextprotocol/clientInfo": {"name": "instructions", "version": "1"}}
         headers = {**base, "mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "echo"}
+    elif not session:
+        meta, headers = None, _SESSIONS[era]
     else:
         meta, headers = None, dict(base)
         status, answer_headers, body = await post(application, base, {
@@ -83,7 +90,8 @@ async def drive(era: str, calls: int) -> None:
         headers.update({"mcp-session-id": answer_headers[b"mcp-session-id"].decode(), "mcp-protocol-version": LEGACY})
         status, _, body = await post(application, headers, {"jsonrpc": "2.0", "method": "notifications/initialized"})
         check(status, body, "notifications/initialized")
-    for n in range(1, calls + 1):
+        _SESSIONS[era] = headers
+    for n in range(first, first + calls):
         params = {"name": "echo", "arguments": {"text": "hi"}}
         if meta:
             params["_meta"] = meta

@@ -23,6 +23,7 @@ comparison each (docs/operations.md has the figures), whatever trace context the
 """
 import contextlib
 import time
+from typing import Optional
 
 try:
     from opentelemetry import context as otel_context, metrics as otel_metrics, propagate, trace
@@ -202,7 +203,7 @@ def _record_outcome(span, message, status):
 OPERATION_ATTRIBUTES = ("mcp.method.name", "gen_ai.tool.name", "gen_ai.prompt.name", "error.type")
 
 
-def operation_labels(request, message) -> tuple:
+def operation_labels(request, message, known: Optional[bool] = None) -> tuple:
     """(method, tool, prompt, error) of a finished request for the operation duration metric, ""
     for an attribute it has not: the one classification behind the OpenTelemetry histogram and
     /metrics' ``mcp_server_operation_duration_seconds``. Every value is bounded: a method the
@@ -212,14 +213,17 @@ def operation_labels(request, message) -> tuple:
     (model/mcp/common.yaml): the JSON-RPC error code as a string, except the codes of a caller's
     mistake, which "SHOULD NOT be considered errors" (``CALLER_ERRORS``); ``tool_error`` for a
     CallToolResult with ``isError``. A call its client cancelled, or handed to its background
-    job (no answer yet), has none."""
+    job (no answer yet), has none. ``known``: whether the named tool or prompt is registered,
+    when the caller knows it (its route), else looked up."""
     method = request.method
     if method_names is not None and method not in method_names:
         method = OTHER_METHOD
     tool = prompt = error = ""
     params = request.params if isinstance(request.params, dict) else {}
     name = params.get("name") if method in ("tools/call", "prompts/get") else None
-    if isinstance(name, str) and (known_target is None or known_target(method, name)):
+    if known is None:
+        known = isinstance(name, str) and (known_target is None or known_target(method, name))
+    if known and isinstance(name, str):
         if method == "tools/call":
             tool = name
         else:

@@ -15,7 +15,7 @@ from .method_table import (METHODS, Call, capabilities, counts_as_call, declares
 from .invoke import make_context, run_sync_or_async, waiting_caller  # noqa: F401
 from .listing import (paginate, ping, prompts_list, resource_templates_list, resources_list,  # noqa: F401
                       tools_list, usable)
-from .tool_calls import runs_in_background, tools_call  # noqa: F401
+from .tool_calls import tools_call  # noqa: F401
 from .resources_prompts import (completion_complete, logging_set_level, prompts_get,  # noqa: F401
                                 require_readable, resources_read, resources_subscribe, resources_unsubscribe)
 from .skills import resources_directory_read, skills_get, skills_list  # noqa: F401

@@ -46,6 +46,8 @@ def waiting_caller(call):
     share and the process's bound apply)."""
     if call is None:
         return None
+    if call.caller is not None:
+        return call.caller.key or None
     key = getattr(call.principal, "key", "") if call.principal is not None else ""
     if key:
         return f"principal:{key}"

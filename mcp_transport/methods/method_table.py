@@ -5,9 +5,10 @@ call, may send, names a target). The tasks utility plugs in here (``serve_tasks`
 """
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 from .. import __version__
+from ..auth.callers import Caller
 from ..state import sessions
 from ..conf import get_config, per_config
 from ..protocol.jsonrpc import Request
@@ -24,12 +25,18 @@ class Call:
     user: Any = None
     #: The auth.Principal of the request (its key, scopes and user).
     principal: Any = None
+    #: Who it is for every per-caller limit and record, made once (of its principal, else its
+    #: client address, when not given).
+    caller: Optional[Caller] = None
+    #: Where it goes (a running.routes.Route): its method's facts, its tool, its arguments bound,
+    #: how it runs. Made once by the request pipeline; None for a call made elsewhere.
+    route: Any = None
     #: Reaches the client while the request runs (notify, request, close_stream, cancelled).
     channel: Any = None
     #: Its place among its owner's running calls (a quotas.Slot), freed at its end unless the
     #: background job it creates takes it over.
     quota: Any = None
-    #: A tools/call's place in its caller's rate window (a rates.Charge: pipeline.rate_charge),
+    #: A tools/call's place in its caller's rate window (a rates.Charge: Route.rate_charge),
     #: taken at admission (or by a 2025-11-25 session's read); None when not rate limited.
     rate: Any = None
     #: True once a task of its own runs it (that task releases the quota).
@@ -58,6 +65,10 @@ class Call:
     #: What its handler says it changed: False, nothing (a cancel of a task that had ended);
     #: True, something; None, it says nothing (the method's rule decides: running/audit.py).
     changed: Any = None
+
+    def __post_init__(self):
+        if self.caller is None:
+            self.caller = Caller.of(self.principal, self.address or getattr(self.session, "address", ""))
 
 
 #: What each capability declares when it is declared (``declares``); tasks' comes from its module.

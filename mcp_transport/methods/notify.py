@@ -20,6 +20,7 @@ from django.utils import timezone
 from django.contrib.auth.models import AnonymousUser
 
 from .. import auth
+from ..auth.callers import Caller
 from ..state import quotas
 from ..conf import get_config
 from ..connections import async_redis, keys, publish
@@ -157,7 +158,8 @@ class _Checker:
 
     def __init__(self, user):
         self.principal = auth.Principal.for_user(user) if getattr(user, "is_authenticated", False) else None
-        self.owner = f"user:{user.pk}" if self.principal is not None else None
+        self.caller = Caller.of(self.principal)
+        self.owner = self.caller.key or None
 
 
 def _readable(readable, context, variables) -> bool:

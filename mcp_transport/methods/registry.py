@@ -164,13 +164,15 @@ class ToolSpec:
         return inspect.iscoroutinefunction(self.func)
 
     @property
-    def may_send(self) -> bool:
-        """Whether the tool can send anything (progress, logs, requests) before its result."""
+    def may_send(self) -> bool:  # anything (progress, logs, requests) before its result
         return self.context_param is not None or self.background
 
     @property
-    def idempotent(self) -> bool:
-        """Declared safe to run again (``idempotentHint``): a job whose worker died is retried."""
+    def blocks(self) -> bool:  # its call runs the project's sync code in a thread (inline, sync)
+        return not self.background and not self.is_async
+
+    @property
+    def idempotent(self) -> bool:  # declared safe to run again: a job whose worker died is retried
         return bool((self.annotations or {}).get("idempotentHint"))
 
     def describe(self) -> dict:
@@ -241,15 +243,13 @@ def _accepted_kwargs(func, arguments):
     return {k: v for k, v in arguments.items() if k in params}
 
 
-_JOB_OPTIONS = ("queue", "soft_time_limit", "time_limit", "max_retries", "park")
-_TASK_SUPPORT = ("optional", "required")
+_JOB_OPTIONS, _TASK_SUPPORT = ("queue", "soft_time_limit", "time_limit", "max_retries", "park"), ("optional", "required")
 
 
 def _job_options(background) -> dict:
     """``background=True`` or a dict of Celery options for the job."""
     options = dict(background) if isinstance(background, dict) else {}
-    unknown = set(options) - set(_JOB_OPTIONS)
-    if unknown:
+    if unknown := set(options) - set(_JOB_OPTIONS):
         raise ValueError(f"Unknown background options: {', '.join(sorted(unknown))}; use {', '.join(_JOB_OPTIONS)}.")
     return options
 

@@ -12,7 +12,6 @@ from .content import error_result
 from .context import ClientCapabilityError, ClientRequestError, ToolCancelled
 from .database_time import StatementTimeout
 from ..protocol.errors import InvalidParams, MethodNotFound, ProtocolError
-from ..protocol.jsonrpc import Request
 from .invoke import make_context, run_sync_or_async
 from .method_table import METHODS, declares
 from .params import object_param, string_param
@@ -23,6 +22,7 @@ logger = logging.getLogger("mcp_transport.methods.dispatch")
 
 
 def _tool_may_send(params) -> bool:
+    """(Requests no route was made for: a tasks utility's replay) the named tool may send."""
     name = params.get("name")
     spec = registry.tools.get(name) if isinstance(name, str) else None  # a list is unhashable
     return spec is not None and spec.may_send
@@ -31,15 +31,18 @@ def _tool_may_send(params) -> bool:
 def _tool_blocks(params) -> bool:
     name = params.get("name")
     spec = registry.tools.get(name) if isinstance(name, str) else None
-    return spec is not None and not spec.is_async and not spec.background
+    return spec is not None and spec.blocks
 
 
 @METHODS.method("tools/call", capability="tools", counts_as_call=True, may_send=_tool_may_send, target="name",
                 target_kind="tool", scoped=True, round_trip=True, blocks=_tool_blocks)
 async def tools_call(params, call):
+    """Run the tool the request names (its route's: looked up, checked and bound once)."""
     name = string_param(params, "name")
-    spec = registry.tools.get(name)
-    if spec is None or not may_use(spec, call.principal):
+    route = call.route
+    spec, usable = (route.tool, route.usable) if route is not None and route.request.params is params else \
+        _looked_up(name, call.principal)
+    if spec is None or not usable:
         # "Unknown tools" are protocol errors -- spec 2025-11-25 server/tools (Error Handling).
         # A tool the caller may not use is one it does not know.
         raise InvalidParams(f"Unknown tool: {name}.")
@@ -48,7 +51,7 @@ async def tools_call(params, call):
         return discovery.search(arguments, call)
     task = _task_augmentation(spec, params)
     try:
-        kwargs = spec.bind(arguments)
+        kwargs = route.bound_arguments(spec, arguments) if route is not None else spec.bind(arguments)
     except ArgumentError as exc:
         if task is not None:
             raise InvalidParams(str(exc)) from None
@@ -58,6 +61,12 @@ async def tools_call(params, call):
     if spec.context_param:
         kwargs[spec.context_param] = make_context(spec, params, call)
     return await _run_tool(spec, kwargs, call)
+
+
+def _looked_up(name: str, principal) -> tuple:
+    """(the tool, whether ``principal`` may use it) of a call with no route of its own."""
+    spec = registry.tools.get(name)
+    return spec, spec is not None and may_use(spec, principal)
 
 
 def _task_augmentation(spec, params):
@@ -81,23 +90,9 @@ def _task_augmentation(spec, params):
     return task
 
 
-def runs_in_background(request: Request, principal=None) -> bool:
-    """A plain tools/call of a background tool with valid arguments, that ``principal`` may
-    use: a worker runs it. Otherwise dispatch answers (with the error, for one it may not use)."""
-    if request.method != "tools/call" or not isinstance(request.params.get("name"), str):
-        return False
-    spec = registry.tools.get(request.params["name"])
-    if spec is None or not spec.background or _task_requested(spec, request.params) or not may_use(spec, principal):
-        return False
-    try:
-        spec.bind(object_param(request.params, "arguments"))
-    except (ArgumentError, InvalidParams):
-        return False
-    return True
-
-
-def _task_requested(spec, params) -> bool:
-    """True when dispatch must decide (a task, or an error about one)."""
+def task_requested(spec, params) -> bool:
+    """A task-augmented call, or one that must be (an error then): the handler decides, and a
+    background tool's call is not handed to a job as it is (running/routes.py)."""
     return (params.get("task") is not None or spec.task_support == "required") and declares("tasks")
 
 

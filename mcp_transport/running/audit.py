@@ -51,7 +51,11 @@ LIST_ITEMS = 50
 MAX_INT = 10 ** 18
 
 
-def changes_state(request, message, changed=None) -> bool:
+#: ``changes_state``'s ``tool`` when the caller did not look it up.
+LOOK_UP = object()
+
+
+def changes_state(request, message, changed=None, tool=LOOK_UP) -> bool:
     """Whether the call may have changed state (above): its row is never sampled out, capped
     or dropped before a read-only call's. ``changed``: what its handler said (``Call.changed``).
     Costs a dict lookup on the request path."""
@@ -59,9 +63,10 @@ def changes_state(request, message, changed=None) -> bool:
         return False
     method = request.method
     if method == "tools/call":
-        params = request.params
-        name = params.get("name") if isinstance(params, dict) else None
-        tool = registry.tools.get(name) if isinstance(name, str) else None  # a list is unhashable
+        if tool is LOOK_UP:  # a call with no route (its tool is known when it has one)
+            params = request.params
+            name = params.get("name") if isinstance(params, dict) else None
+            tool = registry.tools.get(name) if isinstance(name, str) else None  # a list is unhashable
         if tool is None or (tool.annotations or {}).get("readOnlyHint") is True:
             return False
     elif method not in STEERING:

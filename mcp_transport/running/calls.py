@@ -324,10 +324,12 @@ def finished(request, call, message, *, status=None, job_id="") -> Optional[asyn
     ended = time.monotonic()
     # One observation of the request's duration, in the process (histograms.py), and in the
     # OpenTelemetry histogram when a meter provider is set: both with the same attributes.
-    labels = tracing.operation_labels(request, message)
+    route = call.route
+    tool = route.tool if route is not None and route.calls_tool and route.request is request else audit.LOOK_UP
+    labels = tracing.operation_labels(request, message, None if tool is audit.LOOK_UP else tool is not None)
     histograms.observe_operation(labels, ended - call.began)
     tracing.finish(call.span, request, message, status, ended - call.began, labels)
-    writes = audit.changes_state(request, message, call.changed)
+    writes = audit.changes_state(request, message, call.changed, tool)
     if not writes and not _kept(call, status, message):
         return None
     captured = (time.time() - (ended - call.began), ended - call.began, request, call.session, call.principal,
@@ -345,15 +347,7 @@ def _kept(call, status, message) -> bool:
     if rate <= 0 or (rate < 1 and random.random() >= rate):
         return False
     ok = status is None and _answered_ok(message)
-    return _within_cap(config["CALL_LOG_MAX_PER_SECOND"], caller_of(call), ok)
-
-
-def caller_of(call) -> str:
-    """Whose share of the log a call spends: its principal, else its client address."""
-    principal = call.principal
-    if principal is not None and principal.key:
-        return "principal:" + principal.key
-    return "address:" + _address(call)
+    return _within_cap(config["CALL_LOG_MAX_PER_SECOND"], call.caller.key, ok)  # its caller's share
 
 
 def _address(call) -> str:

@@ -34,15 +34,15 @@ its caller (principal, else client address) when it has none, set here for every
 import asyncio
 import contextlib
 import logging
-from typing import Any, Awaitable, Callable, Optional, Protocol
+from typing import Any, Awaitable, Callable, NamedTuple, Optional, Protocol
 
 from .. import auth, tracing
 from . import calls, drain, jobs, streams
-from ..methods import discovery
+from .routes import Route
+from ..auth.callers import Caller
 from ..methods.context import ToolCancelled
-from ..methods.dispatch import Call, runs_in_background, target_spec
-from ..methods.registry import registry
-from ..methods.specs import UNKNOWN, MethodTable
+from ..methods.dispatch import Call, target_spec
+from ..methods.specs import MethodTable
 from ..protocol import ids, jsonrpc
 from ..protocol.errors import ErrorCode, ProtocolError
 from ..protocol.jsonrpc import Request
@@ -111,10 +111,6 @@ class Responder(Protocol):
     def inline_channel(self, request: Request, call: Call):
         """The channel of a call answered with one message."""
 
-    async def answer(self, request: Request, message: dict, error: Optional[ProtocolError] = None) -> None:
-        """Send the call's one answer as a single message (``error``: the refusal it says, whose
-        HTTP status and headers an HTTP transport answers with)."""
-
     async def open_stream(self, request: Request, call: Call) -> CallStream:
         """Open the stream the call's messages and answer go on."""
 
@@ -123,12 +119,21 @@ class Responder(Protocol):
         follows it once the job is submitted (or None: the transport's follower finds it)."""
 
 
-def begin(request: Request, session, headers=None, transport: str = "http", *, address: str = "", **facts) -> Call:
-    """The Call of a request that starts now, with its span (current in this task) and its
-    fairness owner: its session, else its caller."""
-    call = Call(session=session, address=address, **facts)
-    key = call.principal.key if call.principal is not None else ""
-    call.owner = session.id or quotas.caller_key(key, address)
+class Answer(NamedTuple):
+    """A call's one answer as a single message, for its transport to write: the era's message,
+    and the ProtocolError it says (whose HTTP status and headers an HTTP transport answers with)."""
+
+    message: dict
+    error: Optional[ProtocolError] = None
+
+
+def begin(request: Request, session, headers=None, transport: str = "http", *, address: str = "",
+          caller: Optional[Caller] = None, **facts) -> Call:
+    """The Call of a request that starts now: its caller (made once: ``caller``, or of its
+    principal, else its address), its span (current in this task) and its fairness owner: its
+    session, else its caller."""
+    call = Call(session=session, address=address, caller=caller, **facts)
+    call.owner = session.id or call.caller.key
     if session.id and request.method != "initialize":
         sessions.used(session)  # its row, once it did something (state/session_rows.py)
     call.span = tracing.start(request, session, headers, transport)
@@ -153,28 +158,26 @@ async def recorded(request: Request, call: Call, message: Optional[dict], **outc
         await written
 
 
-async def answered(request: Request, call: Call, responder: Responder, message: dict,
-                   error: Optional[ProtocolError] = None) -> None:
-    """Send the call's one answer as a single message, once it is recorded."""
-    await recorded(request, call, message)
-    await responder.answer(request, message, error)
-
-
-async def refused(request: Request, call: Call, responder: Responder, exc: ProtocolError) -> None:
-    """Answer a request refused before it ran (its state, its arguments, a quota) with the error;
-    it takes no place in its caller's rate window."""
+async def refused(request: Request, call: Call, responder: Responder, exc: ProtocolError) -> Answer:
+    """The answer of a request refused before it ran (its state, its arguments, a quota), once
+    recorded; it takes no place in its caller's rate window."""
     await rates.give_back(call.rate)
-    await answered(request, call, responder, responder.error_reply(request.id, exc), exc)
+    message = responder.error_reply(request.id, exc)
+    await recorded(request, call, message)
+    return Answer(message, exc)
 
 
-async def serve(request: Request, call: Call, responder: Responder, *, scope=None, headers=None) -> None:
-    """Serve one request (``call`` from ``begin``). ``scope`` and ``headers``: the HTTP request
-    that carried it, whose principal needs the target's scopes (none for stdio)."""
-    spec = responder.methods.get(request.method, UNKNOWN)
+async def serve(request: Request, call: Call, responder: Responder, *, scope=None, headers=None) -> Optional[Answer]:
+    """Serve one request (``call`` from ``begin``): its one-message answer, recorded, for the
+    transport to write, or None when it answers on a stream of its own. ``scope`` and
+    ``headers``: the HTTP request that carried it, whose principal needs the target's scopes
+    (none for stdio)."""
+    route = call.route = call.route or Route.of(request, responder.methods)
+    request = route.request  # call_tool(name, arguments) is that tool's own call: every rule applies to it
     try:
-        await request_rates.admit(caller_of(call))
-        # call_tool(name, arguments) is that tool's own call: every rule below applies to it, once.
-        request = discovery.resolve(request)
+        await request_rates.admit(call.caller.key)
+        if route.refusal is not None:
+            raise route.refusal
         await responder.check(request, call)
     except ProtocolError as exc:
         return await refused(request, call, responder, exc)
@@ -184,33 +187,24 @@ async def serve(request: Request, call: Call, responder: Responder, *, scope=Non
         except ProtocolError:
             await rates.give_back(call.rate)
             raise
-    streamed = responder.wants_stream(spec.may_send(request.params), spec.blocks(request.params))
-    call.background = streamed and runs_in_background(request, call.principal)
-    if spec.counts_as_call:  # a background tool's job counts too, until it ends
+    route.plan(call.principal, responder.wants_stream)
+    call.background = route.background
+    if route.counts_as_call:  # a background tool's job counts too, until it ends
         if call.rate is None:
-            call.rate = rate_charge(request, call.principal, call.address)
+            call.rate = route.rate_charge(call.caller)
         try:
-            call.quota = await admit(call, call.background, responder.running_calls)
+            call.quota = await admit(call, route.background, responder.running_calls)
         except ProtocolError as exc:  # 429: the session or caller runs its most calls already, or spent its rate
             return await refused(request, call, responder, exc)
     try:
-        if call.background and responder.resumable_jobs:
-            return await hand_to_job(request, call, responder)
-        if streamed:
+        if route.background and responder.resumable_jobs:
+            return await run_in_worker(request, call, responder)
+        if route.streamed:
             return await run_on_stream(request, call, responder)
-        await run_inline(request, call, responder)
+        return await run_inline(request, call, responder)
     finally:
         if not call.started:
             await quotas.release_call(call.quota)  # a no-op once released, or once a job holds it
-
-
-def caller_of(call: Call) -> str:
-    """Who the call's per-caller limits count (quotas.caller_key: its principal, else its client
-    address), or "" for a caller with neither (stdio started without a user): not limited."""
-    key = call.principal.key if call.principal is not None else ""
-    if not (key or call.address):
-        return ""
-    return call.owner if not call.session.id else quotas.caller_key(key, call.address)
 
 
 def admit(call: Call, background: bool, running: Optional[int] = None) -> Awaitable[quotas.Slot]:
@@ -218,27 +212,7 @@ def admit(call: Call, background: bool, running: Optional[int] = None) -> Awaita
     in its caller's rate window, ``call.rate``)."""
     if call.session.id:
         return quotas.admit_call(call.session.id, running, background=background, rate=call.rate)
-    return quotas.admit_caller(call.owner, background, call.rate)  # its caller key (``begin``)
-
-
-def rate_charge(request: Request, principal, address) -> Optional[rates.Charge]:
-    """A ``tools/call``'s place in its caller's window, to be taken (None: not rate limited): the
-    tool's own ``rate_limit``, else RATE_LIMIT; its caller is its principal, else its client
-    address (``address``: it, or a function that says it, asked only then). A caller with
-    neither (stdio without a user) is not limited."""
-    if request.method != "tools/call":
-        return None
-    name = discovery.resolve(request, strict=False).params.get("name")  # call_tool's: its tool's window
-    tool = registry.tools.get(name) if isinstance(name, str) else None
-    own = tool is not None and tool.rate_limit is not rates.SETTING
-    rate = tool.rate_limit if own else rates.configured()
-    if rate is None:
-        return None
-    key = principal.key if principal is not None else ""
-    address = "" if key else address() if callable(address) else address
-    if not (key or address):
-        return None
-    return rates.charge_for(quotas.caller_key(key, address), rate, name if own else "")
+    return quotas.admit_caller(call.caller.key, background, call.rate)
 
 
 async def respond(request: Request, call: Call, responder: Responder) -> tuple:
@@ -266,14 +240,15 @@ async def respond(request: Request, call: Call, responder: Responder) -> tuple:
     return responder.result_reply(request, result), None
 
 
-async def run_inline(request: Request, call: Call, responder: Responder) -> None:
+async def run_inline(request: Request, call: Call, responder: Responder) -> Answer:
     """A one-message answer: it has nowhere to put messages sent before the result."""
     call.channel = responder.inline_channel(request, call)
     task = drain.tracking(call)  # a process told to stop waits for the answer
     try:
-        message, error = await respond(request, call, responder)
+        answer = Answer(*await respond(request, call, responder))
         await quotas.release_call(call.quota)
-        await answered(request, call, responder, message, error)
+        await recorded(request, call, answer.message)
+        return answer
     finally:
         drain.untrack(task)
 
@@ -320,14 +295,14 @@ def _unanswered(request: Request, call: Call) -> None:
         asyncio.ensure_future(quotas.release_call(call.quota))
 
 
-async def hand_to_job(request: Request, call: Call, responder: Responder) -> None:
+async def run_in_worker(request: Request, call: Call, responder: Responder) -> None:
     """A background tool: a worker runs it (jobs.py) and appends what it sends to a stream of
     its own, which the transport follows. The stream is open before the job is submitted, so
     the client may resume it anywhere: it must end with an answer, even "could not be started"."""
     params, session, stream_key = request.params, call.session, ids.new_stream_key()
     follow = await responder.open_job_stream(stream_key)
     try:
-        job = await jobs.submit(registry.tools[params["name"]], params.get("arguments") or {},
+        job = await jobs.submit(call.route.tool, params.get("arguments") or {},
                                 session_id=session.id, request_id=request.id, stream_key=stream_key,
                                 user_id=call.principal.user_id, principal=call.principal.key,
                                 progress_token=jsonrpc.progress_token(params), slot=call.quota)
@@ -351,8 +326,10 @@ def job_failed(request: Request) -> dict:
 def check_scopes(request: Request, call: Call, scope, headers) -> None:
     """403 ``insufficient_scope`` before anything starts (auth.require_spec_scopes): raised for
     the transport to answer as HTTP, and recorded as the call's answer."""
+    route = call.route
+    target = route.tool if route.tool is not None else target_spec(request) if route.spec.scoped else None
     try:
-        auth.require_spec_scopes(target_spec(request), call.principal, scope, headers)
+        auth.require_spec_scopes(target, call.principal, scope, headers)
     except ProtocolError as exc:
         record(request, call, jsonrpc.error_message(request.id, exc.code, exc.message))
         raise

@@ -17,6 +17,7 @@ from asgiref.sync import async_to_sync
 from django.contrib.auth.models import AnonymousUser
 
 from ..auth import Principal
+from ..auth.callers import Caller
 from ..methods.context import ClientCapabilityError, manage_connections
 from ..methods.dispatch import Call, dispatch
 from ..protocol import ids, versions
@@ -103,7 +104,8 @@ class LocalClient:
         """The result of one request; a protocol error raises ``ProtocolError`` (``.code``)."""
         request = Request(id=next(self._ids), method=method, params=params or {})
         channel = channel or _Recorder(request.id, self.answer)
-        call = Call(session=self.session, user=self.user, principal=self.principal, channel=channel)
+        call = Call(session=self.session, user=self.user, principal=self.principal, channel=channel,
+                    caller=Caller.of(self.principal))
         token = manage_connections.set(False)  # the test's connections are the test's own
         try:
             return await dispatch(request, call)

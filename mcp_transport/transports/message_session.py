@@ -99,8 +99,11 @@ async def _receive_request(session, request, principal, scope, headers):
                           user=principal.user or AnonymousUser(), address=session.address)
     responder = MessageResponder(session)
     if request.method == "initialize":
-        return await _initialize(session, request, call, responder)
-    await pipeline.serve(request, call, responder, scope=scope, headers=headers)
+        answer = await _initialize(session, request, call, responder)
+    else:
+        answer = await pipeline.serve(request, call, responder, scope=scope, headers=headers)
+    if answer is not None:
+        await reply(session.id, answer.message)
 
 
 class MessageResponder(era.SessionResponder):
@@ -109,9 +112,6 @@ class MessageResponder(era.SessionResponder):
 
     def wants_stream(self, may_send: bool, blocks: bool = False) -> bool:
         return True  # each request on a stream of its own, so the follower hands over its messages in order
-
-    async def answer(self, request, message, error=None) -> None:
-        await reply(self.session.id, message)
 
     async def open_stream(self, request, call):
         return await streams.open_request_stream(self.session.id, request.id, self._list)
@@ -132,7 +132,9 @@ async def _initialize(session, request, call, responder):
         return await pipeline.refused(request, call, responder, exc)
     await sessions.update(session, state=SessionState.INITIALIZING.value, protocol_version=version,
                           client_info=session.client_info, client_capabilities=session.client_capabilities)
-    await pipeline.answered(request, call, responder, era.initialize_reply(request, version))
+    message = era.initialize_reply(request, version)
+    await pipeline.recorded(request, call, message)
+    return pipeline.Answer(message)
 
 
 # -- what the server sends ----------------------------------------------------------------------

@@ -70,7 +70,9 @@ async def post(exchange: Exchange, message) -> None:
     call = pipeline.begin(request, session, exchange.headers, principal=principal, user=exchange.user,
                           request_bytes=exchange.body_size, address=exchange.client_address())
     responder = ModernPostResponder(exchange, request)
-    await pipeline.serve(request, call, responder, scope=exchange.scope, headers=exchange.headers)
+    answer = await pipeline.serve(request, call, responder, scope=exchange.scope, headers=exchange.headers)
+    if answer is not None:
+        await responder.reply.finish(answer.message, answer.error)
 
 
 class ModernPostResponder(era.StatelessResponder):
@@ -94,9 +96,6 @@ class ModernPostResponder(era.StatelessResponder):
         except redis.RedisError as exc:  # the job's stream, read from the event store
             logger.exception(redis_failure(exc))
             raise ProtocolError("The event store is unavailable.", http_status=503) from None
-
-    async def answer(self, request, message, error=None) -> None:
-        await self.reply.finish(message, error)
 
     async def open_stream(self, request, call) -> "ModernStream":
         return ModernStream(self.reply, self.channel(call))

@@ -8,11 +8,12 @@ import logging
 from .. import logs
 from ..state import control, sessions
 from ..running import pipeline, streams
+from ..running.routes import Route
 from . import modern_post
 from ..state.bell import doorbell
 from ..conf import get_config, message_bounds
 from ..connections import keys
-from ..methods.dispatch import counts_as_call
+from ..auth.callers import Caller
 from ..protocol import http, ids, jsonrpc
 from ..protocol.modern import is_modern
 from ..protocol.errors import ProtocolError
@@ -36,10 +37,6 @@ class PostResponder(era_2025.SessionResponder):
 
     def wants_stream(self, may_send: bool, blocks: bool = False) -> bool:
         return self.exchange.wants_sse(may_send)
-
-    async def answer(self, request, message, error=None) -> None:
-        await self.exchange.send_json(error.http_status if error else 200, message,
-                                      error.asgi_headers() if error else ())
 
     async def open_stream(self, request, call):
         return await streams.open_request_stream(self.session.id, request.id, self._attach)
@@ -86,6 +83,12 @@ class PostExchange:
         self.send, self.send_json, self.send_accepted = consumer.send, consumer.send_json, consumer.send_accepted
         self.start_sse, self.prime, self.follow_tail = consumer.start_sse, consumer.prime, consumer.follow_tail
 
+    async def send_answer(self, answer: pipeline.Answer, extra_headers=()) -> None:
+        """A call's one answer as one JSON message, with the status and headers of its error."""
+        error = answer.error
+        await self.send_json(error.http_status if error else 200, answer.message,
+                             [*extra_headers, *error.asgi_headers()] if error else extra_headers)
+
     def wants_sse(self, may_send=False) -> bool:
         """SSE when the client accepts it and the handler may send before its result, or the
         client ranks SSE first or accepts nothing else."""
@@ -115,14 +118,19 @@ class PostHandling:
                 and message.method == "initialize":
             return await initialize(PostExchange(consumer, accept), message)
         is_request = isinstance(message, Request)
-        for_call = is_request and counts_as_call(message)
-        # A rate limited call's place in its caller's window is taken by the session's read.
-        rate = pipeline.rate_charge(message, consumer.principal, consumer.client_address) if for_call else None
+        route = caller = rate = None
+        if is_request:
+            # Its route and caller, made once: a rate limited call's place in its caller's
+            # window is taken by the session's read.
+            route = Route.of(message, era_2025.SessionResponder.methods)
+            caller = Caller.of(consumer.principal, consumer.client_address)
+            rate = route.rate_charge(caller) if route.counts_as_call else None
         initialized = isinstance(message, Notification) and message.method == "notifications/initialized"
-        session = await consumer.open_session(for_call=for_call, rate=rate, initialized=initialized)
+        session = await consumer.open_session(for_call=route is not None and route.counts_as_call, rate=rate,
+                                              initialized=initialized)
         exchange = PostExchange(consumer, accept)  # with the session's running calls its read counted
         if is_request:
-            await post_request(exchange, session, message, rate)
+            await post_request(exchange, session, message, route, caller, rate)
         elif isinstance(message, Notification):
             await receive_notification(session, message)
             await exchange.send_accepted()
@@ -142,7 +150,7 @@ async def initialize(exchange: PostExchange, request) -> None:
     try:
         version = era_2025.take_initialize(session, request.params)
     except ProtocolError as exc:
-        return await pipeline.refused(request, call, PostResponder(exchange, session), exc)
+        return await exchange.send_answer(await pipeline.refused(request, call, PostResponder(exchange, session), exc))
     session.address = exchange.client_address()
     with pipeline.recording_failure(request, call):  # 429: MAX_SESSIONS_PER_ADDRESS
         await sessions.create(session)
@@ -158,9 +166,12 @@ async def initialize(exchange: PostExchange, request) -> None:
     await stream.emit(reply, final=True)
 
 
-async def post_request(exchange: PostExchange, session, request, rate=None) -> None:
+async def post_request(exchange: PostExchange, session, request, route, caller, rate=None) -> None:
     logs.bind_request(request.id)
     call = pipeline.begin(request, session, exchange.headers, principal=exchange.principal, user=exchange.user,
-                          request_bytes=exchange.body_size, address=session.address, rate=rate)
-    await pipeline.serve(request, call, PostResponder(exchange, session), scope=exchange.scope,
-                         headers=exchange.headers)
+                          request_bytes=exchange.body_size, address=session.address, caller=caller, route=route,
+                          rate=rate)
+    answer = await pipeline.serve(request, call, PostResponder(exchange, session), scope=exchange.scope,
+                                  headers=exchange.headers)
+    if answer is not None:
+        await exchange.send_answer(answer)

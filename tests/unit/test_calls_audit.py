@@ -18,6 +18,7 @@ from mcp_transport.methods.dispatch import Call
 from mcp_transport.methods.registry import make_tool, registry
 from mcp_transport.protocol.jsonrpc import Request
 from mcp_transport.running import calls
+from mcp_transport.state import quotas
 from mcp_transport.state import metrics, sessions
 
 OK = {"jsonrpc": "2.0", "id": 1, "result": {"content": []}}
@@ -144,9 +145,9 @@ def test_the_counts_per_caller_are_bounded(recorded, monkeypatch):
     monkeypatch.setattr(calls, "CALLERS_REMEMBERED", 3)
     for index in range(10):
         calls.finished(Request(id=1, method="ping", params={}), call(address=f"10.0.0.{index}"), OK)
-    assert list(calls._callers) == ["address:10.0.0.7", "address:10.0.0.8", "address:10.0.0.9"]
+    assert list(calls._callers) == [quotas.caller_key("", f"10.0.0.{index}") for index in (7, 8, 9)]
     calls.finished(Request(id=1, method="ping", params={}), call(address="10.0.0.8"), OK)
-    assert list(calls._callers)[-1] == "address:10.0.0.8"  # the least recently seen goes first
+    assert list(calls._callers)[-1] == quotas.caller_key("", "10.0.0.8")  # the least recently seen goes first
     assert len(recorded) == 11
 
 

@@ -9,6 +9,9 @@ from celery import shared_task
 
 from mcp_transport.methods import dispatch, listing, method_table, resources_prompts, tool_calls
 from mcp_transport.running import jobs
+from mcp_transport.state import quotas
+from mcp_transport.running import routes
+from mcp_transport.running.routes import Route
 from mcp_transport.running.jobs import modern as jobs_modern  # where the code under test reads them
 from mcp_transport.eras.legacy_2025 import tasks
 from mcp_transport.models import McpJob
@@ -21,7 +24,7 @@ from mcp_transport.state.sessions import SessionRecord
 @pytest.fixture
 def reg(monkeypatch):
     fresh = Registry()
-    for module in (method_table, listing, tool_calls, resources_prompts):  # where dispatch's methods read it
+    for module in (method_table, listing, tool_calls, resources_prompts, routes):  # where the methods read it
         monkeypatch.setattr(module, "registry", fresh)
     return fresh
 
@@ -187,7 +190,7 @@ async def test_a_plain_call_of_a_task_required_tool_is_method_not_found(reg, cal
 
     with pytest.raises(MethodNotFound):
         await dispatch.dispatch(_tools_call("report"), call)
-    assert not dispatch.runs_in_background(_tools_call("report"))
+    assert not runs_in_background(_tools_call("report"))
 
 
 @pytest.mark.asyncio
@@ -216,11 +219,17 @@ def test_only_plain_calls_with_valid_arguments_run_in_background(reg):
     def crunch(n: int) -> int:
         return n
 
-    assert dispatch.runs_in_background(Request(id=1, method="tools/call", params={"name": "crunch",
-                                                                                  "arguments": {"n": 1}}))
-    assert not dispatch.runs_in_background(_tools_call("crunch"))  # missing n: an isError result inline
-    assert not dispatch.runs_in_background(_tools_call("crunch", task={}))
-    assert not dispatch.runs_in_background(Request(id=1, method="tools/call", params={"name": ["x"]}))
+    assert runs_in_background(Request(id=1, method="tools/call", params={"name": "crunch", "arguments": {"n": 1}}))
+    assert not runs_in_background(_tools_call("crunch"))  # missing n: an isError result inline
+    assert not runs_in_background(_tools_call("crunch", task={}))
+    assert not runs_in_background(Request(id=1, method="tools/call", params={"name": ["x"]}))
+
+
+def runs_in_background(request) -> bool:
+    """A worker runs the call (its route, planned for a transport that streams it)."""
+    route = Route.of(request, dispatch.METHODS)
+    route.plan(None, lambda may_send, blocks: True)
+    return route.background
 
 
 # --- the task a taskId names (both eras) ----------------------------------------------------
@@ -274,7 +283,8 @@ async def test_a_clients_read_of_its_task_runs_in_its_callers_share_of_the_handl
     monkeypatch.setattr(job_rows, "_row", row)
     call = method_table.Call(session=SessionRecord(id="", protocol_version="2026-07-28"), address="10.0.0.9", owner="o")
     assert await jobs.load("j" * 32, by=call) == "j" * 32
-    assert seen == [(seen[0][0], {"address:10.0.0.9": 1})] and seen[0][0].startswith("mcp-handlers")
+    assert seen == [(seen[0][0], {call.caller.key: 1})] and seen[0][0].startswith("mcp-handlers")
+    assert call.caller.key == quotas.caller_key("", "10.0.0.9")
 
 
 def test_a_task_expires_with_its_ttl_and_one_without_ttl_never():

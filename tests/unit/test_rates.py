@@ -13,7 +13,10 @@ from mcp_transport.admin import dashboard
 from mcp_transport.checks import values_check
 from mcp_transport.methods.registry import make_tool
 from mcp_transport.protocol.jsonrpc import Request
+from mcp_transport.auth.callers import Caller
+from mcp_transport.methods import dispatch
 from mcp_transport.running import pipeline
+from mcp_transport.running.routes import Route
 from mcp_transport.state import quotas, rates
 from mcp_transport.auth import Principal
 
@@ -163,23 +166,28 @@ def call(name="echo"):
     return Request(id=1, method="tools/call", params={"name": name, "arguments": {}})
 
 
+def rate_charge(request, principal, address):
+    """The rate charge of ``request``'s route for the caller of ``principal`` and ``address``."""
+    return Route.of(request, dispatch.METHODS).rate_charge(Caller.of(principal, address))
+
+
 def test_the_caller_is_the_principal_else_the_address_and_a_tool_of_its_own_counts_apart():
     with limited(RATE_LIMIT="20/m"):
-        by_user = pipeline.rate_charge(call(), Principal(key="user:7"), "192.0.2.1")
-        same_user = pipeline.rate_charge(call(), Principal(key="user:7"), "192.0.2.99")  # another token, address
-        unasked = pipeline.rate_charge(call(), Principal(key="user:7"), lambda: pytest.fail("address asked"))
-        by_address = pipeline.rate_charge(call(), Principal(), lambda: "192.0.2.1")
-        rationed = pipeline.rate_charge(call("rationed_echo"), Principal(key="user:7"), "")
-        nobody = pipeline.rate_charge(call(), Principal(), "")  # stdio without --user
-        listing = pipeline.rate_charge(Request(id=2, method="tools/list", params={}), Principal(key="user:7"), "")
+        by_user = rate_charge(call(), Principal(key="user:7"), "192.0.2.1")
+        same_user = rate_charge(call(), Principal(key="user:7"), "192.0.2.99")  # another token, address
+        unasked = rate_charge(call(), Principal(key="user:7"), lambda: pytest.fail("address asked"))
+        by_address = rate_charge(call(), Principal(), lambda: "192.0.2.1")
+        rationed = rate_charge(call("rationed_echo"), Principal(key="user:7"), "")
+        nobody = rate_charge(call(), Principal(), "")  # stdio without --user
+        listing = rate_charge(Request(id=2, method="tools/list", params={}), Principal(key="user:7"), "")
     assert by_user.key == same_user.key == unasked.key != by_address.key
     assert by_address.key == rates.charge_for(quotas.caller_key("", "192.0.2.1"), by_address.rate).key
     assert by_user.rate == rates.parse("20/m") and not by_user.tool
     assert rationed.rate == rates.parse("3/h") and rationed.tool == "rationed_echo" and rationed.key != by_user.key
     assert nobody is None and listing is None
     with limited():  # no RATE_LIMIT: only a tool's own
-        assert pipeline.rate_charge(call(), Principal(key="user:7"), "") is None
-        assert pipeline.rate_charge(call("rationed_echo"), Principal(key="user:7"), "") is not None
+        assert rate_charge(call(), Principal(key="user:7"), "") is None
+        assert rate_charge(call("rationed_echo"), Principal(key="user:7"), "") is not None
 
 
 def test_a_tool_declares_its_own_rate_or_none_and_a_bad_one_fails_at_import():

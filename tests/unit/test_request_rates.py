@@ -145,9 +145,7 @@ def test_the_caller_is_the_principal_else_the_address_in_both_eras():
     sessionless = SessionRecord(id="", protocol_version="2026-07-28")
 
     def caller(session, key, address):
-        call = Call(session=session, principal=Principal(key=key), address=address)
-        call.owner = session.id or quotas.caller_key(key, address)
-        return pipeline.caller_of(call)
+        return Call(session=session, principal=Principal(key=key), address=address).caller.key  # made with it
     assert caller(session, "user:7", "192.0.2.1") == caller(sessionless, "user:7", "192.0.2.9") \
         == quotas.caller_key("user:7", "")
     assert caller(session, "", "192.0.2.1") == caller(sessionless, "", "192.0.2.1") \

@@ -28,10 +28,10 @@ from .methods import METHODS, cache_hint, declares
 __all__ = ["METHODS", "StatelessResponder", "ModernChannel", "stateless_session", "error_reply"]
 
 
-def spec_for(method):
-    """The facts of a method this era serves now, or UnknownMethod (404, -32601)."""
-    spec = METHODS.get(method)
-    if spec is None:
+def served(spec, method: str):
+    """``spec`` (the method's facts in this era's table, ``specs.UNKNOWN`` for none) if this era
+    serves the method now, else UnknownMethod (404, -32601)."""
+    if spec is UNKNOWN:
         raise modern.UnknownMethod(f"Method not found: {method}.")
     if spec.capability == tasks_extension.EXTENSION and not declares(spec.capability):
         raise modern.UnknownMethod(f"Method not found: {method} (no tool of this server runs as a task).")
@@ -49,13 +49,11 @@ def handler_for(spec, params: dict):
     return spec.handler
 
 
-def check_tool_headers(request, headers):
-    if request.method != "tools/call" or not isinstance(request.params.get("name"), str):
-        return
-    spec = registry.tools.get(request.params["name"])
+def check_tool_headers(tool, request, headers):
+    """The ``Mcp-Param`` headers of a call of ``tool`` (None: not a tool's call) mirror its arguments."""
     arguments = request.params.get("arguments")
-    if spec is not None and isinstance(arguments, dict):
-        modern.check_param_headers(arguments, spec.input_schema, headers)
+    if tool is not None and isinstance(arguments, dict):
+        modern.check_param_headers(arguments, tool.input_schema, headers)
 
 
 def check_client_info_size(meta, body_size):
@@ -132,19 +130,20 @@ class StatelessResponder:
     async def check(self, request, call) -> None:
         """The envelope, the method (404), the tool's param headers."""
         self.check_envelope()
-        self.handler = handler_for(spec_for(request.method), request.params)
-        check_tool_headers(self.request, self.headers)  # the headers mirror the request as sent (call_tool's)
+        route = call.route
+        self.handler = handler_for(served(route.spec, request.method), request.params)
+        # The headers mirror the request as sent: a call_tool call's are call_tool's.
+        sent_tool = route.tool if route.request is self.request else discovery.CALL
+        check_tool_headers(sent_tool, self.request, self.headers)
 
     async def handle(self, request, call) -> dict:
-        if request.method == "tools/call":
-            return await self._tools_call(request, call)
-        return await self.handler(request.params, call)
-
-    async def _tools_call(self, request, call) -> dict:
+        tool = call.route.tool
+        if tool is None:
+            return await self.handler(request.params, call)
         # "A v1 client may still send task: {ttl, pollInterval} ... The server MUST tolerate it ...
         # AND MUST NOT promote a sync-only tool to a task": the server alone decides (SEP-2663).
         request.params.pop("task", None)
-        created = await start_task(request, call)
+        created = await modern_tasks.start(tool, request.params, call, request.id)
         if created is not None:
             return created
         if call.background:
@@ -170,19 +169,11 @@ class StatelessResponder:
         return channel
 
 
-async def start_task(request, call):
-    """The CreateTaskResult of a call the tasks extension runs as a task, or None."""
-    name = request.params.get("name")
-    spec = registry.tools.get(name) if isinstance(name, str) else None
-    return await modern_tasks.start(spec, request.params, call, request.id) if spec is not None else None
-
-
 async def relay_job(request, call) -> dict:
     """A background tool: a worker runs it and appends what it sends to a stream of its own in
     the event store (jobs.py); this request relays that stream until its final event, or until
     the tool asks the client something (the round ends, the job waits for the retry)."""
-    spec = registry.tools[request.params["name"]]
-    outcome = await modern_jobs.call(spec, request.params, call, request.id, call.channel.notify)
+    outcome = await modern_jobs.call(call.route.tool, request.params, call, request.id, call.channel.notify)
     if outcome is None:  # cancelled by someone else (the admin)
         raise ProtocolError(CANCELLED_ELSEWHERE, code=ErrorCode.INTERNAL_ERROR, http_status=200)
     if "jsonrpc" not in outcome:  # an InputRequiredResult

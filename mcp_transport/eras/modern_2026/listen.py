@@ -18,15 +18,8 @@ from ...running import drain
 from ...state import metrics
 from ...state.bell import doorbell
 
-#: Open subscriptions/listen streams of this process, per caller (``listen_caller``).
+#: Open subscriptions/listen streams of this process, per caller key (``call.caller``).
 _open_listens = collections.Counter()
-
-
-def listen_caller(call) -> str:
-    """Who a listen counts against: its principal when authorization is on, else its client
-    address (TRUSTED_PROXIES honoured), as for MAX_CALLS_PER_CALLER."""
-    key = call.principal.key if call.principal is not None else ""
-    return f"principal:{key}" if key else f"address:{call.address}"
 
 
 #: (user id, URI) -> (the change heard, the task checking it): the listens of one user in this
@@ -69,7 +62,7 @@ async def listen(params, call, capabilities: dict) -> dict:
     except modern.SubscriptionLimit as exc:
         metrics.incr(f"limit_refusals:{exc.limit}")
         raise
-    caller, limit = listen_caller(call), config["MAX_LISTENS_PER_CALLER"]
+    caller, limit = call.caller.key, config["MAX_LISTENS_PER_CALLER"]
     if _open_listens[caller] >= limit:
         metrics.incr("limit_refusals:listens_per_caller")
         raise LimitReached(f"This client already holds {limit} open listens: close one first.", retry_after=1)

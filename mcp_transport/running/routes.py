@@ -1,0 +1,144 @@
+"""Where one request goes, worked out once: its ``Route``. Every layer after the era's check reads
+the route instead of looking the method, the tool or the caller up again (as Celery's
+``build_tracer`` binds a task's facts once, not on every step of its run).
+
+A route is made in two steps, both in the request pipeline (running/pipeline.py):
+
+1. ``Route.of(request, methods)``: the method's facts in the era's table and its target (the
+   tool a ``tools/call`` names, ``call_tool``'s named tool when search discovery is on). What the
+   era's check reads (the 2026-07-28 ``Mcp-Param`` headers need the tool's schema).
+2. ``route.plan(...)`` once the era's check passed: how it runs (inline, on a stream of its own,
+   as a background job), its arguments bound (or their error, kept for the handler), whether it
+   counts as a call, its place in its caller's rate window and whether it may change state.
+
+The per-tool facts a plan reads (``may_send``, ``blocks``, ``rate_limit``) are the ToolSpec's,
+fixed when the tool was registered.
+"""
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ..auth import may_use
+from ..methods import discovery
+from ..methods.registry import ArgumentError, ToolSpec, registry
+from ..methods.tool_calls import task_requested
+from ..methods.specs import UNKNOWN, MethodSpec
+from ..protocol.errors import InvalidParams, ProtocolError
+from ..protocol.jsonrpc import Request
+from ..state import rates
+
+#: The method whose target is a tool: the one method name this module decides by.
+TOOLS_CALL = "tools/call"
+
+
+@dataclass(slots=True)
+class Route:
+    """One request's way through the server. Made by ``Route.of``, completed by ``plan``."""
+
+    #: The request to serve: a ``call_tool`` call is the call of the tool it names.
+    request: Request
+    #: The method's facts in the era's table (``specs.UNKNOWN`` for a method it has not).
+    spec: MethodSpec
+    #: The tool a ``tools/call`` names, when one is registered under that name.
+    tool: Optional[ToolSpec] = None
+    #: Why the request cannot be served as sent (a bad ``call_tool``), answered before it runs.
+    refusal: Optional[ProtocolError] = None
+    #: The caller may use ``tool`` (auth.may_use: switched on, scopes, permission).
+    usable: bool = False
+    #: The tool's keyword arguments, bound once (``plan``), or why they cannot be.
+    kwargs: Optional[dict] = None
+    argument_error: Optional[Exception] = None
+    #: It runs on a stream of its own (it may send before its result, or blocks a thread).
+    streamed: bool = False
+    #: A background tool's call: a Celery worker runs it.
+    background: bool = False
+    #: Its place in its caller's rate window (a rates.Charge), None: not rate limited.
+    rate: Any = None
+
+    @classmethod
+    def of(cls, request: Request, methods) -> "Route":
+        """The method's facts and the tool it names. Never raises: a ``call_tool`` whose
+        arguments name nothing keeps its refusal (``refusal``)."""
+        refusal = None
+        if request.method == TOOLS_CALL:
+            try:
+                request = discovery.resolve(request)
+            except InvalidParams as exc:
+                refusal = exc
+        route = cls(request, methods.get(request.method, UNKNOWN), refusal=refusal)
+        if request.method == TOOLS_CALL:
+            name = request.params.get("name")
+            route.tool = registry.tools.get(name) if isinstance(name, str) else None  # a list is unhashable
+        return route
+
+    @property
+    def calls_tool(self) -> bool:
+        """A ``tools/call``: ``tool`` is its tool (None: none of that name)."""
+        return self.request.method == TOOLS_CALL
+
+    @property
+    def counts_as_call(self) -> bool:
+        return self.spec.counts_as_call
+
+    @property
+    def target_name(self) -> str:
+        """The registered tool's name ("" for anything else): what the span and the metrics name."""
+        return self.tool.name if self.tool is not None else ""
+
+    def may_send(self) -> bool:
+        """Its handler may send messages before its result."""
+        if self.calls_tool:
+            return self.tool is not None and self.tool.may_send
+        return self.spec.may_send(self.request.params)
+
+    def blocks(self) -> bool:
+        """Its handler runs the project's sync code in a thread."""
+        if self.calls_tool:
+            return self.tool is not None and self.tool.blocks
+        return self.spec.blocks(self.request.params)
+
+    def plan(self, principal, wants_stream) -> None:
+        """How the call runs (``wants_stream(may_send, blocks)``: the transport's choice), its
+        tool's arguments bound once."""
+        self.streamed = wants_stream(self.may_send(), self.blocks())
+        tool = self.tool
+        if tool is None:
+            return
+        self.usable = may_use(tool, principal)
+        if self.usable:
+            self._bind(tool)
+        self.background = self.streamed and self.usable and tool.background and self.argument_error is None \
+            and not task_requested(tool, self.request.params)  # the handler decides
+
+    def _bind(self, tool: ToolSpec) -> None:
+        arguments = self.request.params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            return  # the handler says -32602 ("arguments" must be an object)
+        try:
+            self.kwargs = tool.bind(arguments)
+        except (ArgumentError, InvalidParams) as exc:
+            self.argument_error = exc
+
+    def bound_arguments(self, tool: ToolSpec, arguments: dict) -> dict:
+        """The keyword arguments of a call of ``tool`` with ``arguments``: the ones bound once, if
+        this route bound them for that tool (raising their error), else bound now."""
+        if tool is self.tool and (self.kwargs is not None or self.argument_error is not None):
+            if self.argument_error is not None:
+                raise self.argument_error
+            return dict(self.kwargs)  # the handler adds its Context to its own copy
+        return tool.bind(arguments)
+
+    def rate_charge(self, caller) -> Optional[rates.Charge]:
+        """A ``tools/call``'s place in its caller's window, to be taken (None: not rate limited): the
+        tool's own ``rate_limit``, else RATE_LIMIT. A caller with no key (stdio without a user) is
+        not limited."""
+        if not self.calls_tool or not caller.key:
+            return None
+        tool = self.tool
+        own = tool is not None and tool.rate_limit is not rates.SETTING
+        rate = tool.rate_limit if own else rates.configured()
+        if rate is None:
+            return None
+        return rates.charge_for(caller.key, rate, tool.name if own else "")
+
