@@ -40,11 +40,11 @@ def served(spec, method: str):
     return spec
 
 
-def handler_for(spec, params: dict):
+def handler_for(spec, params: dict, may_send: bool):
     """The method's handler, run in a round (MRTR) when it may ask its client something or the
     request continues a round; a call that can do neither (a tool without a context) is awaited
     as it is, without the round's task and settling (a tenth of an echo call's cost)."""
-    if spec.round_trip and (spec.may_send(params) or rounds.continues_a_round(params)):
+    if spec.round_trip and (may_send or rounds.continues_a_round(params)):
         return functools.partial(rounds.serve, spec.handler, spec.name)  # its handler may ask the client
     return spec.handler
 
@@ -131,7 +131,7 @@ class StatelessResponder:
         """The envelope, the method (404), the tool's param headers."""
         self.check_envelope()
         route = call.route
-        self.handler = handler_for(served(route.spec, request.method), request.params)
+        self.handler = handler_for(served(route.spec, request.method), request.params, route.may_send())
         # The headers mirror the request as sent: a call_tool call's are call_tool's.
         sent_tool = route.tool if route.request is self.request else discovery.CALL
         check_tool_headers(sent_tool, self.request, self.headers)
