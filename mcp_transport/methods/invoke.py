@@ -13,15 +13,16 @@ from .context import Context, SyncContext, manage_connections, release_database_
 
 
 async def run_sync_or_async(func, args=(), kwargs=None, *, call=None, lane=threads.HANDLERS, calls_back=False,
-                            statement_timeout=DEFAULT_STATEMENT_TIMEOUT):
+                            statement_timeout=DEFAULT_STATEMENT_TIMEOUT, is_async=None):
     """Await an async function; run a sync one in a thread of ``lane``, in the shares of the
     call's owner (its session, else its caller) and of its caller (threads.py: one owner's or
     caller's waiting never blocks another's; a sessionless call is not nobody's); it may use the
     ORM, each statement bounded by ``statement_timeout`` seconds and cancelled with the call
     (database_time.py).
 
-    ``calls_back``: the function uses a SyncContext (its methods hop back onto this loop)."""
-    if inspect.iscoroutinefunction(func):
+    ``calls_back``: the function uses a SyncContext (its methods hop back onto this loop).
+    ``is_async``: whether it is a coroutine function, when the caller knows (a ToolSpec does)."""
+    if inspect.iscoroutinefunction(func) if is_async is None else is_async:
         return await func(*args, **(kwargs or {}))
     owner = threads.owner_of(_owner(call))
     if statement_timeout is DEFAULT_STATEMENT_TIMEOUT:

@@ -101,7 +101,8 @@ async def _run_tool(spec, kwargs, call):
     try:
         async with limit:
             value = await run_sync_or_async(spec.func, kwargs=kwargs, call=call, lane=threads.TOOLS,
-                                            calls_back=spec.may_send, statement_timeout=spec.statement_timeout)
+                                            calls_back=spec.may_send, statement_timeout=spec.statement_timeout,
+                                            is_async=spec.is_async)
     except (ToolError, ClientCapabilityError, ClientRequestError) as exc:
         return error_result(str(exc))
     except StatementTimeout as exc:  # the database stopped it: one sentence, no traceback

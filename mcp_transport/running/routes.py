@@ -42,6 +42,14 @@ class Route:
     tool: Optional[ToolSpec] = None
     #: Why the request cannot be served as sent (a bad ``call_tool``), answered before it runs.
     refusal: Optional[ProtocolError] = None
+    #: A ``tools/call``: ``tool`` is its tool (None: none of that name).
+    calls_tool: bool = False
+    #: It counts as a call (MAX_CALLS_PER_SESSION / MAX_CALLS_PER_CALLER, RATE_LIMIT).
+    counts_as_call: bool = False
+    #: Its handler may send messages before its result.
+    may_send: bool = False
+    #: Its handler runs the project's sync code in a thread.
+    blocks: bool = False
     #: The caller may use ``tool`` (auth.may_use: switched on, scopes, permission).
     usable: bool = False
     #: The tool's keyword arguments, bound once (``plan``), or why they cannot be.
@@ -56,50 +64,27 @@ class Route:
 
     @classmethod
     def of(cls, request: Request, methods) -> "Route":
-        """The method's facts and the tool it names. Never raises: a ``call_tool`` whose
-        arguments name nothing keeps its refusal (``refusal``)."""
+        """The method's facts (``methods``: the era's table) and the tool it names. Never raises:
+        a ``call_tool`` call whose arguments name no tool keeps its refusal (``refusal``)."""
+        if request.method != TOOLS_CALL:
+            spec, params = methods.get(request.method, UNKNOWN), request.params
+            return cls(request, spec, counts_as_call=spec.counts_as_call, may_send=spec.may_send(params),
+                       blocks=spec.blocks(params))
         refusal = None
-        if request.method == TOOLS_CALL:
-            try:
-                request = discovery.resolve(request)
-            except InvalidParams as exc:
-                refusal = exc
-        route = cls(request, methods.get(request.method, UNKNOWN), refusal=refusal)
-        if request.method == TOOLS_CALL:
-            name = request.params.get("name")
-            route.tool = registry.tools.get(name) if isinstance(name, str) else None  # a list is unhashable
-        return route
-
-    @property
-    def calls_tool(self) -> bool:
-        """A ``tools/call``: ``tool`` is its tool (None: none of that name)."""
-        return self.request.method == TOOLS_CALL
-
-    @property
-    def counts_as_call(self) -> bool:
-        return self.spec.counts_as_call
-
-    @property
-    def target_name(self) -> str:
-        """The registered tool's name ("" for anything else): what the span and the metrics name."""
-        return self.tool.name if self.tool is not None else ""
-
-    def may_send(self) -> bool:
-        """Its handler may send messages before its result."""
-        if self.calls_tool:
-            return self.tool is not None and self.tool.may_send
-        return self.spec.may_send(self.request.params)
-
-    def blocks(self) -> bool:
-        """Its handler runs the project's sync code in a thread."""
-        if self.calls_tool:
-            return self.tool is not None and self.tool.blocks
-        return self.spec.blocks(self.request.params)
+        try:
+            request = discovery.resolve(request)
+        except InvalidParams as exc:
+            refusal = exc
+        name = request.params.get("name")
+        tool = registry.tools.get(name) if isinstance(name, str) else None  # a list is unhashable
+        spec = methods.get(TOOLS_CALL, UNKNOWN)
+        return cls(request, spec, tool, refusal, calls_tool=True, counts_as_call=spec.counts_as_call,
+                   may_send=tool is not None and tool.may_send, blocks=tool is not None and tool.blocks)
 
     def plan(self, principal, wants_stream) -> None:
         """How the call runs (``wants_stream(may_send, blocks)``: the transport's choice), its
         tool's arguments bound once."""
-        self.streamed = wants_stream(self.may_send(), self.blocks())
+        self.streamed = wants_stream(self.may_send, self.blocks)
         tool = self.tool
         if tool is None:
             return

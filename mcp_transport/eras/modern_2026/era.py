@@ -131,7 +131,7 @@ class StatelessResponder:
         """The envelope, the method (404), the tool's param headers."""
         self.check_envelope()
         route = call.route
-        self.handler = handler_for(served(route.spec, request.method), request.params, route.may_send())
+        self.handler = handler_for(served(route.spec, request.method), request.params, route.may_send)
         # The headers mirror the request as sent: a call_tool call's are call_tool's.
         sent_tool = route.tool if route.request is self.request else discovery.CALL
         check_tool_headers(sent_tool, self.request, self.headers)
