@@ -22,9 +22,6 @@ class FakeTransport:
     def wants_stream(self, may_send: bool, blocks: bool = False) -> bool:
         return may_send
 
-    async def answer(self, request, message, error=None):
-        self.sent.append(message)
-
     async def open_stream(self, request, call):
         return FakeStream(self.sent, request.id)
 
@@ -115,7 +112,9 @@ async def serve(era: str, request_id, method: str, params: dict) -> list:
                 self.sent.append(message)
         responder = Responder()
     call = pipeline.begin(request, session, transport="fake", principal=principal, address="fake")
-    await pipeline.serve(request, call, responder)
+    answer = await pipeline.serve(request, call, responder)
+    if answer is not None:  # a one-message answer, for the transport to write
+        sent.append(answer.message)
     while not sent or "id" not in sent[-1] or "method" in sent[-1]:  # a streamed call answers in its task
         await asyncio.sleep(0.02)
     return sent
