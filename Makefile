@@ -14,7 +14,7 @@ PYTEST_ARGS ?= -n auto
 # scripts/run.py reads PORT from the environment, so `make run PORT=9000` works too.
 export PORT
 
-.PHONY: install run test conformance conformance-topologies chaos bench clean browser haproxy otlp-receiver screenshots docs
+.PHONY: install run test test-quick conformance conformance-topologies chaos bench clean browser haproxy otlp-receiver screenshots docs
 
 install: $(VENV)/.installed
 
@@ -38,6 +38,12 @@ run: install
 # node_modules: the TypeScript SDK client tests run the pinned client under the pinned Node 22.
 test: install browser haproxy otlp-receiver node_modules/.stamp
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The tests that start no daphne or Celery process: the protocol core, the units, the toolsets
+# and the operations' commands, about a minute on two cores. PYTEST_ARGS as for test.
+QUICK_TESTS := tests/protocol tests/unit tests/toolsets tests/operations
+test-quick: install
+	$(PY) -m pytest $(PYTEST_ARGS) $(QUICK_TESTS)
 
 # Debian's headless chromium and chromium-driver for the admin's browser test (Selenium drives
 # them; nothing is downloaded by a test tool). Installed with apt-get when missing and possible;

@@ -44,7 +44,7 @@ settings.CACHES["default"]["LOCATION"] = os.environ["REDIS_URL"]
 settings.MCP_TRANSPORT["KEY_PREFIX"] = os.environ["MCP_KEY_PREFIX"]
 # The lanes' threads serve every test of the process: a connection one kept from a database test
 # would be checked (and refused by pytest-django) in the next test that runs sync code. So, as
-# under LocalClient, sync code leaves connections alone here; tests/unit/test_context.py turns
+# under LocalClient, sync code leaves connections alone here; tests/unit/methods/test_context.py turns
 # that back on to test it. Connections still close after use (the servers' setting).
 settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
 from mcp_transport.methods.context import manage_connections  # noqa: E402

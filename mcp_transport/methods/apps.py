@@ -35,9 +35,6 @@ from .registry import ResourceSpec, registry
 
 logger = logging.getLogger(__name__)
 
-#: The document every view extends (``{% extends "mcp_transport/app.html" %}``).
-BASE_TEMPLATE = "mcp_transport/app.html"
-
 
 @dataclass
 class AppSpec(ResourceSpec):

@@ -233,11 +233,6 @@ def _header(headers, name) -> Optional[str]:
     return value.strip(" \t") if isinstance(value, str) else None
 
 
-def missing_capabilities(declared: dict, required: dict) -> dict:
-    """The part of ``required`` (a ClientCapabilities object) the client did not declare."""
-    return {name: value for name, value in required.items() if name not in declared}
-
-
 # -- results -------------------------------------------------------------------------------------
 
 def stamp(result: dict, server_info: dict, cache: Optional[tuple] = None) -> dict:

@@ -38,8 +38,6 @@ from typing import Optional
 
 from .errors import InvalidParams
 
-#: The requests a server may put in inputRequests, and the client capability each needs.
-INPUT_METHODS = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
 #: Short key prefixes for requests the tool did not name.
 _KEY_PREFIX = {"elicitation/create": "elicit", "sampling/createMessage": "sample", "roots/list": "roots"}
 

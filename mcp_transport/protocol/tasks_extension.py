@@ -23,7 +23,6 @@ from .extensions import client_declares
 EXTENSION = "io.modelcontextprotocol/tasks"
 #: The methods of the extension (Mcp-Name carries their taskId).
 METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
-REMOVED = ("tasks/result", "tasks/list")
 TERMINAL = ("completed", "failed", "cancelled")
 MISSING_CLIENT_CAPABILITY = -32021
 

@@ -21,12 +21,13 @@ from ..state import control, metrics, quotas, sessions
 from ..state.bell import doorbell
 from ..conf import get_config
 from ..logs import client_value
-from ..connections import async_redis, keys, publish
+from ..connections import async_redis, keys
 from ..methods.context import ClientCapabilityError, ClientRequestError, ToolCancelled
 from ..protocol import ids, sse
 from ..protocol.errors import ErrorCode
 from ..protocol.jsonrpc import dumps, error_message, notification_message, request_message
 from ..storage import get_event_store
+from . import replies
 
 logger = logging.getLogger(__name__)
 
@@ -384,20 +385,12 @@ async def deliver_reply(session_id: str, reply: dict) -> None:
     code 202 Accepted"; a late answer is a race the client cannot avoid). Before, it waited in
     Redis for its question: a confirmation asked later found its "yes" there, and a tool acted
     without its user ever seeing the question."""
-    names = keys()
-    if not await async_redis().delete(names.asked(session_id, reply["id"])):
+    if not await async_redis().delete(keys().asked(session_id, reply["id"])):
         logger.info("a response to request %s, which waits for none, was dropped",
                     client_value(json.dumps(reply["id"])))
         return
-    reply_key = names.reply(session_id, reply["id"])
-    async with async_redis().pipeline(transaction=False) as pipe:
-        pipe.set(reply_key, json.dumps(reply), ex=get_config()["CLIENT_REQUEST_TIMEOUT"] + 60)
-        publish(pipe, reply_key, "1")
-        # A background job that gave its worker back to wait for this answer (jobs.py: parked
-        # jobs): taken once, so that one process stores the answer and queues the job.
-        pipe.getdel(names.parked(session_id, reply["id"]))
-        _, _, parked_job = await pipe.execute()
-    if parked_job is not None:
+    parked_job = await replies.hand_over(session_id, reply)
+    if parked_job is not None:  # a background job gave its worker back to wait for this answer
         from . import jobs
 
         await jobs.resume_parked(parked_job, reply)

@@ -51,8 +51,6 @@ COLUMNS = {
 #: SQLite's one writer, and the server's core, busy: issue 32), and the admin lists a session
 #: well within a second.
 COMMIT_INTERVAL = 0.25
-#: The record's own columns a change never rewrites on a row that is there.
-NEW_ROW_ONLY = ("id", "created_at")
 #: Sessions a process remembers having handed a row over for (``RowWriter.used``): one used
 #: again after it forgot it (the least recently used first) costs another insert unless there.
 USED_REMEMBERED = 100_000

@@ -39,7 +39,6 @@ from ..protocol.errors import InvalidParams, ResourceNotFound
 from . import filters as filtering, forms, paging, subscriptions
 from .schema import field_schema, model_field, parse_value, value_of
 
-ACTIONS = ("view", "add", "change", "delete")
 #: Each word of a search is one more condition in the query: a search is short.
 SEARCH_MAX_LENGTH = 200
 

@@ -24,8 +24,6 @@ from ..running import drain
 logger = logging.getLogger(__name__)
 
 JSON_HEADERS = [(b"content-type", b"application/json")]
-SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
-               (b"x-accel-buffering", b"no")]
 
 
 async def answer_failures(work, send_error, endpoint: str, log=logger) -> None:

@@ -32,8 +32,8 @@ from .. import logs
 from ..state import control, metrics, quotas, sessions
 from ..conf import get_config, message_bounds
 from ..connections import async_redis, keys
-from .sse_writer import SseWriter
-from .endpoint import SSE_HEADERS, HttpEndpoint, answer_failures
+from .sse_writer import SSE_HEADERS, SseWriter
+from .endpoint import HttpEndpoint, answer_failures
 from ..protocol import http, ids, jsonrpc, sse
 from ..protocol.cursor import Cursor
 from ..protocol.errors import InvalidRequest, TransportError

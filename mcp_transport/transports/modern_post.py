@@ -20,11 +20,9 @@ from ..protocol.errors import ErrorCode, ProtocolError
 from ..protocol.http import PostAccept
 from ..protocol.jsonrpc import Notification, dumps, error_message
 from ..running import pipeline, streams
+from .sse_writer import SSE_HEADERS
 
 logger = logging.getLogger(__name__)
-
-SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
-               (b"x-accel-buffering", b"no")]
 
 
 class Exchange(Protocol):

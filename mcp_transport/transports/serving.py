@@ -40,7 +40,7 @@ def tune_gc(thresholds=GC_THRESHOLDS) -> None:
     200,000 a young collection waits for real growth. ``gc.freeze()`` moves what start-up loaded
     (Django, Twisted, the app: objects that live as long as the process) out of every later
     collection. Cyclic garbage still goes, later: some tens of megabytes more at most (a served
-    request leaves none; tests/unit/test_garbage.py)."""
+    request leaves none; tests/unit/transports/test_garbage.py)."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(*thresholds)

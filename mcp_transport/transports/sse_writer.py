@@ -13,6 +13,10 @@ from ..protocol import sse
 from ..running.streams import PING
 from ..state import control
 
+#: The headers of every SSE response (x-accel-buffering: nginx passes each event on at once).
+SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
+               (b"x-accel-buffering", b"no")]
+
 
 def priming_frame(event_id) -> bytes:
     """"The server SHOULD immediately send an SSE event consisting of an event ID and an empty

@@ -22,10 +22,10 @@ from ..protocol import http, ids, versions
 from ..protocol.modern import check_stream_method
 from ..protocol.errors import TransportError
 from ..storage import get_event_store
-from .endpoint import SSE_HEADERS, HttpEndpoint, answer_failures
+from .endpoint import HttpEndpoint, answer_failures
 from .streamable_get import StreamGet
 from .streamable_post import PostHandling
-from .sse_writer import SseWriter, priming_frame
+from .sse_writer import SSE_HEADERS, SseWriter, priming_frame
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,6 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-import pytest
 from django.contrib.admin.utils import quote
 
 from mcp_transport.admin.refs import session_ref

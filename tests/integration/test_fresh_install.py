@@ -12,7 +12,6 @@ import re
 import shlex
 import subprocess
 import sys
-import time
 import urllib.parse
 import urllib.request
 import tarfile

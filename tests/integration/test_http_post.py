@@ -204,7 +204,8 @@ def test_other_http_methods_are_405_with_allow_header(session, method):
     assert {m.strip() for m in reply.headers["allow"].split(",")} == {"GET", "POST", "DELETE"}
 
 
-# Order of checks (consumers.py): method -> headers (415, 406, 413) -> body -> session.
+# Order of checks (transports/endpoint.py, then streamable_post.py): method -> headers (415, 406, 413)
+# -> body -> session.
 @pytest.mark.parametrize("method, headers, body, status, code", [
     # 405 before the session: no session id at all.
     ("PUT", {"Mcp-Session-Id": None}, b"{", 405, -32600),

@@ -1,8 +1,8 @@
 """Origin and Host validation over raw HTTP (checklist I1, I2, I5): DNS-rebinding protection.
 
-Both checks run before anything else (consumers.py: Origin 403 -> Host 400 -> method -> ... ->
-session), so the rejected requests below carry a bogus session id and still get 403/400, never
-the 404 that would tell a client to re-initialize.
+Both checks run before anything else (transports/endpoint.py: Origin 403 -> Host 400 -> method
+-> ... -> session), so the rejected requests below carry a bogus session id and still get
+403/400, never the 404 that would tell a client to re-initialize.
 """
 import secrets
 

@@ -1,4 +1,4 @@
-"""Limits the application enforces (quotas.py, dispatch.py, consumers.py), over real daphne.
+"""Limits the application enforces (state/quotas.py, methods/dispatch.py, transports/), over real daphne.
 
 One server with small limits; each test fails without its limit (the request would be accepted).
 Every refusal is counted in the shared metrics hash (``limit_refusals:<limit>``).

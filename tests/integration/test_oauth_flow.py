@@ -7,7 +7,6 @@ both eras. The browser is the test kit's
 in on the login form and posts the consent form as a person's browser would. Then the registration
 endpoint's refusals and bounds."""
 import json
-import re
 import subprocess
 import sys
 

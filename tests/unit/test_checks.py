@@ -99,8 +99,6 @@ def test_error_wins_over_warning():
 
 # -- the checks added for operations --------------------------------------------------------
 
-from django.conf import settings  # noqa: E402
-
 from mcp_transport import checks as mcp_checks  # noqa: E402
 from mcp_transport.methods.registry import registry, tool  # noqa: E402
 

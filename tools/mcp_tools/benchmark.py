@@ -7,7 +7,7 @@ from mcp_transport import Context, tool
 from ..bounds import IntervalMs, Steps
 
 
-# --- Tools: the benchmark pair (same as the SDK anchor in bench/server_sdk.py) -----------------
+# --- Tools: the benchmark pair (as the SDK anchor's, server_sdk.py in bench/side.py's --shared) ----
 # Both are coroutines, as the anchor's are; a sync tool works the same and costs one hop to a
 # worker thread per call (see client_roots in authorization.py, and bench/RESULTS.md).
 

@@ -16,7 +16,7 @@ from mcp_transport.methods.specs import CountedDict
 from mcp_transport.protocol.errors import ErrorCode, InvalidParams
 from mcp_transport.protocol.jsonrpc import Request
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SEARCH = {"MCP_TRANSPORT": {"TOOL_DISCOVERY": "search"}}
 
 #: Plain queries a model would write, and the tool it means: each in the first three.

@@ -13,7 +13,7 @@ from django.test import override_settings
 
 from mcp_transport.methods.registry import registry
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SECTION = (ROOT / "docs" / "tools.md").read_text().split("## Clients shared across calls", 1)[1]
 BLOCKS = re.findall(r"```python\n(.*?)```", SECTION, re.S)
 

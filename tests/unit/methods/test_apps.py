@@ -122,7 +122,7 @@ def test_the_protocol_pages_extension_example_declares_in_both_eras(monkeypatch)
     from mcp_transport.eras.modern_2026 import methods as modern_methods
     from mcp_transport.methods import extensions, method_table
 
-    page = (Path(__file__).resolve().parents[2] / "docs" / "protocol.md").read_text()
+    page = (Path(__file__).resolve().parents[3] / "docs" / "protocol.md").read_text()
     example = re.search(r"yours too: `(extensions\.declare\(.*?\))`", page).group(1)
     monkeypatch.setattr(extensions, "DECLARED", dict(extensions.DECLARED))
     exec(example, {"extensions": extensions})  # noqa: S102 (the page's own code)
