@@ -3,7 +3,7 @@ the call begins (running/pipeline.py: ``begin``) and read as ``call.caller`` by 
 rate limits, the shares of threads and workers, the calls log and the audit trail.
 """
 from dataclasses import dataclass
-from typing import Callable, Optional, Union
+from typing import Callable, Union
 
 from ..state.quotas import caller_key
 

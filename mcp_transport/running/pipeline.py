@@ -37,7 +37,7 @@ import logging
 from typing import Any, Awaitable, Callable, NamedTuple, Optional, Protocol
 
 from .. import auth, tracing
-from . import calls, drain, jobs, streams
+from . import calls, drain, jobs
 from .routes import Route
 from ..auth.callers import Caller
 from ..methods.context import ToolCancelled

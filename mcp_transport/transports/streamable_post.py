@@ -17,7 +17,7 @@ from ..auth.callers import Caller
 from ..protocol import http, ids, jsonrpc
 from ..protocol.modern import is_modern
 from ..protocol.errors import ProtocolError
-from ..protocol.jsonrpc import Notification, Request, Response
+from ..protocol.jsonrpc import Notification, Request
 from ..eras.legacy_2025 import era as era_2025
 from ..eras.legacy_2025.era import receive_notification
 from .streamable_get import StreamTail

@@ -1,7 +1,6 @@
 """Background tools: a real Celery worker process runs them, real daphne processes serve them."""
 import json
 import os
-import time
 
 import pytest
 from mcp import Client, types

@@ -15,7 +15,6 @@ from mcp_transport.methods.registry import make_tool
 from mcp_transport.protocol.jsonrpc import Request
 from mcp_transport.auth.callers import Caller
 from mcp_transport.methods import dispatch
-from mcp_transport.running import pipeline
 from mcp_transport.running.routes import Route
 from mcp_transport.state import quotas, rates
 from mcp_transport.auth import Principal

@@ -10,7 +10,6 @@ from django.test import override_settings
 
 from mcp_transport.auth import Principal
 from mcp_transport.methods.dispatch import Call
-from mcp_transport.running import pipeline
 from mcp_transport.state import quotas, rates, request_rates
 from mcp_transport.state.sessions import SessionRecord
 
