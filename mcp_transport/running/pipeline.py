@@ -2,26 +2,30 @@
 authenticated caller to its one answer. This is the run phase, written once.
 
 Each transport (Streamable HTTP in both eras, stdio, 2024-11-05 HTTP+SSE) adapts to it through
-a small ``Responder``: what its era's answers look like, and how they reach the client. The
-pipeline owns everything else, in this order, so that a safeguard added here holds on every
-front door (as Django's ``BaseHandler`` does for its middleware, Celery's ``build_tracer`` for a
-task's life):
+a small ``Responder``: what its era's answers look like, and how a stream of the call's own
+reaches the client. The pipeline owns everything else, in this order, so that a safeguard added
+here holds on every front door (as Django's ``BaseHandler`` does for its middleware, Celery's
+``build_tracer`` for a task's life):
 
-1. the span (tracing.py) and the calls-log record (calls.py): exactly one each per request,
+1. ``begin``: the Call, its Caller (auth/callers.py: made once, read by every per-caller limit),
+   its span (tracing.py); the calls-log record (calls.py) is made exactly once per request,
    including ``initialize`` and the requests refused before they run (``refused``);
-2. the caller's REQUEST_RATE_LIMIT (state/request_rates.py: every request, whatever its
-   method, takes a token of its caller's bucket; 429 as an answer), the era's own checks
-   (``Responder.check``: a session's state, a request's ``_meta``), then the scopes of the
-   target (403, raised: the transport answers it as HTTP);
-3. admission (``admit``): MAX_CALLS_PER_SESSION for a session's call, MAX_CALLS_PER_CALLER for a
-   sessionless one, and a tools/call's place in its caller's RATE_LIMIT window (``rate_charge``;
-   taken by the same script, or already by a 2025-11-25 session's read), 429 as an answer. A
-   request refused at any step gives its place in the window back;
-4. the run, in one of three ways (a fact of the method and the tool, ``Plan``): inline with a
-   one-message answer; on a stream of its own (a task of its own answers); or, for a background
-   tool in an era whose streams are resumable, in a Celery worker that writes the call's stream
-   (jobs.py; "could not be started" is an answer too). A stateless era relays a background
-   tool's job on the call's own stream, so its call runs the second way;
+2. ``serve``: the call's Route (routes.py: its method's facts and its tool, looked up once), the
+   caller's REQUEST_RATE_LIMIT (state/request_rates.py: every request, whatever its method, takes
+   a token of its caller's bucket; 429 as an answer), the era's own checks (``Responder.check``:
+   a session's state, a request's ``_meta``), then the scopes of the target (403, raised: the
+   transport answers it as HTTP);
+3. the route planned (``Route.plan``: inline, on a stream, or a background job; the tool's
+   arguments bound once), then admission (``admit``): MAX_CALLS_PER_SESSION for a session's
+   call, MAX_CALLS_PER_CALLER for a sessionless one, and a tools/call's place in its caller's
+   RATE_LIMIT window (``Route.rate_charge``; taken by the same script, or already by a
+   2025-11-25 session's read), 429 as an answer. A request refused at any step gives its place
+   in the window back;
+4. the run: inline, its ``Answer`` returned for the transport to write; on a stream of its own
+   (a task of its own answers); or, for a background tool in an era whose streams are
+   resumable, in a Celery worker that writes the call's stream (``run_in_worker``; "could not be
+   started" is an answer too). A stateless era relays a background tool's job on the call's own
+   stream, so its call runs the second way;
 5. the release of the call's place before the answer goes out (the client may send its next
    call as soon as it has it), and the record.
 
@@ -29,7 +33,7 @@ From its run to its answer a call is tracked (drain.py): a process told to stop 
 and answers it with an error if its grace runs out first.
 
 The fairness key of the call's sync code (methods/threads.py) is its ``owner``: its session, or
-its caller (principal, else client address) when it has none, set here for every era.
+its caller's key when it has none, set here for every era.
 """
 import asyncio
 import contextlib
