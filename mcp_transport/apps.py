@@ -63,12 +63,12 @@ def connect_layers():
     from .eras.legacy_2025 import tasks
     from .eras.modern_2026 import methods as modern_methods
     from .methods import dispatch
-    from .running import jobs
+    from .running.jobs import settling
     from .state import control, quotas, sessions
 
     dispatch.serve_tasks(tasks)  # the 2025-11-25 tasks utility: tasks/*, task-augmented calls
-    sessions.on_close(jobs.end_session_jobs)  # a closed session's background jobs end with it
-    quotas.on_reclaim(jobs.watch_job)  # a caller at its limit frees the places of lost jobs
+    sessions.on_close(settling.end_session_jobs)  # a closed session's background jobs end with it
+    quotas.on_reclaim(settling.watch_job)  # a caller at its limit frees the places of lost jobs
     control.on_message("closed", sessions.forget)  # its quick-resume copy in each process too
     control.on_message("auth_forget", auth.forget_local)  # a revoked token, in each process's cache
     control.on_message("auth_forget", auth.end_streams)  # and the streams opened with it

@@ -380,7 +380,7 @@ RUN_JOB = "mcp_transport.run_job"
 @register(WORKERS_TAG, deploy=True)
 def workers_check(app_configs, **kwargs):
     """The running workers know the app's task and consume every background tool's queue."""
-    from .running.jobs import worker_command
+    from .running.jobs.settling import worker_command
 
     if _config() is None or not _background_tools() or not _celery_broker():
         return []
@@ -413,7 +413,7 @@ def _ask_workers():
 
 
 def _tool_queues():
-    from .running.jobs import queue_of
+    from .running.jobs.submitting import queue_of
     from .methods.registry import registry
 
     return {queue_of(spec) for spec in registry.tools.values() if spec.background}

@@ -32,11 +32,11 @@ DEFAULTS = {
     #: Redis connections per process (event loop); commands wait for a free one beyond that.
     "REDIS_MAX_CONNECTIONS": 50,
     #: Seconds of a Redis outage (a stall, a restart, a failover) that a Redis command rides out,
-    #: retrying with back-off on a new connection, before it fails (connections.py).
+    #: retrying with back-off on a new connection, before it fails (connections/outages.py).
     "REDIS_OUTAGE_TOLERANCE": 30,
     #: Seconds of a database outage (a restart, a failover, a lock) that a worker's writes of its
     #: job's start and end ride out, retrying with back-off, before the call gets an error result
-    #: (running.jobs.riding_out_database).
+    #: (running/jobs/rows.py: riding_out_database).
     "DATABASE_OUTAGE_TOLERANCE": 60,
     #: Seconds /readyz gives Redis to answer a PING and the database a SELECT 1 (both at once,
     #: neither retried) before it answers 503 (probes.py): its own short deadline, not the
@@ -243,7 +243,7 @@ DEFAULTS = {
     #: "theme": "light"}]; src is required (an http(s) or data: URI), the rest optional.
     "SERVER_ICONS": [],
     "INSTRUCTIONS": None,
-    #: Background tools (jobs.py): seconds between progress notifications the server sends for a
+    #: Background tools (running/jobs/): seconds between progress notifications the server sends for a
     #: background call with a progressToken while the tool itself reports nothing (None: never).
     "PROGRESS_HEARTBEAT_SECONDS": 10,
     #: Background tools: Celery's soft and hard time limits (seconds) of a tool that sets none
@@ -341,7 +341,7 @@ DEFAULTS = {
     "REQUEST_STATE_TTL": 600,
     #: Bytes of a sealed requestState (the answers a round carries to the next): a round that
     #: would carry more gets -32602, a longer state presented is refused unread. Also the most
-    #: a request may give ahead to a background call (its job keeps them: jobs.answers_to_keep).
+    #: a request may give ahead to a background call (its job keeps them: running/jobs/submitting.py).
     "MAX_REQUEST_STATE_BYTES": 256 * 1024,
     #: Seconds a process may trust its memory for revocable tokens (static, django-oauth-toolkit)
     #: instead of reading Redis on every request (a GET cost a tenth of a call's throughput). A

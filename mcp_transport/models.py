@@ -78,7 +78,7 @@ class StoredEvent(models.Model):
 
 
 class McpJob(models.Model):
-    """One call of a background tool, run by a Celery worker (jobs.py, worker.py).
+    """One call of a background tool, run by a Celery worker (running/jobs/, running/worker/).
 
     It is also the MCP task of a task-augmented ``tools/call``: ``id`` is the ``taskId``. The
     status values are the MCP task statuses (spec 2025-11-25 basic/utilities/tasks) plus

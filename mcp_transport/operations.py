@@ -20,9 +20,9 @@ the session's open streams and running requests on every process; later requests
 4. Rows of background jobs that ended longer ago than ``JOB_RETENTION`` go, and rows of the
    calls log (``McpCall``) older than ``CALL_LOG_RETENTION``.
 5. Background jobs waiting for their client longer than ``CLIENT_REQUEST_TIMEOUT``, also those
-   nobody follows (jobs.expire_parked_jobs): parked ones go on with "no answer in time", one
-   whose call record is gone fails, one in its slot whose worker died is lost. All of them,
-   oldest first, across runs: each run spends ``jobs.SWEEP_SECONDS`` at most.
+   nobody follows (running/jobs/sweep.py): parked ones go on with "no answer in time", one whose
+   call record is gone fails, one in its slot whose worker died is lost. All of them, oldest
+   first, across runs: each run spends ``sweep.SWEEP_SECONDS`` at most.
 
 The Celery task ``mcp_transport.cleanup`` runs it. The app puts it on Celery beat's schedule
 itself (``schedule_cleanup``, every ``CLEANUP_INTERVAL`` seconds), so any ``celery beat`` of the
@@ -38,7 +38,7 @@ from channels.db import database_sync_to_async
 from django.db.models import Count
 from django.utils import timezone
 
-from .running import jobs
+from .running.jobs import sweep
 from .state import metrics, sessions
 from .conf import get_config
 from .connections import async_redis, keys
@@ -145,7 +145,7 @@ async def cleanup(now=None) -> CleanupReport:
     config, now = get_config(), now or timezone.now()
     report = CleanupReport()
     report.sessions_expired = await _close_expired(now - timedelta(seconds=_expiry_margin(config)))
-    await jobs.expire_parked_jobs()  # a 2026-07-28 call whose client never retries
+    await sweep.expire_parked_jobs()  # a 2026-07-28 call whose client never retries
     if config["EVENT_RETENTION"] is not None:
         cutoff = now - timedelta(seconds=config["EVENT_RETENTION"])
         report.events_deleted = await database_sync_to_async(_delete_in_batches)(

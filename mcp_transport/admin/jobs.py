@@ -22,6 +22,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from ..running import jobs
+from ..running.jobs.rows import is_2026_job
 from ..models import McpCall, McpJob, McpSession
 from . import refs
 from .charts import Series, line_chart
@@ -151,7 +152,7 @@ class McpJobAdmin(refs.ByReference, FastListMixin, admin.ModelAdmin):
 
     @admin.display(description="session", ordering="session_id")
     def session_link(self, obj):
-        if jobs.is_modern(obj):
+        if is_2026_job(obj):
             # A 2026-07-28 call has no session (its session_id is only its events' namespace):
             # the job links to its call in the calls log instead, when the log kept it.
             if getattr(obj, "call_pk", None) is None:

@@ -13,7 +13,7 @@ from the detached transport's parameters: ``AttributeError: 'NoneType' object ha
 worker once its running jobs end; every job still queued behind them waits for a worker that
 is gone. It takes a worker with a free slot (a BRPOP in flight) and an unacknowledged message
 when Redis restarts or fails over, and the remote control's subscription noticing first: since
-a caller's jobs over its share wait as delayed messages (running/jobs/deferring.py), that is
+a caller's jobs over its share wait as delayed messages (running/jobs/submitting.py), that is
 the usual case.
 
 Here a BRPOP reply that can no longer come is not waited for, and the first close goes on to

@@ -72,7 +72,8 @@ class Keys:
         return f"{self.prefix}:heldwaits:{worker}"
 
     def waiting_sweep(self):
-        """Where the cleanup's sweep of waiting jobs stopped: "<updated_at> <job id>" (jobs.py)."""
+        """Where the cleanup's sweep of waiting jobs stopped: "<updated_at> <job id>"
+        (running/jobs/sweep.py)."""
         return f"{self.prefix}:sweep:waiting"
 
     def listen_bell(self):

@@ -132,7 +132,7 @@ class ToolSpec:
     meta: Optional[dict] = None
     #: Name of the parameter that receives the Context, if any.
     context_param: Optional[str] = None
-    #: Run as a background (Celery) job instead of inline (jobs.py, worker.py).
+    #: Run as a background (Celery) job instead of inline (running/jobs/, running/worker/).
     background: bool = False
     #: Celery options of the job: ``queue``, ``soft_time_limit``, ``time_limit``, ``max_retries``.
     job_options: dict = field(default_factory=dict)

@@ -2,7 +2,7 @@
 
 A handler that asks its client something is replayed rather than kept waiting: an inline
 2026-07-28 handler ends its round with an ``InputRequiredResult`` (eras/modern_2026/rounds.py), a
-background tool parks its job until the answer comes (running/worker.py). A sync handler stops
+background tool parks its job until the answer comes (running/worker/channel.py). A sync handler stops
 at its first unanswered question; an async one may ask several at once (``asyncio.gather``), so
 each question parks its own branch (an awaited future that never resolves) and sets ``changed``.
 

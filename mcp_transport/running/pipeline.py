@@ -300,7 +300,7 @@ def _unanswered(request: Request, call: Call) -> None:
 
 
 async def run_in_worker(request: Request, call: Call, responder: Responder) -> None:
-    """A background tool: a worker runs it (jobs.py) and appends what it sends to a stream of
+    """A background tool: a worker runs it (running/jobs/submitting.py) and appends what it sends to a stream of
     its own, which the transport follows. The stream is open before the job is submitted, so
     the client may resume it anywhere: it must end with an answer, even "could not be started"."""
     params, session, stream_key = request.params, call.session, ids.new_stream_key()
@@ -309,7 +309,8 @@ async def run_in_worker(request: Request, call: Call, responder: Responder) -> N
         job = await jobs.submit(call.route.tool, params.get("arguments") or {},
                                 session_id=session.id, request_id=request.id, stream_key=stream_key,
                                 user_id=call.principal.user_id, principal=call.principal.key,
-                                progress_token=jsonrpc.progress_token(params), slot=call.quota)
+                                progress_token=jsonrpc.progress_token(params), slot=call.quota,
+                                caller=call.caller.key)
     except Exception:
         logger.exception("submitting a job of %s failed", params["name"])
         failed = job_failed(request)

@@ -391,9 +391,9 @@ async def deliver_reply(session_id: str, reply: dict) -> None:
         return
     parked_job = await replies.hand_over(session_id, reply)
     if parked_job is not None:  # a background job gave its worker back to wait for this answer
-        from . import jobs
+        from .jobs import following
 
-        await jobs.resume_parked(parked_job, reply)
+        await following.resume_parked(parked_job, reply)
 
 
 # -- running requests and cancellation -------------------------------------------------------
@@ -426,14 +426,14 @@ async def request_cancel(session_id: str, request_id) -> None:
 
 async def answer_orphan(session_id: str, stream_key: str) -> bool:
     """Write the error response of a request whose process died, if it is one (control.py);
-    a background job's stream is watched by jobs.py (its worker may be lost)."""
-    from . import jobs
+    a background job's stream is watched by jobs/settling.py (its worker may be lost)."""
+    from .jobs import settling
 
     call = await control.read_call(session_id, stream_key)
     if not call:  # Redis lost the record (restarted empty): a background call's row still knows
-        call = await jobs.recall(session_id, stream_key)
+        call = await settling.recall(session_id, stream_key)
     if "job" in call:
-        return await jobs.watch(session_id, stream_key, call)
+        return await settling.watch(session_id, stream_key, call)
     request_id = await control.claim_orphan(session_id, stream_key, call)
     if request_id is None:
         return False

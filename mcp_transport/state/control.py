@@ -181,7 +181,8 @@ def orphan_after_ms() -> int:
 
 async def register_call(stream, **extra) -> None:
     """Record the request behind a stream, with a first heartbeat, for orphan recovery
-    (``extra``: ``job=<id>`` for a background call, which jobs.py watches instead)."""
+    (``extra``: ``job=<id>`` for a background call, which running/jobs/settling.py watches
+    instead)."""
     names = keys()
     record = names.call(stream.session_id, stream.stream_key)
     async with async_redis().pipeline(transaction=False) as pipe:
@@ -216,7 +217,7 @@ async def _beat_and_flush():
         for stream in streams:
             # The whole record, not only the beat: a Redis that lost everything (restarted
             # empty) has it again at the next beat, with the request's id to answer an orphan
-            # with, and a background job's id for jobs.watch.
+            # with, and a background job's id for running/jobs/settling.py.
             record = names.call(stream.session_id, stream.stream_key)
             pipe.hset(record, mapping=_call_fields(stream, now))
             pipe.expire(record, ttl)

@@ -26,7 +26,7 @@ Names (fields of the ``{prefix}:metrics`` hash):
 - ``jobs_submitted``, ``jobs_finished:<status>``, ``job_ms_sum`` and the cumulative
   ``job_seconds_bucket:<upper bound>``: background jobs and how long they took (``record_job``);
 - ``jobs_resent``: queued jobs sent again because Redis lost their call record and, with it,
-  most likely their broker message (jobs.recall);
+  most likely their broker message (running/jobs/settling.py: ``recall``);
 
 Per session (a ``{prefix}:sesscount:{session}`` hash each, flushed the same way, kept for
 ``SESSION_COUNTERS_TTL`` after its last change, for the admin): ``resumes`` (GET with

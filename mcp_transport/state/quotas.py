@@ -14,7 +14,7 @@
   sorted set per owner scored by the time each entry expires (the entry of a process that died
   goes by itself): a background job counts as the call it is until it ends, queued, running or
   waiting for its client (``hand_to_job``); its entry is ``job:<id>``, freed by whoever ends the
-  job (jobs.finish) and, should that process die first, by the next admission the owner is
+  job (running/jobs/outcome.finish) and, should that process die first, by the next admission the owner is
   refused (``reclaim_ended_jobs``: ended jobs' entries go, a job whose worker was killed is
   declared lost first). A call answered inline is counted in its own process (``_inline``),
   added to that set's count at admission: what it spends (this event loop, its threads) is the
@@ -410,7 +410,7 @@ async def release_job(job_id: str) -> None:
         await client.zrem(owner, JOB_ENTRY + job_id)
 
 
-#: What a refused admission does to each unfinished job of its owner (running/jobs.watch_job,
+#: What a refused admission does to each unfinished job of its owner (running/jobs/settling.watch_job,
 #: connected in apps.py: a job whose worker was lost ends then).
 _watch_job = None
 

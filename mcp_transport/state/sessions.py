@@ -273,8 +273,8 @@ _on_close = []
 
 def on_close(hook) -> None:
     """Await ``hook(session_ids, reason, by)`` in ``close_many()``, before the sessions' keys go.
-    Registered when the app is ready (apps.py): running/jobs.py ends the sessions' background
-    jobs (and the audit trail records who stopped them: ``by``)."""
+    Registered when the app is ready (apps.py): running/jobs/settling.py ends the sessions'
+    background jobs (and the audit trail records who stopped them: ``by``)."""
     if hook not in _on_close:
         _on_close.append(hook)
 
@@ -362,9 +362,9 @@ async def _close_many(session_ids, reason, running=None, by=SERVER):
 
 
 async def _end_jobs(session_ids, reason, by):
-    # Background jobs end with their session (running/jobs.py, through on_close): one waiting for
-    # the gone client's answer, parked or in its worker slot, would otherwise hold on until
-    # CLIENT_REQUEST_TIMEOUT.
+    # Background jobs end with their session (running/jobs/settling.py, through on_close): one
+    # waiting for the gone client's answer, parked or in its worker slot, would otherwise hold on
+    # until CLIENT_REQUEST_TIMEOUT.
     for hook in _on_close:
         await hook(session_ids, reason, by)
 

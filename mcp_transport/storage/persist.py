@@ -136,8 +136,8 @@ class Flusher:
 
         A session's appends pass in call order: one that finds others of its session waiting
         queues behind them even when there is room, or it would reach Redis before them (a sync
-        tool's reports are appended without waiting for each other, worker.py: the stream
-        would carry them out of order)."""
+        tool's reports are appended without waiting for each other, running/worker/context.py:
+        the stream would carry them out of order)."""
         if session_id not in self._queued and not self._no_room(session_id, stream_key, size):
             self._waiting_since.pop(session_id, None)
             self._hold(session_id, stream_key, size, 1)

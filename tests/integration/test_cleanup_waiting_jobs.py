@@ -1,6 +1,6 @@
 """The cleanup reaches every job waiting for its client, however many rows it must leave alone.
 
-jobs.expire_parked_jobs used to read one unordered page (Meta ordering: newest first) of at most
+sweep.expire_parked_jobs used to read one unordered page (Meta ordering: newest first) of at most
 1,000 input_required rows and skip those it could not expire. Here 1,001 such rows come first:
 jobs waiting in their worker slot whose worker still beats (their call records say so), which
 the cleanup rightly leaves alone. Behind them waits a parked 2026-07-28 call nobody follows (a
@@ -94,7 +94,7 @@ from django.utils import timezone
 from mcp_transport.conf import redis_url
 from mcp_transport.connections import keys
 from mcp_transport.models import McpJob
-from mcp_transport.running.jobs import new_job_id
+from mcp_transport.running.jobs.rows import new_job_id
 rows = [McpJob(id=new_job_id(), session_id={session!r}, stream_key=f"s{{n}}", request_id=n, tool="confirm_job",
                status="input_required") for n in range({count})]
 McpJob.objects.bulk_create(rows)
@@ -158,11 +158,11 @@ async def main():
     sweep.SWEEP_BATCH, sweep.SWEEP_SECONDS = 500, 0  # each run stops after its first page
     while (timezone.now() - (await jobs.load({job_id!r})).updated_at).total_seconds() <= {timeout}:
         await asyncio.sleep(0.1)  # until the call is one of the candidates (waiting past its timeout)
-    await jobs._save_sweep_cursor(None)  # from the oldest, whatever an earlier cleanup left
+    await sweep._save_sweep_cursor(None)  # from the oldest, whatever an earlier cleanup left
     ahead = await waiting_ahead_of(await jobs.load({job_id!r}))
     runs = []
     while len(runs) < 10 and (await jobs.load({job_id!r})).status == "input_required":
-        runs.append(await jobs.expire_parked_jobs())
+        runs.append(await sweep.expire_parked_jobs())
     print(json.dumps({{"runs": runs, "ahead": ahead}}))
 
 asyncio.run(main())
@@ -188,8 +188,8 @@ def test_runs_with_a_budget_go_on_where_the_last_one_stopped(server, sweep_env, 
 CLEANUP = """
 import asyncio, json
 from mcp_transport.operations import cleanup
-from mcp_transport.running.jobs import waiting
-waiting.PARKED_KEY_GRACE = 0  # the test removed the keys that lapse PARKED_KEY_GRACE after the deadline
+from mcp_transport.running.jobs import following
+following.PARKED_KEY_GRACE = 0  # the test removed the keys that lapse PARKED_KEY_GRACE after the deadline
 asyncio.run(cleanup())
 print(json.dumps(True))
 """

@@ -10,7 +10,7 @@ from mcp import Client
 async def test_a_call_behind_a_busy_worker_waits_instead_of_failing(start_server, start_worker):
     queue = f"backlog-{secrets.token_hex(3)}"
     # JOB_QUEUE_TIMEOUT is also the window in which a job started or ended shows the queue is
-    # served (jobs._queue_is_served): 5 s leaves a loaded machine time to start the worker.
+    # served (settling._queue_is_served): 5 s leaves a loaded machine time to start the worker.
     server = start_server(CELERY_QUEUE=queue,
                           MCP_TRANSPORT_JSON=json.dumps({"JOB_QUEUE_TIMEOUT": 5, "HEARTBEAT_SECONDS": 0.5}))
     start_worker(CELERY_QUEUE=queue)  # one pool slot

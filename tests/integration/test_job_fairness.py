@@ -1,6 +1,6 @@
 """Background tools waiting for their client's answer hold no Celery slot: a sync tool's ask
 ends its run (the job is parked, ``input_required``), and the answer queues it again, to run
-from its start with the answers so far replayed (jobs.resume_parked). A session's DELETE ends
+from its start with the answers so far replayed (following.resume_parked). A session's DELETE ends
 its waiting jobs at once.
 
 Before, two jobs waiting for elicitation answers pinned both slots of a two-process worker and

@@ -29,7 +29,7 @@ DEADLINE = 120.0
 LONG = {"name": "slow_job", "arguments": {"steps": 2400, "interval_ms": 50}}
 SHORT = {"name": "slow_job", "arguments": {"steps": 1, "interval_ms": 1}}
 TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
-#: Taken by the worker: running, or waiting for one of its caller's jobs (jobs.CALLER_BUSY).
+#: Taken by the worker: running, or waiting for one of its caller's jobs (outcome.CALLER_BUSY).
 TAKEN = "sum(r['status'] == 'working' or r['message'].startswith('Queued: its caller') for r in rows)"
 
 

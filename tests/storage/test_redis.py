@@ -461,9 +461,10 @@ async def test_the_backlog_keeps_nothing_of_a_session_once_its_rows_are_written(
 
 
 async def test_appends_waiting_for_the_backlog_keep_their_order(stores, session_id, stream_key):
-    """A sync tool's reports reach the loop one by one and are not awaited (worker.py: up to 100
-    on their way): appends started while earlier ones wait for the database (the stream's
-    backlog is full) must not overtake them, or the stream carries the reports out of order."""
+    """A sync tool's reports reach the loop one by one and are not awaited (running/worker/context.py:
+    up to 100 on their way): appends started while earlier ones wait for the database (the
+    stream's backlog is full) must not overtake them, or the stream carries the reports out of
+    order."""
     store = stores(maxlen=3, flush_interval=0, max_unwritten=3)
     slow_database(store, 0.01)
     started = []

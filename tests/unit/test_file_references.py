@@ -12,9 +12,6 @@ PACKAGE = ROOT / "mcp_transport"
 CITED = re.compile(r"(?<![\w./-])((?:[\w-]+/)+[\w-]+\.py)\b")
 #: Cited where running/jobs.py and running/worker.py once were; the running/jobs/ regroup of
 #: issue 39 (its own branch) rewrites these comments. Empty this set once it has landed.
-LEFT_TO_THE_JOBS_REGROUP = {"running/jobs.py", "running/worker.py"}
-
-
 def cited_paths(path: Path):
     """(line number, cited path) of a module's lines, or of a page's prose (not its code blocks)."""
     in_code = False
@@ -40,5 +37,5 @@ def test_every_cited_file_exists():
     citing = sorted(PACKAGE.glob("**/*.py")) + sorted((ROOT / "docs").glob("*.md"))
     stale = [f"{path.relative_to(ROOT)}:{number}: {cited}"
              for path in citing for number, cited in cited_paths(path)
-             if ours(cited) and cited not in LEFT_TO_THE_JOBS_REGROUP and not names_a_file(cited, path)]
+             if ours(cited) and not names_a_file(cited, path)]
     assert not stale, "\n".join(stale)

@@ -1,4 +1,4 @@
-"""Each caller's share of the workers (jobs/shares.py, deferring.py), the parts below a worker:
+"""Each caller's share of the workers (jobs/shares.py, submitting.py), the parts below a worker:
 the Redis line against the run's real Redis (places, order, lapsing places of killed workers),
 whose job is whose, the default share and its settings. The flow (a real worker of two slots,
 two callers, both eras) is tests/integration/test_job_shares.py."""
@@ -13,8 +13,8 @@ from django.test import override_settings
 
 from mcp_transport import checks as mcp_checks
 from mcp_transport.models import McpJob
-from mcp_transport.running import jobs, worker
-from mcp_transport.running.jobs import deferring, shares
+from mcp_transport.running import worker
+from mcp_transport.running.jobs import outcome, rows, settling, shares, submitting
 from mcp_transport.state import quotas
 from mcp_transport.state.sessions import SessionRecord
 
@@ -126,18 +126,17 @@ def test_give_back_of_an_ended_job_in_line_names_the_next_one_only_when_asked():
 def test_a_job_is_its_principals_else_its_addresss_in_both_eras(monkeypatch):
     async def load(session_id):
         return SessionRecord(id=session_id, protocol_version="2025-11-25", address="198.51.100.7")
-    monkeypatch.setattr(shares.sessions, "load", load)
-    modern_slot = quotas.Slot(quotas.keys().calls(quotas.caller_key("", "203.0.113.9")), "t")
-    session_slot = quotas.Slot(quotas.keys().calls("s" * 32), "t")
+    monkeypatch.setattr(submitting.sessions, "load", load)
 
-    def caller(context, principal, slot):
-        return run(shares.caller_context(context, principal=principal, session_id="s" * 32, slot=slot))["caller"]
-    assert caller(None, "user:7", session_slot) == caller({"era": "2026-07-28"}, "user:7", modern_slot) \
-        == quotas.caller_key("user:7", "")
-    assert caller({"era": "2026-07-28"}, "", modern_slot) == quotas.caller_key("", "203.0.113.9")
-    assert caller(None, "", session_slot) == quotas.caller_key("", "198.51.100.7")
+    def caller(principal, sessionless):
+        return run(submitting.default_caller(principal, "s" * 32, sessionless))
+    assert caller("user:7", False) == caller("user:7", True) == quotas.caller_key("user:7", "")
+    assert caller("", False) == quotas.caller_key("", "198.51.100.7")
+    # A 2026-07-28 call names its caller (submit's ``caller``: its client address's key); one that
+    # does not counts alone.
+    assert caller("", True) == "session:" + "s" * 32
     old = SimpleNamespace(context={}, principal="", session_id="abc")
-    assert shares.caller_of(old) == "session:abc"
+    assert rows.caller_of(old) == "session:abc"
 
 
 @pytest.mark.parametrize("slots, share", [(1, 1), (2, 1), (3, 2), (8, 7)])
@@ -166,20 +165,21 @@ def test_a_share_that_would_never_start_a_job_is_e004(share, by_tool):
 def test_a_deferred_job_is_looked_at_again_sooner_the_less_it_has_waited(monkeypatch):
     now = datetime.now(timezone.utc)
     ages = [0, 8, 60, 3600]
-    assert [deferring.defer_seconds(SimpleNamespace(created_at=now - timedelta(seconds=age))) for age in ages] == \
-        pytest.approx([1, 2, 15, deferring.DEFER_MAX_SECONDS], abs=0.1)
+    assert [submitting.defer_seconds(SimpleNamespace(created_at=now - timedelta(seconds=age))) for age in ages] == \
+        pytest.approx([1, 2, 15, submitting.DEFER_MAX_SECONDS], abs=0.1)
 
 
 def test_a_waiting_job_says_why_and_one_nobody_looked_at_for_long_is_sent_again():
     now = datetime.now(timezone.utc)
-    waiting = McpJob(id="w" * 32, status="queued", message=jobs.CALLER_BUSY.format(limit=2), created_at=now,
+    waiting = McpJob(id="w" * 32, status="queued", message=outcome.CALLER_BUSY.format(limit=2), created_at=now,
                           updated_at=now, ttl_ms=60000)
-    assert jobs.task_view(waiting)["statusMessage"].startswith("Queued: its caller runs 2 background jobs")
-    assert not jobs.deferral_lost(waiting)
-    waiting.updated_at = now - timedelta(seconds=deferring.DEFER_MAX_SECONDS + shares.WAIT_GRACE_SECONDS + 1)
-    assert jobs.deferral_lost(waiting)
+    assert outcome.task_view(waiting)["statusMessage"].startswith("Queued: its caller runs 2 background jobs")
+    assert not settling.deferral_lost(waiting)
+    waiting.updated_at = now - timedelta(seconds=submitting.DEFER_MAX_SECONDS + shares.WAIT_GRACE_SECONDS + 1)
+    assert settling.deferral_lost(waiting)
     plain = McpJob(id="q" * 32, status="queued", message="", created_at=now, updated_at=waiting.updated_at)
-    assert not jobs.deferral_lost(plain) and jobs.task_view(plain)["statusMessage"] == "Queued: waiting for a worker."
+    assert not settling.deferral_lost(plain)
+    assert outcome.task_view(plain)["statusMessage"] == "Queued: waiting for a worker."
 
 
 # -- issue 38 #4: a freed slot goes round the callers -----------------------------------------

@@ -1,4 +1,4 @@
-"""jobs.watch: a job whose call record missed its beats is lost, unless its worker took it just
+"""settling.watch: a job whose call record missed its beats is lost, unless its worker took it just
 now (its first beat follows the row's change to working: a look between the two saw the stale
 beat of its time in the queue)."""
 import asyncio
@@ -8,8 +8,7 @@ import pytest
 from django.utils import timezone
 
 from mcp_transport.models import McpJob
-from mcp_transport.running import jobs
-from mcp_transport.running.jobs import lost as jobs_lost  # where watch reads them
+from mcp_transport.running.jobs import settling  # where watch reads them
 from mcp_transport.state import control
 
 
@@ -21,7 +20,7 @@ def lost(monkeypatch):
     async def worker_lost(job, **flags):
         called.append(job.id)
 
-    monkeypatch.setattr(jobs_lost, "worker_lost", worker_lost)
+    monkeypatch.setattr(settling, "worker_lost", worker_lost)
     monkeypatch.setattr(control, "looks_dead", lambda call: True)
     return called
 
@@ -33,8 +32,8 @@ def watched(monkeypatch, started_ago):
     async def load(job_id, by=None):
         return job
 
-    monkeypatch.setattr(jobs_lost, "load", load)
-    return asyncio.run(jobs.watch("s1", "k1", {"job": "j1", "beat": "0"}))
+    monkeypatch.setattr(settling, "load", load)
+    return asyncio.run(settling.watch("s1", "k1", {"job": "j1", "beat": "0"}))
 
 
 def test_a_job_its_worker_took_just_now_is_not_lost(monkeypatch, lost):

@@ -12,12 +12,13 @@ from mcp_transport.running import jobs
 from mcp_transport.state import quotas
 from mcp_transport.running import routes
 from mcp_transport.running.routes import Route
-from mcp_transport.running.jobs import modern as jobs_modern  # where the code under test reads them
+from mcp_transport.running.jobs import outcome, settling, submitting  # where the code under test reads them
+from mcp_transport.running.jobs import rows as job_rows
 from mcp_transport.eras.legacy_2025 import tasks
 from mcp_transport.models import McpJob
 from mcp_transport.protocol.errors import InvalidParams, MethodNotFound
 from mcp_transport.protocol.jsonrpc import Request
-from mcp_transport.methods.registry import Registry
+from mcp_transport.methods.registry import Registry, registry
 from mcp_transport.state.sessions import SessionRecord
 
 
@@ -46,7 +47,7 @@ def test_background_tool_lists_optional_task_support_and_keeps_its_celery_option
     spec = reg.tools["crunch"]
     assert spec.background and spec.may_send  # answered over SSE: a worker sends what it reports
     assert spec.describe()["execution"] == {"taskSupport": "optional"}
-    assert jobs.celery_options(spec) == {"queue": "slow", "soft_time_limit": 5, "time_limit": 9}
+    assert submitting.celery_options(spec) == {"queue": "slow", "soft_time_limit": 5, "time_limit": 9}
 
 
 @pytest.mark.parametrize("options, limits", [
@@ -64,8 +65,8 @@ def test_background_tools_get_the_default_time_limits_unless_they_set_their_own(
         return n
 
     spec = reg.tools["crunch"]
-    assert jobs.time_limits(spec) == limits
-    assert jobs.celery_options(spec) == {key: value for key, value in zip(("soft_time_limit", "time_limit"), limits)
+    assert submitting.time_limits(spec) == limits
+    assert submitting.celery_options(spec) == {key: value for key, value in zip(("soft_time_limit", "time_limit"), limits)
                                          if value is not None}
 
 
@@ -95,8 +96,8 @@ def test_idempotent_tools_are_retried_up_to_max_retries_plus_one_runs(reg):
     def unsafe() -> None:
         pass
 
-    assert reg.tools["safe"].idempotent and jobs.max_attempts(reg.tools["safe"]) == 3
-    assert not reg.tools["unsafe"].idempotent and jobs.max_attempts(reg.tools["unsafe"]) == 4
+    assert reg.tools["safe"].idempotent and submitting.max_attempts(reg.tools["safe"]) == 3
+    assert not reg.tools["unsafe"].idempotent and submitting.max_attempts(reg.tools["unsafe"]) == 4
 
 
 @shared_task(name="tests.unit.resize", soft_time_limit=20, time_limit=30, max_retries=1)
@@ -125,7 +126,7 @@ def test_an_existing_celery_task_becomes_a_tool_with_its_signature_and_options(r
 # --- the MCP Task of a job ------------------------------------------------------------------
 
 def test_task_view_has_the_spec_fields_and_a_queued_job_is_working():
-    view = jobs.task_view(_job(status="queued"))
+    view = outcome.task_view(_job(status="queued"))
     assert view["taskId"] == "t" * 32 and view["status"] == "working"
     assert view["createdAt"] == "2026-11-25T10:30:00Z" and view["lastUpdatedAt"] == "2026-11-25T10:30:00Z"
     assert view["ttl"] == 60000 and view["pollInterval"] == 1000
@@ -133,14 +134,14 @@ def test_task_view_has_the_spec_fields_and_a_queued_job_is_working():
 
 
 def test_task_view_of_a_failed_job_says_why():
-    view = jobs.task_view(_job(status="failed", error="Tool x failed: KeyError."))
+    view = outcome.task_view(_job(status="failed", error="Tool x failed: KeyError."))
     assert view["status"] == "failed" and view["statusMessage"] == "Tool x failed: KeyError."
 
 
 def test_error_results_make_failed_jobs():
     error = {"content": [{"type": "text", "text": "boom"}], "isError": True}
-    assert jobs.outcome_status(error) == "failed" and jobs.error_text(error) == "boom"
-    assert jobs.outcome_status({"content": []}) == "completed" and jobs.error_text({"content": []}) == ""
+    assert outcome.outcome_status(error) == "failed" and outcome.error_text(error) == "boom"
+    assert outcome.outcome_status({"content": []}) == "completed" and outcome.error_text({"content": []}) == ""
 
 
 @pytest.mark.parametrize("task, granted", [({}, 3600 * 1000), ({"ttl": 5000}, 5000), ({"ttl": -1}, 3600 * 1000),
@@ -150,7 +151,7 @@ def test_task_ttl_is_the_requested_one_capped(task, granted):
 
 
 def test_job_ids_are_long_and_random():
-    ids = {jobs.new_job_id() for _ in range(100)}
+    ids = {job_rows.new_job_id() for _ in range(100)}
     assert len(ids) == 100 and all(len(i) >= 32 for i in ids)
 
 
@@ -243,16 +244,16 @@ def stored(monkeypatch):
         asked.append(job_id)
         return rows.get(job_id)
 
-    monkeypatch.setattr(jobs_modern, "load", load)
+    monkeypatch.setattr(job_rows, "load", load)
     return rows, asked
 
 
 async def test_load_task_finds_only_a_task_of_its_owner_its_session_and_its_era(stored):
     rows, asked = stored
-    legacy = _job(id=jobs.new_job_id(), is_task=True, principal="alice", session_id="s1")
-    modern = _job(id=jobs.new_job_id(), is_task=True, principal="alice", session_id="x",
-                  context=jobs.modern_context({}))
-    plain = _job(id=jobs.new_job_id(), is_task=False, principal="alice", session_id="s1")
+    legacy = _job(id=job_rows.new_job_id(), is_task=True, principal="alice", session_id="s1")
+    modern = _job(id=job_rows.new_job_id(), is_task=True, principal="alice", session_id="x",
+                  context=job_rows.modern_context({}))
+    plain = _job(id=job_rows.new_job_id(), is_task=False, principal="alice", session_id="s1")
     rows.update({job.id: job for job in (legacy, modern, plain)})
     assert await jobs.load_task(legacy.id, "alice", session_id="s1") is legacy
     assert await jobs.load_task(legacy.id, "bob", session_id="s1") is None
@@ -271,7 +272,6 @@ async def test_a_clients_read_of_its_task_runs_in_its_callers_share_of_the_handl
     row is written: one user's polls queued another's task creation behind them. The
     integration test (PostgreSQL) is tests/integration/test_poll_shares.py."""
     from mcp_transport.methods import threads
-    from mcp_transport.running.jobs import rows as job_rows
 
     lane = threads.lanes().by_name[threads.HANDLERS]
     seen = []
@@ -289,9 +289,9 @@ async def test_a_clients_read_of_its_task_runs_in_its_callers_share_of_the_handl
 
 def test_a_task_expires_with_its_ttl_and_one_without_ttl_never():
     old = datetime(2020, 1, 1, tzinfo=timezone.utc)
-    assert jobs.task_expired(_job(created_at=old, ttl_ms=60000))
-    assert not jobs.task_expired(_job(created_at=old, ttl_ms=None))
-    assert not jobs.task_expired(_job(created_at=datetime.now(timezone.utc), ttl_ms=60000))
+    assert job_rows.task_expired(_job(created_at=old, ttl_ms=60000))
+    assert not job_rows.task_expired(_job(created_at=old, ttl_ms=None))
+    assert not job_rows.task_expired(_job(created_at=datetime.now(timezone.utc), ttl_ms=60000))
 
 
 @pytest.mark.django_db(transaction=True)
@@ -311,7 +311,7 @@ async def test_the_queue_counts_as_served_until_a_window_after_its_last_job_ende
 
     moments = {"long ago": django_time.now() - timedelta(seconds=600), "just now": django_time.now()}
     row = {name: moments.get(value, value) for name, value in fields.items()}
-    await sync_to_async(McpJob.objects.create)(id=jobs.new_job_id(), session_id="s" * 32, stream_key="k",
+    await sync_to_async(McpJob.objects.create)(id=job_rows.new_job_id(), session_id="s" * 32, stream_key="k",
                                               tool="slow_job", **row)
-    queue = jobs.queue_of(jobs.registry.tools["slow_job"])
-    assert await jobs._queue_is_served(queue, 60) is served
+    queue = submitting.queue_of(registry.tools["slow_job"])
+    assert await settling._queue_is_served(queue, 60) is served

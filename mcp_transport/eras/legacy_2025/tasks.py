@@ -1,10 +1,10 @@
 """MCP tasks (spec 2025-11-25 basic/utilities/tasks) over background jobs.
 
-A task-augmented ``tools/call`` of a background tool creates a job (jobs.py) and answers at once
-with a ``CreateTaskResult``; the job's id is the ``taskId``. ``tasks/get`` and ``tasks/list``
-read the job rows, ``tasks/cancel`` cancels the job, and ``tasks/result`` waits for the job to
-end (forwarding the requests the tool sends to the client meanwhile, such as an elicitation)
-and returns exactly what the call would have returned.
+A task-augmented ``tools/call`` of a background tool creates a job (running/jobs/) and answers
+at once with a ``CreateTaskResult``; the job's id is the ``taskId``. ``tasks/get`` and
+``tasks/list`` read the job rows, ``tasks/cancel`` cancels the job, and ``tasks/result`` waits
+for the job to end (forwarding the requests the tool sends to the client meanwhile, such as an
+elicitation) and returns exactly what the call would have returned.
 
 Tasks are bound to the session that created them: another session's task ids are "not found".
 """
@@ -14,6 +14,7 @@ from contextlib import aclosing
 from django.conf import settings
 
 from ...running import jobs, streams
+from ...running.jobs import outcome, rows, settling
 from ...state.bell import doorbell
 from ...conf import get_config
 from ...connections import async_redis, keys
@@ -50,7 +51,7 @@ async def create(spec, arguments, params, call) -> dict:
                             progress_token=meta.get("progressToken"), is_task=True,
                             ttl_ms=granted_ttl(params.get("task")), slot=call.quota)
     job = await jobs.load(job.id)  # its timestamps, as the database keeps them
-    return {"task": jobs.task_view(job)}
+    return {"task": outcome.task_view(job)}
 
 
 async def owned(params, call) -> McpJob:
@@ -58,14 +59,14 @@ async def owned(params, call) -> McpJob:
     job = await jobs.load_task(params.get("taskId"), call.session.principal, session_id=call.session.id, by=call)
     if job is None:
         raise InvalidParams("Failed to retrieve task: Task not found.")
-    if jobs.task_expired(job):
+    if rows.task_expired(job):
         raise InvalidParams("Failed to retrieve task: Task has expired.")
     return job
 
 
 async def tasks_get(params, call):
     job = await jobs.current(await owned(params, call), by=call)
-    return jobs.task_view(job)
+    return outcome.task_view(job)
 
 
 async def tasks_cancel(params, call):
@@ -75,17 +76,17 @@ async def tasks_cancel(params, call):
         call.changed = await jobs.acancel(job.id, "The task was cancelled by request.")
         job = await jobs.load(job.id)
         if job.status == Status.CANCELLED:  # else it ended on its own meanwhile
-            return jobs.task_view(job)
+            return outcome.task_view(job)
     # "Receivers MUST reject cancellation requests for tasks already in a terminal status"
     raise InvalidParams(f"Cannot cancel task: already in terminal status '{job.status}'.")
 
 
 def _page(session_id, after, size):
-    rows = McpJob.objects.filter(session_id=session_id, is_task=True).order_by("-created_at", "-id")
+    tasks = McpJob.objects.filter(session_id=session_id, is_task=True).order_by("-created_at", "-id")
     if after is not None:
         created, job_id = after
-        rows = rows.filter(created_at__lte=created).exclude(created_at=created, id__gte=job_id)
-    return list(rows[:size + 1])
+        tasks = tasks.filter(created_at__lte=created).exclude(created_at=created, id__gte=job_id)
+    return list(tasks[:size + 1])
 
 
 def _cursor(job) -> str:
@@ -95,7 +96,7 @@ def _cursor(job) -> str:
 def _position(value) -> tuple:
     """A tasks/list cursor's value: the (created_at, id) of the last task of the page before."""
     created, job_id = list_cursors.items(value, 2)
-    if not jobs.is_job_id(job_id):  # a NUL, say, which the database would refuse in a query
+    if not rows.is_job_id(job_id):  # a NUL, say, which the database would refuse in a query
         raise list_cursors.Malformed("not a job id")
     return list_cursors.moment(created, aware=settings.USE_TZ), job_id
 
@@ -105,10 +106,10 @@ async def tasks_list(params, call):
     cursor = params.get("cursor")
     after = None if cursor is None else list_cursors.read(cursor, _position)
     # In the caller's share of the handler threads, as tasks/get's reads (jobs.load).
-    rows = await run_sync_or_async(_page, (call.session.id, after, size), call=call)
-    page = {"tasks": [jobs.task_view(job) for job in rows[:size] if not jobs.task_expired(job)]}
-    if len(rows) > size:
-        page["nextCursor"] = _cursor(rows[size - 1])
+    found = await run_sync_or_async(_page, (call.session.id, after, size), call=call)
+    page = {"tasks": [outcome.task_view(job) for job in found[:size] if not rows.task_expired(job)]}
+    if len(found) > size:
+        page["nextCursor"] = _cursor(found[size - 1])
     return page
 
 
@@ -118,7 +119,7 @@ async def tasks_result(params, call):
     job = await owned(params, call)
     if not job.is_terminal:
         job = await _follow(job, call.channel)
-    meta = jobs.related_task_meta(job)
+    meta = rows.related_task_meta(job)
     if job.status == Status.CANCELLED:
         # A cancelled call has no response of its own; tasks/result still needs one.
         raise ProtocolError("The task was cancelled before it finished.", code=ErrorCode.INTERNAL_ERROR,
@@ -135,7 +136,7 @@ async def _follow(job, channel):
     quiet = min(get_config()["KEEPALIVE_SECONDS"], get_config()["HEARTBEAT_SECONDS"])
 
     async def on_quiet():
-        await jobs.watch_job(job)  # a job whose worker died is answered (jobs.watch)
+        await settling.watch_job(job)  # a job whose worker died is answered (settling.watch)
         return True
 
     async with doorbell().listen(keys().stream_bell(session_id, stream_key)) as bell:
@@ -143,7 +144,7 @@ async def _follow(job, channel):
         if any(event.final for event in events):
             return await jobs.load(job.id)
         position = events[-1].id.position if events else "0-0"
-        pending = await async_redis().hgetall(jobs.pending_request_key(job))
+        pending = await async_redis().hgetall(rows.pending_request_key(job))
         for request_id in sorted(pending, key=int):  # in the order they were asked
             await channel.emit(json.loads(pending[request_id]))
         async with aclosing(streams.tail(session_id, stream_key, position, bell, quiet, on_quiet)) as followed:

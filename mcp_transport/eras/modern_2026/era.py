@@ -171,7 +171,7 @@ class StatelessResponder:
 
 async def relay_job(request, call) -> dict:
     """A background tool: a worker runs it and appends what it sends to a stream of its own in
-    the event store (jobs.py); this request relays that stream until its final event, or until
+    the event store (eras/modern_2026/jobs.py); this request relays that stream until its final event, or until
     the tool asks the client something (the round ends, the job waits for the retry)."""
     outcome = await modern_jobs.call(call.route.tool, request.params, call, request.id, call.channel.notify)
     if outcome is None:  # cancelled by someone else (the admin)

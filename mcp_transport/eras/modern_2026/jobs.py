@@ -9,7 +9,7 @@ otherwise), and nothing more is sent for it.
 Questions (multi-round trip, SEP-2322). The round ends with an ``InputRequiredResult`` whose
 sealed ``requestState`` names the job and how far the call's stream was read, and the job parks
 (jobs.py: its worker slot is free, its questions stay). The retry, on any web process, hands the
-job its answers (jobs.deliver_inputs, which queues it again: it runs from its start with them)
+job its answers (following.deliver_inputs, which queues it again: it runs from its start with them)
 and relays the stream from there, to the result or the next question. The job is not cancelled
 while it waits for a retry (the round ended with a complete response); a question waits
 ``CLIENT_REQUEST_TIMEOUT`` at most.
@@ -18,13 +18,14 @@ Answers only to questions asked: the state also records the round's questions (k
 protocol/mrtr.py), and the retry hands the job only the answers to those, each to the same
 question still open on the job. A request without a state is a new call: its job asks again.
 The answers a request gives to keys it was not asked are kept for the job as answers given
-ahead, which only a question the tool declares ``answerable_ahead`` takes (running/jobs/waiting.py).
+ahead, which only a question the tool declares ``answerable_ahead`` takes (running/jobs/following.py).
 """
 import asyncio
 import logging
 from contextlib import aclosing
 
 from ...running import job_streams, jobs
+from ...running.jobs import following, rows
 from . import request_state
 from .tasks import stateless_session_id
 from ...logs import short_id
@@ -53,7 +54,8 @@ async def call(spec, params: dict, call, request_id, notify):
     if "job" in payload:
         job, position = await _resumed(payload)
         asked = payload.get("asked") if isinstance(payload.get("asked"), dict) else {}
-        await _then_cancel_if_left(jobs.deliver_inputs(job, responses, asked=asked), lambda _queued: job.id, left)
+        await _then_cancel_if_left(following.deliver_inputs(job, responses, asked=asked), lambda _queued: job.id,
+                                   left)
     else:
         job = await _then_cancel_if_left(_submit(spec, params, call, request_id, responses),
                                          lambda submitted: submitted.id, left)
@@ -62,7 +64,7 @@ async def call(spec, params: dict, call, request_id, notify):
     ended = False  # the round ended: the job's final event, or a question for the client
     try:
         # Questions still unanswered after this retry were asked before ``position``: ask again.
-        waiting = await jobs.pending_inputs(job) if "job" in payload else None
+        waiting = await following.pending_inputs(job) if "job" in payload else None
         outcome = (waiting, position) if waiting else await follow(job, position, notify)
         ended = True
         if isinstance(outcome, tuple):
@@ -102,7 +104,7 @@ def cancel_soon(job_id: str, stop: "jobs.Stop") -> None:
 
 async def _cancel(job_id: str, stop: "jobs.Stop") -> None:
     try:
-        cancelled = await jobs.riding_out_database(jobs.acancel, job_id, CLIENT_LEFT, stop)
+        cancelled = await rows.riding_out_database(jobs.acancel, job_id, CLIENT_LEFT, stop)
         logger.info("job %s %s: its client closed the request", short_id(job_id),
                     "cancelled" if cancelled else "had ended already")
     except Exception:
@@ -127,8 +129,9 @@ async def _submit(spec, params, call, request_id, ahead):
     meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
     return await jobs.submit(spec, params.get("arguments") or {}, session_id=stateless_session_id(),
                              request_id=request_id, stream_key=new_stream_key(), user_id=call.session.user_id,
-                             principal=call.session.principal, progress_token=meta.get("progressToken"),
-                             context=jobs.modern_context(call.session.client_capabilities,
+                             principal=call.session.principal, caller=call.caller.key,
+                             progress_token=meta.get("progressToken"),
+                             context=rows.modern_context(call.session.client_capabilities,
                                                          meta.get("io.modelcontextprotocol/logLevel")),
                              slot=call.quota, ahead=ahead)
 
@@ -151,7 +154,7 @@ async def follow(job, position: str, notify):
             if message is None:
                 continue
             if "id" in message and "method" in message:  # the tool asks: the round ends here
-                inputs = await jobs.pending_inputs(job)
+                inputs = await following.pending_inputs(job)
                 if inputs:
                     return inputs, event.id.position
             elif "method" in message:

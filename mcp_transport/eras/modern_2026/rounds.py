@@ -20,7 +20,7 @@ round: an unanswered question parks its branch, and the round ends once no branc
 new. A sync handler (in a worker thread) ends the round at its first unanswered question.
 
 Background (Celery) tools replay in the worker instead: their job parks until the retry hands
-it the answers (running/jobs.py, eras/modern_2026/jobs.py).
+it the answers (running/jobs/following.py, eras/modern_2026/jobs.py).
 """
 import asyncio
 

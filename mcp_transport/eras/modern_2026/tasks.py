@@ -1,5 +1,5 @@
 """The tasks extension of the 2026-07-28 era (``io.modelcontextprotocol/tasks``) over the
-background jobs of running/jobs.py: the same ``McpJob`` rows, Celery worker and event store as the
+background jobs of running/jobs/: the same ``McpJob`` rows, Celery worker and event store as the
 2025-11-25 tasks utility (eras/legacy_2025/tasks.py); the wire is protocol/tasks_extension.py.
 
 A modern client that declares the extension and calls a background tool gets a
@@ -17,6 +17,7 @@ import secrets
 from django.utils import timezone
 
 from ...running import jobs
+from ...running.jobs import following, rows
 from ...conf import get_config
 from ...protocol import mrtr, task_streams, tasks_extension
 from ...protocol.errors import ProtocolError
@@ -78,9 +79,10 @@ async def submit(spec, arguments: dict, call, request_id, meta: dict, ahead=None
     call gave before anything was asked, for the questions that take them: jobs.submit)."""
     job = await jobs.submit(spec, arguments, session_id=stateless_session_id(), request_id=request_id,
                             stream_key=new_stream_key(), user_id=call.session.user_id,
-                            principal=call.session.principal, progress_token=meta.get("progressToken"), is_task=True,
+                            principal=call.session.principal, caller=call.caller.key,
+                            progress_token=meta.get("progressToken"), is_task=True,
                             ttl_ms=get_config()["TASK_DEFAULT_TTL_MS"],
-                            context=jobs.modern_context(call.session.client_capabilities,
+                            context=rows.modern_context(call.session.client_capabilities,
                                                         meta.get("io.modelcontextprotocol/logLevel")),
                             slot=call.quota, opening=stream_opening(), ahead=ahead)
     job = await jobs.load(job.id)  # its timestamps, as the database keeps them
@@ -94,7 +96,7 @@ def stream_opening():
 
 
 def view(job) -> dict:
-    status = tasks_extension.wire_status(job.status, jobs.failed_internally(job))
+    status = tasks_extension.wire_status(job.status, rows.failed_internally(job))
     message = "Queued: waiting for a worker." if job.status == Status.QUEUED else (job.error or job.message)
     return tasks_extension.task(job.id, status, _iso(job.created_at), _iso(job.updated_at), job.ttl_ms,
                                 get_config()["TASK_POLL_INTERVAL_MS"], message)
@@ -112,7 +114,7 @@ async def owned(params, call):
     if not tasks_extension.declared(call.session.client_capabilities):
         raise missing_extension("This method")
     job = await jobs.load_task(tasks_extension.task_id(params), call.session.principal, modern=True, by=call)
-    if job is None or jobs.task_expired(job):
+    if job is None or rows.task_expired(job):
         raise tasks_extension.not_found()
     return job
 
@@ -123,7 +125,7 @@ async def tasks_get(params, call):
     error = None
     if task["status"] == "failed":
         error = {"code": -32603, "message": job.error or "The task failed."}
-    inputs = await jobs.pending_inputs(job) if task["status"] == "input_required" else None
+    inputs = await following.pending_inputs(job) if task["status"] == "input_required" else None
     return tasks_extension.detailed_task(task, result=job.result, error=error, input_requests=inputs)
 
 
@@ -133,12 +135,12 @@ async def tasks_update(params, call):
 
     Only answers to the task's own pending questions (the job's inputRequests, which the server
     keeps) reach its tool as their answers; any other key is kept only as an answer given ahead,
-    for a question the tool declares ``answerable_ahead`` (jobs.deliver_inputs), and the task stays
+    for a question the tool declares ``answerable_ahead`` (following.deliver_inputs), and the task stays
     ``input_required`` until its questions are answered."""
     job = await owned(params, call)
     responses = mrtr.input_responses(params)
     # Its record is the audit trail's only when an answer reached the tool (running/audit.py).
-    call.changed = not job.is_terminal and bool(await jobs.deliver_inputs(job, responses))
+    call.changed = not job.is_terminal and bool(await following.deliver_inputs(job, responses))
     return tasks_extension.ack()
 
 

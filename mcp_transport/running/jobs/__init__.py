@@ -21,59 +21,33 @@ response for the cancelled request" -- spec 2025-11-25 basic/utilities/cancellat
 worker through the control channel (the tool sees ``ctx.cancelled``), and revokes the Celery
 task if no worker has started it yet (revoking a queued task is always safe; a running one is
 asked first: a tool still running JOB_CANCEL_GRACE_SECONDS later has its pool process killed by
-its worker, worker.stop_job). A result the tool returns after that is dropped.
+its worker, worker/parent.py: mcp_stop_job). A result the tool returns after that is dropped.
 
 The modules, each importing only the ones above it in this list:
 
-- ``rows.py``: the job's row (its id, ``load``, ``transition``, riding out a database outage);
-- ``limits.py``: its Celery options (queue, time limits) and its runs (``max_attempts``);
-- ``modern.py``: 2026-07-28 calls (a job's context in place of a session, ``load_task``, the
-  questions as ``inputRequests``), and the keys and context flags both eras read;
-- ``answers.py``: its end (``finish``), its answer on its stream, the ``Task`` clients see;
+- ``rows.py``: what every part reads of a job: its row (its id, ``load``, ``transition``, riding
+  out a database outage), what its context says (its era, its caller, an internal failure),
+  the task a ``taskId`` names (``load_task``), its keys in Redis;
+- ``outcome.py``: its end (``finish``), its answer on its stream, the ``Task`` clients see;
 - ``shares.py``: each caller's share of the workers (MAX_RUNNING_JOBS_PER_CALLER) and whose turn
   a free slot is: its place among its caller's running jobs, or in its caller's line and its
-  queue's, in Redis; whose job it is;
-- ``submitting.py``: creating and queueing it;
-- ``deferring.py``: a job that may not start yet back to the queue, and woken when its turn comes;
-- ``cancelling.py``: cancelling it, and the jobs of closed sessions;
-- ``waiting.py``: jobs waiting for their client, parked or in their worker slot;
-- ``unclaimed.py``: jobs no worker takes (JOB_QUEUE_TIMEOUT), and the command that starts one;
-- ``lost.py``: jobs whose worker (or whose call record, or whose broker message) was lost;
+  queue's, in Redis;
+- ``submitting.py``: submit: its Celery options (queue, time limits, runs), creating and queueing
+  it, the answers its call gave ahead; a job that may not start yet deferred, and woken when its
+  turn comes;
+- ``following.py``: follow: a job waiting for its client, parked or in its worker slot: its
+  questions, their answers, its run queued again;
+- ``settling.py``: settle: cancelling it (and the jobs of closed sessions), failing it when no
+  worker takes it (JOB_QUEUE_TIMEOUT), answering or retrying it when its worker was lost;
 - ``sweep.py``: the cleanup's sweep of waiting jobs.
 
-Everyone else imports this package (``from ..running import jobs``; ``jobs.submit`` ...): every
-name is here, as a copy. A test that replaces a function or sets a constant does it in the module
-that reads it (``jobs.lost.load``, ``jobs.sweep.SWEEP_BATCH``).
+The package exports what the eras, the pipeline and the admin call a job by (below); everything
+else is imported from its module (``from ..running.jobs import following``). A test replaces a
+function or sets a constant in the module that reads it (``settling.load``, ``sweep.SWEEP_BATCH``):
+a name set here reaches only the callers that read it here.
 """
-from ...methods.registry import registry  # noqa: F401  (jobs.registry, as before the split)
-from ...state import control  # noqa: F401  (jobs.control, as before the split)
-from .rows import (  # noqa: F401
-    DATABASE_OUTAGE_ERRORS, Status, is_job_id, load, new_job_id, riding_out_database, transition,
-)
-from .limits import SOFT_TO_HARD_SECONDS, celery_options, max_attempts, queue_of, time_limits  # noqa: F401
-from .modern import (  # noqa: F401
-    MODERN_ERA, RELATED_TASK, ahead_key, answers_to_keep, dumps, failed_internally, inputs_key, internal_failure,
-    is_modern, keep_answers_given_ahead, load_task, modern_context, pending_inputs, pending_request_key,
-    related_task_meta, task_expired,
-)
-from .answers import (  # noqa: F401
-    CALLER_BUSY, OTHERS_FIRST, announce, answer, error_text, finish, outcome_status, task_view, waits_for_caller,
-)
-from .shares import Turn, caller_of, enter_line, lease_ms, refresh_place, share_keys, take_place  # noqa: F401
-from .submitting import RUN_JOB, enqueue, submit  # noqa: F401
-from .deferring import DEFER_MAX_SECONDS, defer, defer_seconds, release, send_again, wake  # noqa: F401
-from .cancelling import (  # noqa: F401
-    CANCELLED_BY_CLIENT, CANCELLED_FROM_CODE, STOP_JOB, Stop, _revoke, _stop_running, acancel, cancel, cancel_key,
-    cancel_request, closed_session_stop, end_session_jobs,
-)
-from .waiting import (  # noqa: F401
-    NO_ANSWER, PARKED_KEY_GRACE, answer_given_ahead, asked_and_answered, deliver_inputs, expire_parked,
-    expire_questions, hold_slot, parked_value, question_digest, release_slot, requeue, resume_parked,
-)
-from .unclaimed import (  # noqa: F401
-    _queue_is_served, celery_app_name, expire_unclaimed, no_worker_text, worker_command,
-)
-from .lost import (  # noqa: F401
-    current, deferral_lost, hard_limit_text, just_started, mark_stopped, recall, resend, watch, watch_job, worker_lost,
-)
-from .sweep import SWEEP_BATCH, SWEEP_SECONDS, _save_sweep_cursor, end_unreachable, expire_parked_jobs  # noqa: F401
+from .rows import Status, load, load_task
+from .submitting import submit
+from .settling import Stop, acancel, cancel, cancel_request, current
+
+__all__ = ["Status", "Stop", "acancel", "cancel", "cancel_request", "current", "load", "load_task", "submit"]

@@ -3,10 +3,10 @@ background jobs may run at once (MAX_RUNNING_JOBS_PER_CALLER), counted in Redis 
 worker, and which caller's job a freed slot runs.
 
 A caller is its principal (``auth.Principal.key``), else its client address (quotas.caller_key),
-in both eras: ``submit`` keeps it in the job's ``context`` (``caller_context``). A worker about to
-start a job takes a place among its caller's running jobs (``take_place``, one script call); a
-job that may not start goes back to the queue (deferring.py) and its slot runs someone else's
-job meanwhile. It may not start when:
+in both eras: ``submit`` keeps its key in the job's ``context`` (rows.caller_of). A worker about
+to start a job takes a place among its caller's running jobs (``take_place``, one script call); a
+job that may not start goes back to the queue (submitting.defer) and its slot runs someone
+else's job meanwhile. It may not start when:
 
 - ``share``: its caller runs its share already (counting its own jobs waiting ahead of it: a
   caller's jobs start in the order it sent them);
@@ -37,14 +37,12 @@ Per queue: ``waiting`` (every waiting job, scored by when its entry lapses) and 
 -> caller). Per worker: ``worker:<hostname>`` (the jobs running in its slots, as ``run``). And
 ``served``: when each caller's latest job started.
 """
-import logging
 import time
 from dataclasses import dataclass
 
-from ...state import control, quotas, sessions
 from ...connections import async_redis, keys
-
-logger = logging.getLogger(__name__)
+from ...state import control, quotas
+from .rows import caller_of
 
 #: The waiting jobs of a queue a script looks at for the next turn (the oldest entries first).
 TURN_SCAN = 500
@@ -214,51 +212,19 @@ def lease_ms() -> int:
     return control.orphan_after_ms() + int(control.heartbeat_seconds() * 1000)
 
 
-async def caller_context(context, *, principal: str, session_id: str, slot) -> dict:
-    """The job's ``context`` with its ``caller``: the principal's key, else the client address
-    (a 2026-07-28 call's place is counted under it already: ``slot``; a 2025-11-25 session keeps
-    its address)."""
-    return {**(context or {}), "caller": await _caller(principal, session_id, slot, context is not None)}
-
-
-async def _caller(principal: str, session_id: str, slot, sessionless: bool) -> str:
-    if principal:
-        return quotas.caller_key(principal, "")
-    prefix = keys().calls("")
-    if sessionless and slot is not None and slot.key.startswith(prefix + "caller:"):
-        return slot.key[len(prefix):]
-    if not sessionless:
-        try:
-            session = await sessions.load(session_id)
-        except Exception:  # Redis away: the session counts alone
-            logger.warning("reading session %s for its address failed", session_id[:8], exc_info=True)
-            session = None
-        if session is not None and session.address:
-            return quotas.caller_key("", session.address)
-    return f"session:{session_id}"
-
-
-def caller_of(job) -> str:
-    """Whose share the job counts in (a job submitted before callers were kept: its principal,
-    else its session)."""
-    caller = (job.context or {}).get("caller") if isinstance(job.context, dict) else None
-    if caller:
-        return caller
-    return quotas.caller_key(job.principal, "") if job.principal else f"session:{job.session_id}"
-
-
-def _base() -> str:
+def key_base() -> str:
+    """Where every share key begins: one hash tag for all of them (see above)."""
     return f"{keys().prefix}:{{jobshare}}:"
 
 
 def share_keys(caller: str) -> list:
-    base = _base() + caller
+    base = key_base() + caller
     return [f"{base}:run", f"{base}:wait", f"{base}:waitend"]
 
 
 def _keys(caller: str, queue: str, worker: str) -> list:
     """A script's KEYS: the caller's three, the queue's two, ``served``, the worker's slots."""
-    base = _base()
+    base = key_base()
     return [*share_keys(caller), f"{base}queue:{queue}:waiting", f"{base}queue:{queue}:owners", f"{base}served",
             f"{base}worker:{worker}"]
 
@@ -294,7 +260,7 @@ async def take_place(job, limit: int, wait_seconds: float, *, queue: str = "", w
     caller = caller_of(job)
     taken, why, first = await quotas.script(TAKE_PLACE_LUA)(
         keys=_keys(caller, queue, worker),
-        args=[now, job.id, limit, now + lease, order_of(job), wait_end, ttl, caller, _base(), slots, TURN_SCAN,
+        args=[now, job.id, limit, now + lease, order_of(job), wait_end, ttl, caller, key_base(), slots, TURN_SCAN,
               TURN_YIELDS, "1" if room and slots else ""])
     return Turn(bool(taken), why, first)
 
@@ -314,7 +280,7 @@ async def give_back(caller: str, job_id: str, next_anyway: bool = False, *, queu
     ``limit``, 0: any) if this freed a place (or ``next_anyway``), else ''."""
     return await quotas.script(RELEASE_PLACE_LUA)(
         keys=_keys(caller, queue, worker),
-        args=[job_id, _now_ms(), "1" if next_anyway else "", _base(), limit, TURN_SCAN]) or ""
+        args=[job_id, _now_ms(), "1" if next_anyway else "", key_base(), limit, TURN_SCAN]) or ""
 
 
 async def renew_wait(job, wait_seconds: float, queue: str = "") -> None:

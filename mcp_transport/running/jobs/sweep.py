@@ -21,11 +21,10 @@ from ...connections import async_redis, keys
 from ...methods.content import error_result
 from ...logs import short_id
 from ...models import McpJob
-from . import waiting
-from .answers import finish
-from .lost import watch
-from .modern import internal_failure
-from .rows import Status
+from . import following
+from .outcome import finish
+from .rows import Status, internal_failure
+from .settling import watch
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +70,7 @@ async def _sweep_one(job, call: dict) -> bool:
     if not call:
         return await end_unreachable(job)
     if "parked" in call and "done" not in call:
-        return await waiting.expire_questions(job)  # by the row: a re-created record may lack "job"
+        return await following.expire_questions(job)  # by the row: a re-created record may lack "job"
     return await watch(job.session_id, job.stream_key, call)  # in its slot: lost if its heart stopped
 
 
@@ -82,8 +81,8 @@ async def end_unreachable(job) -> bool:
     can reach it: left alone it would stay input_required, holding its caller's place
     (MAX_CALLS_PER_*), for ever."""
     waited = (timezone.now() - job.updated_at).total_seconds()
-    # Read from its module, not copied: setting waiting.PARKED_KEY_GRACE changes it here too.
-    if waited < get_config()["CLIENT_REQUEST_TIMEOUT"] + waiting.PARKED_KEY_GRACE:
+    # Read from its module, not copied: setting following.PARKED_KEY_GRACE changes it here too.
+    if waited < get_config()["CLIENT_REQUEST_TIMEOUT"] + following.PARKED_KEY_GRACE:
         return False  # a late answer may still find it and queue it again
     text = (f"Tool {job.tool} waited for its client, and the server lost the call's record (it outlived "
             f"STREAM_TTL, or Redis lost it): no answer can reach the call any more.")

@@ -6,7 +6,7 @@ in a daemon thread (``bridge()``): a tool's Context hands every report to it and
 to be stored, as a sync tool's Context does with the web process's loop. Through that loop the
 process also subscribes to the control channel (cancellations reach the tool as
 ``ctx.cancelled``) and beats the heartbeat of the jobs it runs (a job whose heart stops is
-lost: jobs/lost.py).
+lost: jobs/settling.py).
 
 Celery does the rest: routing (``queue``), soft and hard time limits per tool, acks_late. The
 soft limit raises SoftTimeLimitExceeded in the tool and becomes an error result; the hard limit

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from ...state import metrics, quotas
 from .. import jobs
+from ..jobs import following, outcome, rows
 from ...state.bell import doorbell
 from ...conf import get_config
 from ... import tracing
@@ -49,7 +50,7 @@ class JobChannel(RequestStream):
         super().__init__(job.session_id, job.request_id, job.stream_key)
         self.job = job
         #: What earlier runs of this call asked (index -> entry) and the client's answers so far
-        #: (jobs/waiting.py: parked jobs), and how many questions the tool has asked in this run.
+        #: (jobs/following.py: parked jobs), and how many questions the tool has asked in this run.
         self.asked_before, self.answers, self.asked = dict(asked or {}), dict(answers or {}), 0
         self._asked_earlier = max(self.asked_before, default=-1) + 1
         #: The tool's questions end its run rather than wait in its slot (JOB_PARK_ON_ASK).
@@ -63,15 +64,15 @@ class JobChannel(RequestStream):
         #: now, and an event set whenever one more waits.
         self.outstanding, self._sending, self.changed = {}, 0, asyncio.Event()
         self._held = 0
-        #: The request id each asking task of a task-augmented job sent (jobs.pending_request_key).
+        #: The request id each asking task of a task-augmented job sent (rows.pending_request_key).
         self._request_of = {}
         #: monotonic time of the last progress notification (the tool's or a heartbeat).
         self.last_progress_at = time.monotonic()
         self.last_total, self.last_message = None, ""
         self._progress_written_at = 0.0
         self._unwritten = None
-        #: A 2026-07-28 call: its questions wait as inputRequests (jobs.inputs_key).
-        self.modern = jobs.is_modern(job)
+        #: A 2026-07-28 call: its questions wait as inputRequests (rows.inputs_key).
+        self.modern = rows.is_2026_job(job)
         self._open_questions = 0
         #: Tasks waiting for the client's answers, on the loop thread.
         self.waiting = set()
@@ -79,13 +80,13 @@ class JobChannel(RequestStream):
     async def emit(self, message, final=False):
         if self.job.is_task and not self.modern and message and "params" in message:
             params = message["params"]
-            params["_meta"] = {**params.get("_meta", {}), **jobs.related_task_meta(self.job)}
+            params["_meta"] = {**params.get("_meta", {}), **rows.related_task_meta(self.job)}
         if message and "method" in message and "id" in message and self.job.is_task:
             # Every open question of a task, for tasks/result to send (two may be open at once).
-            pending = jobs.pending_request_key(self.job)
+            pending = rows.pending_request_key(self.job)
             self._request_of[asyncio.current_task()] = message["id"]
             async with async_redis().pipeline(transaction=False) as pipe:
-                pipe.hset(pending, str(message["id"]), jobs.dumps(message))
+                pipe.hset(pending, str(message["id"]), rows.json_text(message))
                 pipe.expire(pending, get_config()["CLIENT_REQUEST_TIMEOUT"] + 60)
                 await pipe.execute()
         if message is not None:
@@ -134,15 +135,15 @@ class JobChannel(RequestStream):
             self.waiting.discard(waiting)
 
     async def _given_ahead(self, index, method, params, key):
-        """A 2026-07-28 call's valid answer given ahead under ``key`` (jobs.answer_given_ahead),
+        """A 2026-07-28 call's valid answer given ahead under ``key`` (following.answer_given_ahead),
         for a question no earlier run sent: once sent, a question takes only its own answer."""
         if not self.modern or index in self.asked_before:
             return None
-        return await jobs.answer_given_ahead(self.job, index, key, method, params, answers.fits)
+        return await following.answer_given_ahead(self.job, index, key, method, params, answers.fits)
 
     def _check_same_question(self, index, method, params):
         entry = self.asked_before.get(index)
-        if entry is not None and entry.get("digest") != jobs.question_digest(method, params):
+        if entry is not None and entry.get("digest") != mrtr.question_digest(method, params):
             raise ToolError(f"The tool asked its client something else than in its earlier run ({method}, question "
                             f"{index + 1}): a background tool that asks must ask the same questions in the same "
                             f"order each time it runs, or set background={{'park': False}}.")
@@ -168,34 +169,34 @@ class JobChannel(RequestStream):
     async def _send_question(self, index, method, params, key):
         client, names, timeout = async_redis(), keys(), get_config()["CLIENT_REQUEST_TIMEOUT"]
         reply_id = await next_outbound_id(self.session_id, timeout)
-        entry = {"id": reply_id, "digest": jobs.question_digest(method, params),
+        entry = {"id": reply_id, "digest": mrtr.question_digest(method, params),
                  "until": int((time.time() + timeout) * 1000)}
         async with client.pipeline(transaction=False) as pipe:
-            # Whoever answers (streams.deliver_reply, jobs.deliver_inputs) finds the job by it.
-            pipe.set(names.parked(self.session_id, reply_id), jobs.parked_value(self.job.id, index),
-                     ex=timeout + jobs.PARKED_KEY_GRACE)
+            # Whoever answers (streams.deliver_reply, following.deliver_inputs) finds the job by it.
+            pipe.set(names.parked(self.session_id, reply_id), following.parked_value(self.job.id, index),
+                     ex=timeout + following.PARKED_KEY_GRACE)
             if self.modern:  # an inputRequests entry, keyed by the question's index: stable across runs
                 entry["key"] = key or f"{mrtr.key_prefix(method)}-{index + 1}"
-                pipe.hset(jobs.inputs_key(self.job), entry["key"],
-                          jobs.dumps({"id": reply_id, "method": method, "params": params}))
-                pipe.expire(jobs.inputs_key(self.job), timeout + 60)
+                pipe.hset(rows.inputs_key(self.job), entry["key"],
+                          rows.json_text({"id": reply_id, "method": method, "params": params}))
+                pipe.expire(rows.inputs_key(self.job), timeout + 60)
             await pipe.execute()
         await self.emit(request_message(reply_id, method, self._stored(params, entry.get("key"))))
         # Written once it is sent: a run that stops in between sends it again rather than never.
         async with client.pipeline(transaction=False) as pipe:
-            pipe.hset(names.job_asked(self.job.id), str(index), jobs.dumps(entry))
+            pipe.hset(names.job_asked(self.job.id), str(index), rows.json_text(entry))
             pipe.expire(names.job_asked(self.job.id), get_config()["STREAM_TTL"])
             await pipe.execute()
         return entry
 
     def _stored(self, params, key):
         """A task's question as its stream keeps it: with its inputRequests key (tasks/stream
-        shows it; the copy the client is asked comes from the job's inputs, jobs.inputs_key)."""
+        shows it; the copy the client is asked comes from the job's inputs, rows.inputs_key)."""
         return task_streams.with_input_key(params, key) if key and self.modern and self.job.is_task else params
 
     async def park(self):
         """The run ends with questions open: the job is parked (``input_required``, its deadlines
-        in the call record, for jobs.expire_parked). An answer that came while the run was still
+        in the call record, for following.expire_parked). An answer that came while the run was still
         going was stored without queueing the job (it was working): queue it now."""
         names, client, config = keys(), async_redis(), get_config()
         until = min(entry["until"] for entry in self.outstanding.values())
@@ -210,7 +211,7 @@ class JobChannel(RequestStream):
         await self._move(Status.INPUT_REQUIRED, Status.WORKING)
         answered = await client.hmget(names.job_answers(self.job.id), [str(index) for index in self.outstanding])
         if any(answer is not None for answer in answered):
-            await jobs.requeue(self.job)
+            await following.requeue(self.job)
 
     @contextlib.asynccontextmanager
     async def _held_slot(self, method):
@@ -219,7 +220,8 @@ class JobChannel(RequestStream):
         most, so that the others keep running other clients' jobs; past it the ask fails now."""
         config = get_config()
         seconds = min(config["CLIENT_REQUEST_TIMEOUT"], config["JOB_HELD_ASK_TIMEOUT"])
-        if self._held == 0 and not await jobs.hold_slot(self.worker, self.job.id, held_waits_limit(), seconds + 30):
+        if self._held == 0 and not await following.hold_slot(self.worker, self.job.id, held_waits_limit(),
+                                                              seconds + 30):
             raise ClientRequestError(method, None, text=f"{method} was not sent: too many of this worker's slots wait "
                                                         "for clients already; try again later.")
         self._held += 1
@@ -228,7 +230,7 @@ class JobChannel(RequestStream):
         finally:
             self._held -= 1
             if self._held == 0:
-                await jobs.release_slot(self.worker, self.job.id)
+                await following.release_slot(self.worker, self.job.id)
 
     async def _wait_in_slot(self, method, params, timeout):
         """While the tool waits on the client the job is ``input_required`` ("When the task
@@ -240,7 +242,7 @@ class JobChannel(RequestStream):
         finally:
             request_id = self._request_of.pop(asyncio.current_task(), None)
             if request_id is not None:
-                await async_redis().hdel(jobs.pending_request_key(self.job), str(request_id))
+                await async_redis().hdel(rows.pending_request_key(self.job), str(request_id))
             await self._move(Status.WORKING, Status.INPUT_REQUIRED)
 
     async def _ask(self, method, params, key, timeout):
@@ -252,10 +254,10 @@ class JobChannel(RequestStream):
         client, names = async_redis(), keys()
         reply_id = await next_outbound_id(self.session_id, timeout)
         reply_key = names.reply(self.session_id, reply_id)
-        inputs = jobs.inputs_key(self.job)
+        inputs = rows.inputs_key(self.job)
         async with doorbell().listen(reply_key) as subscription:
             async with client.pipeline(transaction=False) as pipe:
-                pipe.hset(inputs, key, jobs.dumps({"id": reply_id, "method": method, "params": params}))
+                pipe.hset(inputs, key, rows.json_text({"id": reply_id, "method": method, "params": params}))
                 pipe.expire(inputs, get_config()["CLIENT_REQUEST_TIMEOUT"] + 60)
                 await pipe.execute()
             self._open_questions += 1
@@ -275,9 +277,9 @@ class JobChannel(RequestStream):
         return json.loads(raw).get("result") or {}
 
     async def _move(self, status, from_status):
-        if await jobs.transition(self.job.id, status, (from_status,)):
+        if await rows.transition(self.job.id, status, (from_status,)):
             self.job.status, self.job.updated_at = status, timezone.now()
-            await jobs.announce(self.job)
+            await outcome.announce(self.job)
 
     async def observe_progress(self, progress, total, message):
         """The tool's progress, for its row (the admin) and metrics, whether or not the client
@@ -304,7 +306,7 @@ class JobChannel(RequestStream):
             self._progress_written_at = time.monotonic()
             try:
                 await _update_row(self.job.id, **fields)
-            except jobs.DATABASE_OUTAGE_ERRORS:
+            except rows.DATABASE_OUTAGE_ERRORS:
                 if self._unwritten is None:
                     self._unwritten = fields
                 logger.warning("writing the progress of job %s failed; kept for the next write",

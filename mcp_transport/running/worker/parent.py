@@ -8,7 +8,7 @@ from celery.worker import state as worker_state
 from celery.worker.control import control_command, ok
 from celery.exceptions import TimeLimitExceeded
 
-from .. import jobs
+from ..jobs import rows, settling
 from .run import run_job
 
 logger = logging.getLogger(__name__)
@@ -17,17 +17,17 @@ logger = logging.getLogger(__name__)
 @signals.task_failure.connect
 def _job_failed(sender=None, task_id=None, exception=None, args=None, **_kwargs):
     """A pool process running a job stopped: Celery's hard time limit, or it was killed. This
-    runs in Celery's main process (jobs.mark_stopped says why it must stay simple)."""
+    runs in Celery's main process (settling.mark_stopped says why it must stay simple)."""
     if getattr(sender, "name", None) != run_job.name or not args or len(args) < 3:
         return
     if isinstance(exception, TimeLimitExceeded):
         reason = "time_limit"
-    elif isinstance(exception, jobs.DATABASE_OUTAGE_ERRORS):
-        reason = "database"  # the job's start or end could not be written (jobs.riding_out_database)
+    elif isinstance(exception, rows.DATABASE_OUTAGE_ERRORS):
+        reason = "database"  # the job's start or end could not be written (rows.riding_out_database)
     else:
         reason = "lost"
     try:
-        jobs.mark_stopped(args[1], args[2], reason)
+        settling.mark_stopped(args[1], args[2], reason)
     except Exception:  # the job's heartbeat stops anyway
         logger.exception("reporting the stopped job %s failed", args[0])
 
@@ -35,7 +35,7 @@ def _job_failed(sender=None, task_id=None, exception=None, args=None, **_kwargs)
 @control_command(args=[("task_id", str), ("grace", float)], signature="<task_id> <grace>")
 def mcp_stop_job(state, task_id, grace=0.0, **_kwargs):
     """Kill the pool process running the cancelled job ``task_id`` if it still runs it ``grace``
-    seconds from now (jobs._stop_running broadcasts it to every worker).
+    seconds from now (settling.acancel broadcasts it to every worker).
 
     Runs in Celery's main process, whose timer does not depend on the pool process: a tool
     blocked in a C call that holds the GIL stops too, which no signal handler or thread of its

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from ...state import control, sessions
 from .. import calls, jobs
+from ..jobs import following, outcome, rows, settling, shares, submitting
 from ...conf import get_config
 from ... import tracing
 from ...logs import short_id
@@ -37,17 +38,17 @@ Status = jobs.Status
 @shared_task(bind=True, name="mcp_transport.run_job", acks_late=True, ignore_result=True)
 def run_job(self, job_id: str, session_id: str = "", stream_key: str = ""):
     """Run one background tool call (jobs.submit sends it)."""
-    job = bridge().run(jobs.riding_out_database(jobs.load, job_id))
+    job = bridge().run(rows.riding_out_database(jobs.load, job_id))
     if job is None or job.status != Status.QUEUED or job.celery_task_id != self.request.id:
         return  # cancelled or ended before it started, or a stale redelivery
     spec = registry.tools.get(job.tool)
     if spec is None:
         text = f"Tool {job.tool} is not registered in this worker."
-        bridge().run(jobs.finish(job, Status.FAILED, error_result(text), error=text, **jobs.internal_failure(job)))
+        bridge().run(outcome.finish(job, Status.FAILED, error_result(text), error=text, **rows.internal_failure(job)))
         return
-    asked, answers = bridge().run(jobs.asked_and_answered(job.id))
+    asked, answers = bridge().run(following.asked_and_answered(job.id))
     run = JobRun(job, spec, asked, answers, worker=self.request.hostname or "")
-    # The limits the web process sent with the task (jobs.celery_options), not this process's settings.
+    # The limits the web process sent with the task (submitting.celery_options), not this process's settings.
     run.soft_time_limit = (self.request.timelimit or (None, None))[1] or run.soft_time_limit
     if not bridge().run(run.take_place()):
         return  # over its caller's share: back in the queue, and this slot runs another job
@@ -74,18 +75,19 @@ class JobRun:
         #: The tool did not end on its own terms (a crash or a time limit), not "it reported an error".
         self.failed_internally = False
         #: Seconds of the soft time limit Celery runs this job with.
-        self.soft_time_limit = jobs.time_limits(spec)[0]
+        self.soft_time_limit = submitting.time_limits(spec)[0]
         #: The job whose turn this worker's next free slot is (take_place), woken at the start.
         self.next_turn = ""
 
     async def take_place(self) -> bool:
         """A place among its caller's running jobs, across every worker (caller_share, jobs/shares.py),
         in its turn among callers; False when it must wait: the job goes back to the queue
-        (jobs.defer), still queued, and holds no slot while it waits (and the job it lets go
+        (submitting.defer), still queued, and holds no slot while it waits (and the job it lets go
         first, if any, is woken)."""
-        limit, seconds, queue = caller_share(self.spec), jobs.defer_seconds(self.job), jobs.queue_of(self.spec)
+        limit, queue = caller_share(self.spec), submitting.queue_of(self.spec)
+        seconds = submitting.defer_seconds(self.job)
         try:
-            turn = await jobs.take_place(self.job, limit, seconds, queue=queue, worker=self.channel.worker,
+            turn = await shares.take_place(self.job, limit, seconds, queue=queue, worker=self.channel.worker,
                                          slots=worker_slots(), room=keeps_room(self.spec))
         except Exception:  # Redis is away for longer than it is ridden out: the job runs unshared
             logger.warning("taking a place for job %s failed", short_id(self.job.id), exc_info=True)
@@ -93,23 +95,23 @@ class JobRun:
         if turn.taken:
             self.next_turn = turn.first  # woken once this job is seen started (start)
             return True
-        await jobs.defer(self.job, self.spec, limit, seconds, turn.why)
+        await submitting.defer(self.job, self.spec, limit, seconds, turn.why)
         await self.wake(turn.first)
         return False
 
     async def wake(self, job_id) -> None:
-        """The job whose turn it is goes now, not at its countdown (jobs.wake)."""
+        """The job whose turn it is goes now, not at its countdown (submitting.wake)."""
         if not job_id:
             return
         try:
-            await jobs.wake(job_id, jobs.queue_of(self.spec))
+            await submitting.wake(job_id, submitting.queue_of(self.spec))
         except Exception:  # it comes back at its countdown anyway
             logger.warning("waking job %s failed", short_id(job_id), exc_info=True)
 
     async def give_place_back(self) -> None:
         try:
-            await jobs.release(self.job, worker=self.channel.worker, limit=caller_share(self.spec))
-        except Exception:  # its place lapses anyway (jobs.lease_ms)
+            await submitting.release(self.job, worker=self.channel.worker, limit=caller_share(self.spec))
+        except Exception:  # its place lapses anyway (shares.lease_ms)
             logger.warning("giving back the place of job %s failed", short_id(self.job.id), exc_info=True)
 
     def execute(self, worker: str) -> None:
@@ -132,12 +134,12 @@ class JobRun:
         await control.ensure_listening()  # subscribed before the job can be seen as running
         # Reachable by a cancel before it can be seen as working: a cancel sent from then on
         # (jobs.acancel publishes after its status change) finds it, with nothing left to chance.
-        running_key = (self.job.session_id, jobs.cancel_key(self.job))
+        running_key = (self.job.session_id, settling.cancel_key(self.job))
         control.running[running_key] = (self.channel, self.handle)
         started = False
         try:
-            started = await jobs.riding_out_database(
-                jobs.transition, self.job.id, Status.WORKING, (Status.QUEUED,),
+            started = await rows.riding_out_database(
+                rows.transition, self.job.id, Status.WORKING, (Status.QUEUED,),
                 where={"celery_task_id": self.job.celery_task_id}, started_at=timezone.now(),
                 attempts=self.job.attempts + 1, worker=worker, message="")
         finally:
@@ -154,7 +156,7 @@ class JobRun:
             self.context._last_progress = await self._progress_sent()
         loop = asyncio.get_running_loop()
         self._watchers = [loop.create_task(self._progress_heartbeat()), loop.create_task(self._watch_row())]
-        await jobs.announce(self.job)
+        await outcome.announce(self.job)
         return True
 
     async def _make_context(self):
@@ -229,7 +231,7 @@ class JobRun:
             _, pending = await asyncio.wait(pending, timeout=1.0)
         progress = self.channel.unwritten_progress()
         if result is _PARKED or result is _UNFINISHED:
-            control.running.pop((self.job.session_id, jobs.cancel_key(self.job)), None)
+            control.running.pop((self.job.session_id, settling.cancel_key(self.job)), None)
         if result is _PARKED:
             await job_store().flush()  # the questions are in the database before the slot is free
             await self.give_place_back()  # before park(): an answer in already queues it again
@@ -237,33 +239,34 @@ class JobRun:
             return
         if result is _UNFINISHED:
             # The process is being stopped (Celery's hard time limit sends SIGTERM first, then
-            # SIGKILL): its heart stops here, and Celery's main process says why (jobs.watch).
+            # SIGKILL): its heart stops here, and Celery's main process says why (settling.watch).
             return
         try:
             # The heart beats until the job's end is written: while the database is away (and
             # the write retries) nobody may take this worker for lost.
-            await jobs.riding_out_database(self._finish, result, progress)
+            await rows.riding_out_database(self._finish, result, progress)
         finally:
-            control.running.pop((self.job.session_id, jobs.cancel_key(self.job)), None)
+            control.running.pop((self.job.session_id, settling.cancel_key(self.job)), None)
             await self.give_place_back()
         for store in {job_store(), get_event_store()}:  # an ended job's events are in the database
             await store.flush()
 
     async def _finish(self, result, progress):
         if result is None:
-            if await jobs.finish(self.job, Status.CANCELLED, error=jobs.CANCELLED_BY_CLIENT, **progress):
+            if await outcome.finish(self.job, Status.CANCELLED, error=settling.CANCELLED_BY_CLIENT, **progress):
                 # The worker ended it before any cancel did (its session's ``closed`` message came
                 # first): the stop is recorded here, with why and by whom that message says.
                 await calls.job_stopped(self.job, self._stop())
         else:
             if self.failed_internally:
-                progress = {**progress, **jobs.internal_failure(self.job)}
-            await jobs.finish(self.job, jobs.outcome_status(result), result, error=jobs.error_text(result), **progress)
+                progress = {**progress, **rows.internal_failure(self.job)}
+            await outcome.finish(self.job, outcome.outcome_status(result), result, error=outcome.error_text(result),
+                                 **progress)
 
     def _stop(self) -> "jobs.Stop":
         closed_by = self.channel.closed_by
         if isinstance(closed_by, (list, tuple)) and len(closed_by) == 2 and closed_by[0]:
-            return jobs.closed_session_stop(*closed_by)
+            return settling.closed_session_stop(*closed_by)
         return jobs.Stop("stopped in its worker")
 
     async def _progress_heartbeat(self):
@@ -289,13 +292,13 @@ class JobRun:
 
     async def _watch_row(self):
         """A cancel whose control message this process missed still reaches the tool; and the
-        job's place among its caller's running jobs lasts another beat (jobs.refresh_place)."""
+        job's place among its caller's running jobs lasts another beat (shares.refresh_place)."""
         while True:
             await asyncio.sleep(control.heartbeat_seconds())
             if self._ended:
                 return
             try:
-                await jobs.refresh_place(self.job, worker=self.channel.worker)
+                await shares.refresh_place(self.job, worker=self.channel.worker)
             except Exception:
                 logger.warning("keeping the place of job %s failed", short_id(self.job.id), exc_info=True)
             try:

@@ -1,5 +1,5 @@
 """Disconnect = cancel for plain 2026-07-28 calls of background tools, at every step of the call
-(eras/modern_2026/jobs.py), and a cancel that races a worker taking the job (running/jobs.py).
+(eras/modern_2026/jobs.py), and a cancel that races a worker taking the job (running/jobs/settling.py).
 
 The steps are held open here with events standing in for the database, the broker and the
 stream, so that the client's leaving lands exactly in the window under test; the same flow on
@@ -17,7 +17,7 @@ from django.db import OperationalError
 from mcp_transport.eras.modern_2026 import jobs as modern_jobs
 from mcp_transport.models import McpJob
 from mcp_transport.running import jobs
-from mcp_transport.running.jobs import cancelling as jobs_cancelling  # where the code under test reads them
+from mcp_transport.running.jobs import settling  # where the code under test reads them
 
 Status = McpJob.Status
 
@@ -44,7 +44,7 @@ async def _load_active(job_id):
 
 def _call():
     session = SimpleNamespace(user_id=None, principal="", client_capabilities={})
-    return SimpleNamespace(session=session, quota=None, job_id=None, principal=None, address="10.0.0.1")
+    return SimpleNamespace(session=session, quota=None, job_id=None, principal=None, address="10.0.0.1", owner=None)
 
 
 def _spec():
@@ -176,11 +176,11 @@ async def test_a_cancel_racing_a_worker_that_takes_the_job_stops_the_worker(monk
     async def stop_running(job):
         done.append("stop")
 
-    monkeypatch.setattr(jobs_cancelling, "load", load)
-    monkeypatch.setattr(jobs_cancelling, "finish", finish)
-    monkeypatch.setattr(jobs_cancelling.control, "publish", publish)
-    monkeypatch.setattr(jobs_cancelling, "_revoke", revoke)
-    monkeypatch.setattr(jobs_cancelling, "_stop_running", stop_running)
+    monkeypatch.setattr(settling, "load", load)
+    monkeypatch.setattr(settling, "finish", finish)
+    monkeypatch.setattr(settling.control, "publish", publish)
+    monkeypatch.setattr(settling, "_revoke", revoke)
+    monkeypatch.setattr(settling, "_stop_running", stop_running)
     assert await jobs.acancel("j" * 32) is True
     assert row["status"] == Status.CANCELLED
     assert done == (["cancel", "stop"] if taken else ["cancel", "revoke"])

@@ -11,8 +11,7 @@ from django.test import override_settings
 from mcp_transport import checks as mcp_checks
 from mcp_transport.conf import get_config
 from mcp_transport.models import McpJob
-from mcp_transport.running import jobs
-from mcp_transport.running.jobs import lost as jobs_lost  # where the code under test reads them
+from mcp_transport.running.jobs import rows, settling  # where the code under test reads them
 
 
 def tolerating(seconds):
@@ -32,7 +31,7 @@ async def test_a_write_retries_and_gives_up_once_the_tolerance_has_passed():
 
     with tolerating(0.5), pytest.raises(OperationalError):
         # With the tolerance ignored the write would go on for the default's 60 s.
-        await asyncio.wait_for(jobs.riding_out_database(unreachable), 20)
+        await asyncio.wait_for(rows.riding_out_database(unreachable), 20)
     assert len(attempts) >= 2  # retried (after 0.1 s, then 0.2 s) ...
     assert attempts[-1] - attempts[0] <= 0.5  # ... but never tried past the tolerance
 
@@ -46,7 +45,7 @@ async def test_a_write_that_succeeds_within_the_tolerance_returns_its_value():
         return "written"
 
     with tolerating(30):
-        assert await asyncio.wait_for(jobs.riding_out_database(restarting), 20) == "written"
+        assert await asyncio.wait_for(rows.riding_out_database(restarting), 20) == "written"
     assert failures == []
 
 
@@ -57,10 +56,10 @@ async def test_the_error_result_names_the_tolerance_in_force(monkeypatch):
         ended.append((status, error))
         return True
 
-    monkeypatch.setattr(jobs_lost, "finish", finish)
+    monkeypatch.setattr(settling, "finish", finish)
     job = McpJob(id="j" * 32, tool="no_such_tool_registered", status=McpJob.Status.WORKING)
     with tolerating(90):
-        await jobs.worker_lost(job, database=True)
+        await settling.worker_lost(job, database=True)
     assert ended == [(McpJob.Status.FAILED, "Tool no_such_tool_registered ran, but its worker could not record how it "
                                             "ended: the database was unreachable for over 90 s.")]
 

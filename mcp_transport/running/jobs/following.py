@@ -1,5 +1,6 @@
-"""Jobs waiting for their client: parked (their run ended until the answers come), or in their
-worker slot (``hold_slot``, a tool that cannot park).
+"""Following a job that waits for its client: the questions it asked, their answers, and its
+run queued again once they came. A waiting job is parked (its run ended until the answers come)
+or waits in its worker slot (``hold_slot``, a tool that cannot park).
 
 A background tool that asks its client (worker.JobChannel) does not wait in its worker slot:
 the question goes out (on the call's stream; for a 2026-07-28 job also as an inputRequests
@@ -12,40 +13,31 @@ still open by their index (not sent twice) and parks again until every one is an
 
 Answers given ahead (2026-07-28): the answers a call's request gives under keys the job has no
 open question of (the first request's, which starts the job; a retry's or ``tasks/update``'s
-beside the answers it delivers) are kept for the job (``keep_answers_given_ahead``), and a
+beside the answers it delivers) are kept for the job (submitting.keep_answers_given_ahead), and a
 question the tool declares ``answerable_ahead`` takes a valid one of its key instead of being
 asked (``answer_given_ahead``): then it is recorded as that question's answer, so every later
 run of the call gets the same one. A request that brings none leaves the kept ones as they are.
 """
-import hashlib
 import json
 import time
 import uuid
 from typing import Optional
 
-from ...state import control
 from ...conf import get_config
-from ...connections import async_redis, keys, publish
+from ...connections import async_redis, keys
+from .. import replies
+from ...methods.registry import registry
 from ...protocol import mrtr
 from ...protocol.jsonrpc import notification_message
-from ...methods.registry import registry
+from ...state import control
 from ...storage import get_event_store
-from .modern import (
-    ahead_key, answers_to_keep, dumps, inputs_key, is_modern, keep_answers_given_ahead, pending_request_key,
-)
-from .rows import Status, load, transition
-from .submitting import enqueue
+from .rows import Status, ahead_key, inputs_key, is_2026_job, json_text, load, pending_request_key, transition
+from .submitting import answers_to_keep, enqueue, keep_answers_given_ahead
 
 
 def parked_value(job_id: str, index: int) -> str:
     """What ``keys().parked`` holds: the job that waits for this answer, and which of its questions."""
     return f"{job_id} {index}"
-
-
-def question_digest(method: str, params: dict) -> str:
-    """What a question asked: a re-run of the tool must ask the same thing at the same index."""
-    canonical = json.dumps({"method": method, "params": params}, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:24]
 
 
 async def asked_and_answered(job_id: str):
@@ -80,7 +72,7 @@ async def _record_answer(job, index: int, reply: dict) -> None:
 
 
 def _answer_value(reply: dict) -> str:
-    return dumps({key: reply.get(key) for key in ("result", "error")})
+    return json_text({key: reply.get(key) for key in ("result", "error")})
 
 
 async def requeue(job) -> bool:
@@ -91,13 +83,13 @@ async def requeue(job) -> bool:
     spec = registry.tools.get(job.tool) if job is not None else None
     if job is None or spec is None or job.status != Status.INPUT_REQUIRED:
         return False  # still running (it looks at its answers when it parks), or ended meanwhile
-    if is_modern(job) and await _questions_open(job.id):
+    if is_2026_job(job) and await _questions_open(job.id):
         # "The task MUST stay in input_required until every pending request has been answered"
         # (tasks extension, partial fulfillment): a 2026-07-28 job goes on with all its answers.
         return False
     names = keys()
     async with async_redis().pipeline(transaction=False) as pipe:
-        # A beat with it: a job neither parked nor beating would look lost to jobs.watch.
+        # A beat with it: a job neither parked nor beating would look lost to settling.watch.
         pipe.hset(names.call(job.session_id, job.stream_key), "beat", int(time.time() * 1000))
         pipe.hdel(names.call(job.session_id, job.stream_key), "parked", "parked_until")
         await pipe.execute()
@@ -196,15 +188,8 @@ async def deliver_inputs(job, responses: dict, asked: Optional[dict] = None) -> 
             continue
         if not await client.hdel(inputs_key(job), key):
             continue
-        # What streams.deliver_reply does (not imported: streams imports this package).
-        reply_id = entry["id"]
-        reply = {"id": reply_id, "result": value}
-        reply_key = keys().reply(job.session_id, reply_id)
-        async with client.pipeline(transaction=False) as pipe:
-            pipe.set(reply_key, dumps(reply), ex=get_config()["CLIENT_REQUEST_TIMEOUT"] + 60)
-            publish(pipe, reply_key, "1")
-            pipe.getdel(keys().parked(job.session_id, reply_id))  # a parked job's question
-            _, _, parked = await pipe.execute()
+        reply = {"id": entry["id"], "result": value}
+        parked = await replies.hand_over(job.session_id, reply)  # as streams.deliver_reply does
         if parked is not None:
             await resume_parked(parked, reply)
         answered.append(key)
@@ -223,7 +208,7 @@ async def answer_given_ahead(job, index: int, key: str, method: str, params: dic
     async with async_redis().pipeline(transaction=True) as pipe:  # never a question without its answer
         pipe.hset(names.job_answers(job.id), str(index), _answer_value({"result": found}))
         pipe.hset(names.job_asked(job.id), str(index),
-                  dumps({"digest": question_digest(method, params), "key": key, "ahead": True}))
+                  json_text({"digest": mrtr.question_digest(method, params), "key": key, "ahead": True}))
         pipe.expire(names.job_answers(job.id), ttl)
         pipe.expire(names.job_asked(job.id), ttl)
         await pipe.execute()
@@ -252,3 +237,10 @@ redis.call('ZADD', KEYS[1], ARGV[2], ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return 1
 """
+
+
+async def pending_inputs(job) -> dict:
+    """The job's unanswered questions, as ``inputRequests``."""
+    entries = await async_redis().hgetall(inputs_key(job))
+    return {key: {"method": entry["method"], "params": entry["params"]}
+            for key, entry in ((key, json.loads(raw)) for key, raw in sorted(entries.items()))}

@@ -11,8 +11,7 @@ from ...protocol import jsonrpc
 from ...protocol.ids import GET_STREAM
 from ...protocol.jsonrpc import notification_message, result_message
 from ...storage import get_event_store
-from .modern import is_modern
-from .rows import Status, transition
+from .rows import Status, is_2026_job, transition
 
 
 async def finish(job, status: str, result=None, error: str = "", allowed=McpJob.ACTIVE, where=None,
@@ -65,7 +64,7 @@ async def announce(job) -> None:
     """``notifications/tasks/status`` on the session's GET stream, for task-augmented jobs:
     "clients SHOULD expect messages to be delivered on any SSE stream, including the HTTP GET
     stream" -- spec 2025-11-25 basic/utilities/tasks"""
-    if job.is_task and not is_modern(job):  # the 2026 extension has no session stream to put it on
+    if job.is_task and not is_2026_job(job):  # the 2026 extension has no session stream to put it on
         message = notification_message("notifications/tasks/status", task_view(job))
         await get_event_store().append(job.session_id, GET_STREAM, message)
 
@@ -82,9 +81,9 @@ def task_view(job) -> dict:
     return view
 
 
-#: A queued job's message while it waits for one of its caller's running jobs to end (deferring.py).
+#: A queued job's message while it waits for one of its caller's running jobs to end (submitting.defer).
 CALLER_BUSY = "Queued: its caller runs {limit} background jobs at once already; it starts when one of them ends."
-#: A job that lets other callers' jobs go first (shares.py: "room", "turn").
+#: A job that lets other callers' jobs go first (shares.py: "room", "turn"; submitting.defer).
 OTHERS_FIRST = "Queued: other callers' jobs go first; it starts in its caller's turn."
 
 
