@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 from django.db import OperationalError
 
+from mcp_transport.auth.callers import Caller
 from mcp_transport.eras.modern_2026 import jobs as modern_jobs
 from mcp_transport.models import McpJob
 from mcp_transport.running import jobs
@@ -44,7 +45,8 @@ async def _load_active(job_id):
 
 def _call():
     session = SimpleNamespace(user_id=None, principal="", client_capabilities={})
-    return SimpleNamespace(session=session, quota=None, job_id=None, principal=None, address="10.0.0.1", owner=None)
+    return SimpleNamespace(session=session, quota=None, job_id=None, principal=None, address="10.0.0.1", owner=None,
+                           caller=Caller.of(None, "10.0.0.1"))
 
 
 def _spec():
