@@ -36,7 +36,6 @@ The fairness key of the call's sync code (methods/threads.py) is its ``owner``: 
 its caller's key when it has none, set here for every era.
 """
 import asyncio
-import contextlib
 import logging
 from typing import Any, Awaitable, Callable, NamedTuple, Optional, Protocol
 
@@ -335,17 +334,6 @@ def check_scopes(request: Request, call: Call, scope, headers) -> None:
     target = route.tool if route.tool is not None else target_spec(request) if route.spec.scoped else None
     try:
         auth.require_spec_scopes(target, call.principal, scope, headers)
-    except ProtocolError as exc:
-        record(request, call, jsonrpc.error_message(request.id, exc.code, exc.message))
-        raise
-
-
-@contextlib.contextmanager
-def recording_failure(request: Request, call: Call):
-    """A ProtocolError raised in the block (the transport answers it as HTTP: 403, 429 ...) is
-    the call's answer in its record and span, then goes on up."""
-    try:
-        yield
     except ProtocolError as exc:
         record(request, call, jsonrpc.error_message(request.id, exc.code, exc.message))
         raise

@@ -31,7 +31,7 @@ from ..conf import get_config
 from ..connections import async_redis, keys, publish
 from ..protocol import ids
 from ..protocol.cursor import MAX_OPEN, START, Cursor
-from ..protocol.errors import InvalidRequest, ProtocolError
+from ..protocol.errors import InvalidRequest
 from ..protocol.ids import GET_STREAM, EventId
 from ..protocol.jsonrpc import Notification, Request
 from ..protocol.session import SessionState
@@ -97,11 +97,7 @@ async def _receive_request(session, request, principal, scope, headers):
     logs.bind_request(request.id)
     call = pipeline.begin(request, session, headers, "http" if scope is not None else "pipe", principal=principal,
                           user=principal.user or AnonymousUser(), address=session.address)
-    responder = MessageResponder(session)
-    if request.method == "initialize":
-        answer = await _initialize(session, request, call, responder)
-    else:
-        answer = await pipeline.serve(request, call, responder, scope=scope, headers=headers)
+    answer = await pipeline.serve(request, call, MessageResponder(session), scope=scope, headers=headers)
     if answer is not None:
         await reply(session.id, answer.message)
 
@@ -110,8 +106,19 @@ class MessageResponder(era.SessionResponder):
     """The pipeline's side of a transport that carries messages (stdio, HTTP+SSE): every
     message reaches the client through the session's follower, from the streams it lists."""
 
+    #: The revision that defined HTTP+SSE too: its clients speak no later one.
+    versions = era.MESSAGE_VERSIONS
+
+    async def keep_session(self) -> None:
+        session = self.session
+        await sessions.update(session, state=SessionState.INITIALIZING.value,
+                              protocol_version=session.protocol_version, client_info=session.client_info,
+                              client_capabilities=session.client_capabilities)
+
     def wants_stream(self, may_send: bool, blocks: bool = False) -> bool:
-        return True  # each request on a stream of its own, so the follower hands over its messages in order
+        # Each request on a stream of its own, so the follower hands over its messages in order;
+        # the initialize of a session not yet open (the only request it takes) is one message.
+        return self.session.state != SessionState.NEW.value
 
     async def open_stream(self, request, call):
         return await streams.open_request_stream(self.session.id, request.id, self._list)
@@ -122,19 +129,6 @@ class MessageResponder(era.SessionResponder):
     async def open_job_stream(self, stream_key):
         await add_stream(self.session.id, stream_key)  # listed: followers wait for its answer
         return None
-
-
-async def _initialize(session, request, call, responder):
-    try:
-        await era.enter_state(session, request)
-        version = era.take_initialize(session, request.params, era.MESSAGE_VERSIONS)
-    except ProtocolError as exc:
-        return await pipeline.refused(request, call, responder, exc)
-    await sessions.update(session, state=SessionState.INITIALIZING.value, protocol_version=version,
-                          client_info=session.client_info, client_capabilities=session.client_capabilities)
-    message = era.initialize_reply(request, version)
-    await pipeline.recorded(request, call, message)
-    return pipeline.Answer(message)
 
 
 # -- what the server sends ----------------------------------------------------------------------

@@ -5,6 +5,8 @@ a response to the server's request is taken in."""
 import asyncio
 import logging
 
+import redis
+
 from .. import logs
 from ..state import control, sessions
 from ..running import pipeline, streams
@@ -12,11 +14,12 @@ from ..running.routes import Route
 from . import modern_post
 from ..state.bell import doorbell
 from ..conf import get_config, message_bounds
-from ..connections import keys
+from ..connections import keys, redis_failure
 from ..auth.callers import Caller
 from ..protocol import http, ids, jsonrpc
 from ..protocol.modern import is_modern
 from ..protocol.errors import ProtocolError
+from ..protocol.session import SessionState
 from ..protocol.jsonrpc import Notification, Request
 from ..eras.legacy_2025 import era as era_2025
 from ..eras.legacy_2025.era import receive_notification
@@ -141,29 +144,44 @@ class PostHandling:
 
 
 async def initialize(exchange: PostExchange, request) -> None:
-    """Open a session: its one initialize rule is the era's (``take_initialize``)."""
-    session = sessions.SessionRecord(id=ids.new_session_id(), protocol_version="", user_id=exchange.user_id,
-                                     principal=exchange.principal.key, log_level=get_config()["DEFAULT_LOG_LEVEL"])
+    """Open a session: ``initialize`` goes through the request pipeline like every request, its
+    one rule the era's (``take_initialize``); the session is stored once it is taken."""
+    session = sessions.SessionRecord(id=ids.new_session_id(), protocol_version="", state=SessionState.NEW.value,
+                                     user_id=exchange.user_id, principal=exchange.principal.key,
+                                     log_level=get_config()["DEFAULT_LOG_LEVEL"])
     logs.bind_request(request.id)
     call = pipeline.begin(request, session, exchange.headers, principal=exchange.principal, user=exchange.user,
                           request_bytes=exchange.body_size)
-    try:
-        version = era_2025.take_initialize(session, request.params)
-    except ProtocolError as exc:
-        return await exchange.send_answer(await pipeline.refused(request, call, PostResponder(exchange, session), exc))
-    session.address = exchange.client_address()
-    with pipeline.recording_failure(request, call):  # 429: MAX_SESSIONS_PER_ADDRESS
-        await sessions.create(session)
+    answer = await pipeline.serve(request, call, OpeningResponder(exchange, session))
+    if answer.error is not None or "error" in answer.message:
+        return await exchange.send_answer(answer)
     logs.bind_session(session.id)
-    reply = era_2025.initialize_reply(request, version)
-    pipeline.record(request, call, reply)
     if not exchange.wants_sse():
-        return await exchange.send_json(200, reply, [(b"mcp-session-id", session.id.encode())])
+        return await exchange.send_answer(answer, [(b"mcp-session-id", session.id.encode())])
     stream = streams.RequestStream(session.id, request.id, ids.new_stream_key())
     writer = await exchange.start_sse(session.id, stream.stream_key)
     await exchange.prime(writer, session, stream.stream_key)
     stream.attach(writer)
-    await stream.emit(reply, final=True)
+    await stream.emit(answer.message, final=True)
+
+
+class OpeningResponder(PostResponder):
+    """The pipeline's side of the POST that opens a session: its answer is one message (JSON, or
+    a one-event SSE stream once the session exists), and a refusal keeps its HTTP status
+    (429: MAX_SESSIONS_PER_ADDRESS)."""
+
+    in_band_errors = False
+
+    def wants_stream(self, may_send: bool, blocks: bool = False) -> bool:
+        return False
+
+    async def keep_session(self) -> None:
+        self.session.address = self.exchange.client_address()
+        try:
+            await sessions.create(self.session)  # 429 past MAX_SESSIONS_PER_ADDRESS
+        except redis.RedisError as exc:  # 503, as for any request whose session cannot be read
+            logger.exception(redis_failure(exc))
+            raise ProtocolError("The session store is unavailable.", http_status=503) from None
 
 
 async def post_request(exchange: PostExchange, session, request, route, caller, rate=None) -> None:

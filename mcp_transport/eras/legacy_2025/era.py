@@ -61,13 +61,14 @@ def take_initialize(session, params: dict, supported=versions.SUPPORTED) -> str:
     return session.protocol_version
 
 
-def initialize_reply(request, version: str) -> dict:
-    return jsonrpc.result_message(request.id, dispatch.initialize_result(version))
+#: The method that opens a session ("The initialization phase MUST be the first interaction").
+INITIALIZE = "initialize"
 
 
 class SessionResponder:
     """The era's half of a request pipeline responder (running/pipeline.py) for a request in a
-    session: its checks, its methods, its answers' form. A transport adds how they are sent."""
+    session: its checks, its methods, its answers' form. A transport adds how they are sent, and
+    how a session its ``initialize`` opened is kept (``keep_session``)."""
 
     __slots__ = ("session",)
 
@@ -78,6 +79,8 @@ class SessionResponder:
     in_band_errors = True
     #: The session's running background calls, when the session's read counted them.
     running_calls = None
+    #: The revisions its ``initialize`` may negotiate (the message transports add 2024-11-05).
+    versions = versions.SUPPORTED
 
     def __init__(self, session):
         self.session = session
@@ -86,7 +89,19 @@ class SessionResponder:
         await enter_state(self.session, request)
 
     async def handle(self, request, call) -> dict:
+        if request.method == INITIALIZE:  # the lifecycle's own method: it opens the session
+            return await self.initialize(request.params)
         return await dispatch.dispatch(request, call)
+
+    async def initialize(self, params: dict) -> dict:
+        """What ``initialize`` gives its session (``take_initialize``), kept; the server's side."""
+        version = take_initialize(self.session, params, self.versions)
+        await self.keep_session()
+        return dispatch.initialize_result(version)
+
+    async def keep_session(self) -> None:
+        """Keep what ``initialize`` gave the session (the transport's way)."""
+        raise NotImplementedError
 
     def result_reply(self, request, result: dict) -> dict:
         return jsonrpc.result_message(request.id, result)
