@@ -111,9 +111,8 @@ class MessageResponder(era.SessionResponder):
 
     async def keep_session(self) -> None:
         session = self.session
-        await sessions.update(session, state=SessionState.INITIALIZING.value,
-                              protocol_version=session.protocol_version, client_info=session.client_info,
-                              client_capabilities=session.client_capabilities)
+        await sessions.update(session, state=session.state, protocol_version=session.protocol_version,
+                              client_info=session.client_info, client_capabilities=session.client_capabilities)
 
     def wants_stream(self, may_send: bool, blocks: bool = False) -> bool:
         # Each request on a stream of its own, so the follower hands over its messages in order;

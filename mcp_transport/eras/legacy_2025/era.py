@@ -95,7 +95,9 @@ class SessionResponder:
 
     async def initialize(self, params: dict) -> dict:
         """What ``initialize`` gives its session (``take_initialize``), kept; the server's side."""
-        version = take_initialize(self.session, params, self.versions)
+        session = self.session
+        version = take_initialize(session, params, self.versions)
+        session.state = next_state(SessionState(session.state), INITIALIZE).value  # initializing
         await self.keep_session()
         return dispatch.initialize_result(version)
 
