@@ -178,7 +178,8 @@ async def serve(request: Request, call: Call, responder: Responder, *, scope=Non
     route = call.route = call.route or Route.of(request, responder.methods)
     request = route.request  # call_tool(name, arguments) is that tool's own call: every rule applies to it
     try:
-        await request_rates.admit(call.caller.key)
+        if not route.opens_session:  # SESSION_OPEN_RATE counts those
+            await request_rates.admit(call.caller.key)
         if route.refusal is not None:
             raise route.refusal
         await responder.check(request, call)

@@ -26,8 +26,9 @@ from ..protocol.errors import InvalidParams, ProtocolError
 from ..protocol.jsonrpc import Request
 from ..state import rates
 
-#: The method whose target is a tool: the one method name this module decides by.
-TOOLS_CALL = "tools/call"
+#: The method whose target is a tool, and the one that opens a session: the method names
+#: decided once, here.
+TOOLS_CALL, INITIALIZE = "tools/call", "initialize"
 
 
 @dataclass(slots=True)
@@ -50,6 +51,8 @@ class Route:
     may_send: bool = False
     #: Its handler runs the project's sync code in a thread.
     blocks: bool = False
+    #: It opens a session (``initialize``): SESSION_OPEN_RATE counts it, REQUEST_RATE_LIMIT not.
+    opens_session: bool = False
     #: The caller may use ``tool`` (auth.may_use: switched on, scopes, permission).
     usable: bool = False
     #: The tool's keyword arguments, bound once (``plan``), or why they cannot be.
@@ -69,7 +72,7 @@ class Route:
         if request.method != TOOLS_CALL:
             spec, params = methods.get(request.method, UNKNOWN), request.params
             return cls(request, spec, counts_as_call=spec.counts_as_call, may_send=spec.may_send(params),
-                       blocks=spec.blocks(params))
+                       blocks=spec.blocks(params), opens_session=request.method == INITIALIZE)
         refusal = None
         try:
             request = discovery.resolve(request)
