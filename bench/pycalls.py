@@ -7,11 +7,18 @@ clock on a shared machine is not (issue 39 sets the budgets: <= 450 in 2026-07-2
     .venv/bin/python bench/pycalls.py --top 40           # and the functions that cost the most calls
     .venv/bin/python bench/pycalls.py --at base=f563ce4  # and a git revision, side by side
 
-Each count runs bench/instructions.py's driver (echo posted through the project's ASGI
-application in process, daphne left out) in a child process: ``--warm`` calls first (start-up and
-first-use caches left out), then ``--calls`` more under cProfile, and prints the profile's total
-function calls (primitive and recursive, builtins included) divided by ``--calls``. Same private
-Redis, new SQLite database and settings as instructions.py (the calls log sampled off).
+Each count runs in a child process: bench/instructions.py's driver posts ``--warm`` echo calls
+through the project's ASGI application in process (daphne left out; start-up and first-use
+caches left out), then ``--calls`` more whose ASGI scope and body are made beforehand, with
+cProfile on only while the application runs (the driver's ``receive`` and ``send`` are in the
+count, the making of the requests is not), and prints the profile's total function calls
+(primitive and recursive, builtins included) divided by ``--calls``. Same private Redis, new
+SQLite database and settings as instructions.py (the calls log sampled off).
+
+cProfile counts every resumption of a coroutine as a call: a request that waits for Redis once
+counts each frame on its stack again when it resumes. The 2025-11-25 count varies by a few
+per cent from run to run (how many times the read of Redis's answer yields); ``--repeat``
+gives the spread.
 """
 import argparse
 import asyncio
@@ -44,15 +51,57 @@ def profile_main(era: str, warm: int, calls: int, top: int) -> None:
 
     async def both():
         await instructions.drive(era, warm)
-        profiler.enable()
-        await instructions.drive(era, calls, first=warm + 1, session=False)
-        profiler.disable()
+        await profiled_calls(era, range(warm + 1, warm + 1 + calls), profiler)
 
     asyncio.run(both())
     stats = pstats.Stats(profiler)
     print(json.dumps({"total": stats.total_calls}))
     if top:
         stats.sort_stats("ncalls").print_stats(top)
+
+
+async def profiled_calls(era: str, numbers, profiler) -> None:
+    """Echo calls of ``era`` (its session opened by the warm-up's ``drive``), profiled only while
+    the ASGI application serves each."""
+    from mcpserver.asgi import application
+
+    headers = dict(instructions._SESSIONS[era]) if era == LEGACY else {
+        "host": "127.0.0.1:8000", "content-type": "application/json", "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "echo"}
+    meta = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "pycalls", "version": "1"}}
+    scope = instructions.scope(headers)
+    for n in numbers:
+        params = {"name": "echo", "arguments": {"text": "hi"}}
+        if era == MODERN:
+            params["_meta"] = meta
+        body = json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params}).encode()
+        answer = await profiled_post(application, dict(scope), body, profiler)
+        instructions.check(answer["status"], answer["body"], f"call {n}")
+
+
+async def profiled_post(application, scope: dict, body: bytes, profiler) -> dict:
+    sent, answer = False, {"body": b"", "status": None}
+
+    async def receive():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()  # the client stays connected
+
+    async def send(event):
+        if event["type"] == "http.response.start":
+            answer["status"] = event["status"]
+        elif event["type"] == "http.response.body":
+            answer["body"] += event.get("body", b"")
+
+    profiler.enable()
+    try:
+        await application(scope, receive, send)
+    finally:
+        profiler.disable()
+    return answer
 
 
 def count(checkout: Path, era: str, args, env: dict) -> float:
@@ -74,6 +123,7 @@ def main() -> None:
     parser.add_argument("--warm", type=int, default=100)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--top", type=int, default=0, help="print the N functions called most")
+    parser.add_argument("--repeat", type=int, default=1, help="count each era this many times (the 2025-11-25 spread)")
     args = parser.parse_args()
     import run  # bench/run.py: a private Redis
 
@@ -92,14 +142,28 @@ def main() -> None:
                            **({} if os.environ.get("PYCALLS_LOG") else {"MCP_TRANSPORT_JSON": json.dumps({"CALL_LOG_SAMPLE": 0})}))
                 instructions.prepare(checkout, env)
                 for era in args.eras.split(","):
-                    per_call = count(checkout, era, args, env)
-                    rows.append((name, era, per_call))
-                    print(f"{name:>16}  {era}  {per_call:.0f} Python function calls per echo call", flush=True)
+                    counts = sorted(fresh(redis.url) and count(checkout, era, args, env) for _ in range(args.repeat))
+                    rows.append((name, era, counts))
+                    print(f"{name:>16}  {era}  {spread(counts)} Python function calls per echo call", flush=True)
     finally:
         redis.stop()
     print("\n| checkout | era | Python function calls per echo call |\n|---|---|---|")
-    for name, era, per_call in rows:
-        print(f"| {name} | {era} | {per_call:.0f} |")
+    for name, era, counts in rows:
+        print(f"| {name} | {era} | {spread(counts)} |")
+
+
+def fresh(url: str) -> bool:
+    """Empty the private Redis: each count starts with no rate spent (REQUEST_RATE_LIMIT counts
+    the driver's one address)."""
+    import redis as redis_py
+
+    redis_py.Redis.from_url(url).flushdb()
+    return True
+
+
+def spread(counts) -> str:
+    low, high = round(counts[0]), round(counts[-1])
+    return str(low) if low == high else f"{low}-{high}"
 
 
 if __name__ == "__main__":
