@@ -1,5 +1,5 @@
 """tools/call: the tool's arguments bound, a task-augmented call handed to the tasks utility, the
-tool run within TOOL_MAX_SECONDS; and which plain calls a worker runs (``runs_in_background``).
+tool run within TOOL_MAX_SECONDS; and which calls the handler decides as tasks (``task_requested``).
 """
 import asyncio
 import logging
