@@ -42,7 +42,14 @@ def scope(headers: dict) -> dict:
 
 async def post(application, headers: dict, message: dict) -> tuple:
     """One POST through the ASGI app: (status, response headers, body)."""
-    body, sent, answer = json.dumps(message).encode(), False, {"body": b""}
+    answer = await exchange(application, scope(headers), json.dumps(message).encode())
+    return answer["status"], answer["headers"], answer["body"]
+
+
+async def exchange(application, asgi_scope: dict, body: bytes, profiler=None) -> dict:
+    """One request through the ASGI app, its body made beforehand: {status, headers, body}.
+    ``profiler`` (a cProfile.Profile, bench/pycalls.py) is on only while the app runs."""
+    sent, answer = False, {"body": b"", "status": None, "headers": {}}
 
     async def receive():
         nonlocal sent
@@ -57,8 +64,14 @@ async def post(application, headers: dict, message: dict) -> tuple:
         elif event["type"] == "http.response.body":
             answer["body"] += event.get("body", b"")
 
-    await application(scope(headers), receive, send)
-    return answer["status"], answer["headers"], answer["body"]
+    if profiler is not None:
+        profiler.enable()
+    try:
+        await application(asgi_scope, receive, send)
+    finally:
+        if profiler is not None:
+            profiler.disable()
+    return answer
 
 
 def check(status, body, what):
@@ -67,6 +80,19 @@ def check(status, body, what):
 
 
 _SESSIONS = {}  # era -> the 2025-11-25 session's headers, for a second ``drive`` in one process
+BASE_HEADERS = {"host": "127.0.0.1:8000", "content-type": "application/json",
+                "accept": "application/json, text/event-stream"}
+MODERN_HEADERS = {**BASE_HEADERS, "mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "echo"}
+MODERN_META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {},
+               "io.modelcontextprotocol/clientInfo": {"name": "instructions", "version": "1"}}
+
+
+def echo_call(era: str, n: int) -> dict:
+    """The echo ``tools/call`` number ``n`` of ``era`` (2026-07-28: with its ``_meta``)."""
+    params = {"name": "echo", "arguments": {"text": "hi"}}
+    if era == MODERN:
+        params["_meta"] = MODERN_META
+    return {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params}
 
 
 async def drive(era: str, calls: int, first: int = 1, session: bool = True) -> None:
@@ -74,15 +100,13 @@ async def drive(era: str, calls: int, first: int = 1, session: bool = True) -> N
     (``session`` False) reuses the one an earlier run in this process opened."""
     from mcpserver.asgi import application
 
-    base = {"host": "127.0.0.1:8000", "content-type": "application/json", "accept": "application/json, text/event-stream"}
+    base = BASE_HEADERS
     if era == MODERN:
-        meta = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {},
-                "io.modelcontextprotocol/clientInfo": {"name": "instructions", "version": "1"}}
-        headers = {**base, "mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "echo"}
+        headers = MODERN_HEADERS
     elif not session:
-        meta, headers = None, _SESSIONS[era]
+        headers = _SESSIONS[era]
     else:
-        meta, headers = None, dict(base)
+        headers = dict(base)
         status, answer_headers, body = await post(application, base, {
             "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
                 "protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "instructions", "version": "1"}}})
@@ -92,11 +116,7 @@ async def drive(era: str, calls: int, first: int = 1, session: bool = True) -> N
         check(status, body, "notifications/initialized")
         _SESSIONS[era] = headers
     for n in range(first, first + calls):
-        params = {"name": "echo", "arguments": {"text": "hi"}}
-        if meta:
-            params["_meta"] = meta
-        status, _, body = await post(application, headers, {"jsonrpc": "2.0", "id": n, "method": "tools/call",
-                                                            "params": params})
+        status, _, body = await post(application, headers, echo_call(era, n))
         check(status, body, f"call {n}")
 
 

@@ -65,43 +65,12 @@ async def profiled_calls(era: str, numbers, profiler) -> None:
     the ASGI application serves each."""
     from mcpserver.asgi import application
 
-    headers = dict(instructions._SESSIONS[era]) if era == LEGACY else {
-        "host": "127.0.0.1:8000", "content-type": "application/json", "accept": "application/json, text/event-stream",
-        "mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "echo"}
-    meta = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": {"name": "pycalls", "version": "1"}}
-    scope = instructions.scope(headers)
+    headers = instructions._SESSIONS[era] if era == LEGACY else instructions.MODERN_HEADERS
+    asgi_scope = instructions.scope(headers)
     for n in numbers:
-        params = {"name": "echo", "arguments": {"text": "hi"}}
-        if era == MODERN:
-            params["_meta"] = meta
-        body = json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params}).encode()
-        answer = await profiled_post(application, dict(scope), body, profiler)
+        body = json.dumps(instructions.echo_call(era, n)).encode()
+        answer = await instructions.exchange(application, dict(asgi_scope), body, profiler)
         instructions.check(answer["status"], answer["body"], f"call {n}")
-
-
-async def profiled_post(application, scope: dict, body: bytes, profiler) -> dict:
-    sent, answer = False, {"body": b"", "status": None}
-
-    async def receive():
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await asyncio.Event().wait()  # the client stays connected
-
-    async def send(event):
-        if event["type"] == "http.response.start":
-            answer["status"] = event["status"]
-        elif event["type"] == "http.response.body":
-            answer["body"] += event.get("body", b"")
-
-    profiler.enable()
-    try:
-        await application(scope, receive, send)
-    finally:
-        profiler.disable()
-    return answer
 
 
 def count(checkout: Path, era: str, args, env: dict) -> float:
