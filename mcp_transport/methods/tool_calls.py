@@ -39,9 +39,8 @@ def _tool_blocks(params) -> bool:
 async def tools_call(params, call):
     """Run the tool the request names (its route's: looked up, checked and bound once)."""
     name = string_param(params, "name")
-    route = call.route
-    spec, usable = (route.tool, route.usable) if route is not None and route.request.params is params else \
-        _looked_up(name, call.principal)
+    route = call.route if call.route is not None and call.route.request.params is params else None
+    spec, usable = (route.tool, route.usable) if route is not None else _looked_up(name, call.principal)
     if spec is None or not usable:
         # "Unknown tools" are protocol errors -- spec 2025-11-25 server/tools (Error Handling).
         # A tool the caller may not use is one it does not know.

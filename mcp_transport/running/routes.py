@@ -85,17 +85,18 @@ class Route:
                    may_send=tool is not None and tool.may_send, blocks=tool is not None and tool.blocks)
 
     def plan(self, principal, wants_stream) -> None:
-        """How the call runs (``wants_stream(may_send, blocks)``: the transport's choice), its
-        tool's arguments bound once."""
+        """How the call runs (``wants_stream(may_send, blocks)``: the transport's choice). Only a
+        background tool's arguments are bound here (a job is for valid arguments only); the
+        others' are bound when the handler asks, after admission (``bound_arguments``)."""
         self.streamed = wants_stream(self.may_send, self.blocks)
         tool = self.tool
         if tool is None:
             return
         self.usable = may_use(tool, principal)
-        if self.usable:
-            self._bind(tool)
-        self.background = self.streamed and self.usable and tool.background and self.argument_error is None \
-            and not task_requested(tool, self.request.params)  # the handler decides
+        if not (self.streamed and self.usable and tool.background) or task_requested(tool, self.request.params):
+            return  # the handler decides a task, or an error about one
+        self._bind(tool)
+        self.background = self.argument_error is None and self.kwargs is not None
 
     def _bind(self, tool: ToolSpec) -> None:
         arguments = self.request.params.get("arguments")
@@ -109,13 +110,15 @@ class Route:
             self.argument_error = exc
 
     def bound_arguments(self, tool: ToolSpec, arguments: dict) -> dict:
-        """The keyword arguments of a call of ``tool`` with ``arguments``: the ones bound once, if
-        this route bound them for that tool (raising their error), else bound now."""
-        if tool is self.tool and (self.kwargs is not None or self.argument_error is not None):
-            if self.argument_error is not None:
-                raise self.argument_error
-            return dict(self.kwargs)  # the handler adds its Context to its own copy
-        return tool.bind(arguments)
+        """The keyword arguments of a call of ``tool`` with ``arguments`` (this route's), bound
+        once: by ``plan`` for a background tool, else now (raising their error)."""
+        if tool is not self.tool:
+            return tool.bind(arguments)
+        if self.kwargs is None and self.argument_error is None:
+            self._bind(tool)
+        if self.argument_error is not None:
+            raise self.argument_error
+        return dict(self.kwargs)  # the handler adds its Context to its own copy
 
     def rate_charge(self, caller) -> Optional[rates.Charge]:
         """A ``tools/call``'s place in its caller's window, to be taken (None: not rate limited): the
