@@ -13,6 +13,9 @@ import pytest
 
 from mcp_transport.testing import HttpClient
 
+from .addresses import ClientAt
+
+
 #: More waiting sync tools than the old shared executor had threads (min(32, cores + 4)).
 ABANDONED = 8
 #: Far below the 300 s stall, far above any honest answer on a loaded machine.
@@ -126,17 +129,6 @@ def test_past_the_waiting_bound_an_ask_fails_at_once_and_delete_frees_a_wait(one
 
 
 # -- issue 20 #1: one client with many sessions, and clients that went away -------------------------
-
-class ClientAt(HttpClient):
-    """A client at ``address``, as the trusted proxy in front of the server says (X-Forwarded-For)."""
-
-    def __init__(self, url, address):
-        super().__init__(url)
-        self.address = address
-
-    def headers(self, extra=None, session=True):
-        return super().headers({"X-Forwarded-For": self.address, **(extra or {})}, session)
-
 
 def asking(client):
     """A client_roots call of ``client`` once it waits for the answer (its stream open), or the

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from mcp_transport.testing import HttpClient, ModernClient
+from .addresses import ClientAt, ModernClientAt
 
 POSTGRESQL = os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://"))
 pytestmark = pytest.mark.skipif(not POSTGRESQL, reason="pg_stat_activity shows who waits for the lock (CI runs PostgreSQL)")
@@ -37,24 +37,6 @@ def server(start_server):
     """Callers told apart by their address; no worker takes the jobs (they stay queued)."""
     return start_server(MCP_TRANSPORT_JSON=json.dumps({"TRUSTED_PROXIES": ["127.0.0.1"],
                                                        "STATEMENT_TIMEOUT_SECONDS": DEADLINE}))
-
-
-class ClientAt(HttpClient):
-    def __init__(self, url, address):
-        super().__init__(url)
-        self.address = address
-
-    def headers(self, extra=None, session=True):
-        return super().headers({"X-Forwarded-For": self.address, **(extra or {})}, session)
-
-
-class ModernClientAt(ModernClient):
-    def __init__(self, url, address):
-        super().__init__(url, TASKS)
-        self.address = address
-
-    def headers(self, extra=None, session=True):
-        return super().headers({"X-Forwarded-For": self.address, **(extra or {})}, session)
 
 
 class JobsTableLock:
@@ -97,13 +79,13 @@ def create_task(server, era):
         legacy = ClientAt(server.url, "10.38.8.2")
         legacy.initialize()
         return lambda: legacy.call("tools/call", {**LONG, "task": {"ttl": 60_000}})["result"]["task"]
-    modern = ModernClientAt(server.url, "10.38.8.3")
+    modern = ModernClientAt(server.url, "10.38.8.3", TASKS)
     return lambda: modern.post("tools/call", LONG, timeout=DEADLINE).json["result"]
 
 
 @pytest.mark.parametrize("era", ["2025-11-25", "2026-07-28"])
 def test_a_callers_task_creation_does_not_wait_behind_another_callers_polls(server, server_env, era):
-    hog = ModernClientAt(server.url, "10.38.8.1")
+    hog = ModernClientAt(server.url, "10.38.8.1", TASKS)
     polled = hog.post("tools/call", LONG).json["result"]
     assert polled["resultType"] == "task", polled
     create = create_task(server, era)

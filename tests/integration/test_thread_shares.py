@@ -18,8 +18,9 @@ import time
 import pytest
 from django.core.cache import cache
 
-from mcp_transport.testing import HttpClient, ModernClient
 from tools.bounds import counter_key
+
+from .addresses import ClientAt, ModernClientAt
 
 #: How long a condition may take on a loaded machine, not a measured figure.
 DEADLINE = 60.0
@@ -31,24 +32,6 @@ SESSIONS, CALLS = 3, 2
 def server(start_server):
     """Callers told apart by their address (X-Forwarded-For from the trusted proxy)."""
     return start_server(MCP_TRANSPORT_JSON=json.dumps({"TRUSTED_PROXIES": ["127.0.0.1"], "KEEPALIVE_SECONDS": 0.5}))
-
-
-class ClientAt(HttpClient):
-    def __init__(self, url, address):
-        super().__init__(url)
-        self.address = address
-
-    def headers(self, extra=None, session=True):
-        return super().headers({"X-Forwarded-For": self.address, **(extra or {})}, session)
-
-
-class ModernClientAt(ModernClient):
-    def __init__(self, url, address):
-        super().__init__(url)
-        self.address = address
-
-    def headers(self, extra=None, session=True):
-        return super().headers({"X-Forwarded-For": self.address, **(extra or {})}, session)
 
 
 class Hog:
