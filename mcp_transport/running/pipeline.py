@@ -15,8 +15,8 @@ here holds on every front door (as Django's ``BaseHandler`` does for its middlew
    a token of its caller's bucket; 429 as an answer), the era's own checks (``Responder.check``:
    a session's state, a request's ``_meta``), then the scopes of the target (403, raised: the
    transport answers it as HTTP);
-3. the route planned (``Route.plan``: inline, on a stream, or a background job; the tool's
-   arguments bound once), then admission (``admit``): MAX_CALLS_PER_SESSION for a session's
+3. the route planned (``Route.plan``: inline, on a stream, or a background job, whose
+   arguments it binds), then admission (``admit``): MAX_CALLS_PER_SESSION for a session's
    call, MAX_CALLS_PER_CALLER for a sessionless one, and a tools/call's place in its caller's
    RATE_LIMIT window (``Route.rate_charge``; taken by the same script, or already by a
    2025-11-25 session's read), 429 as an answer. A request refused at any step gives its place

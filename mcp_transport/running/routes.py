@@ -8,8 +8,8 @@ A route is made in two steps, both in the request pipeline (running/pipeline.py)
    tool a ``tools/call`` names, ``call_tool``'s named tool when search discovery is on). What the
    era's check reads (the 2026-07-28 ``Mcp-Param`` headers need the tool's schema).
 2. ``route.plan(...)`` once the era's check passed: how it runs (inline, on a stream of its own,
-   as a background job), its arguments bound (or their error, kept for the handler), whether it
-   counts as a call, its place in its caller's rate window and whether it may change state.
+   as a background job: its arguments bound then, the others' when the handler asks, after
+   admission, once), and its place in its caller's rate window (``rate_charge``).
 
 The per-tool facts a plan reads (``may_send``, ``blocks``, ``rate_limit``) are the ToolSpec's,
 fixed when the tool was registered.
@@ -55,7 +55,7 @@ class Route:
     opens_session: bool = False
     #: The caller may use ``tool`` (auth.may_use: switched on, scopes, permission).
     usable: bool = False
-    #: The tool's keyword arguments, bound once (``plan``), or why they cannot be.
+    #: The tool's keyword arguments, bound once (``plan``, ``bound_arguments``), or why they cannot be.
     kwargs: Optional[dict] = None
     argument_error: Optional[Exception] = None
     #: It runs on a stream of its own (it may send before its result, or blocks a thread).
