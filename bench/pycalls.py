@@ -6,6 +6,8 @@ clock on a shared machine is not (issue 39 sets the budgets: <= 450 in 2026-07-2
     .venv/bin/python bench/pycalls.py                    # both eras, this checkout
     .venv/bin/python bench/pycalls.py --top 40           # and the functions that cost the most calls
     .venv/bin/python bench/pycalls.py --at base=f563ce4  # and a git revision, side by side
+    PYCALLS_SORT=tottime bench/pycalls.py --top 40       # the functions that take the most time
+    PYCALLS_CALLERS='wait_for|timeout' bench/pycalls.py  # who calls the functions matching a pattern
 
 Each count runs in a child process: bench/instructions.py's driver posts ``--warm`` echo calls
 through the project's ASGI application in process (daphne left out; start-up and first-use
@@ -57,7 +59,9 @@ def profile_main(era: str, warm: int, calls: int, top: int) -> None:
     stats = pstats.Stats(profiler)
     print(json.dumps({"total": stats.total_calls}))
     if top:
-        stats.sort_stats("ncalls").print_stats(top)
+        stats.sort_stats(os.environ.get("PYCALLS_SORT", "ncalls")).print_stats(top)
+    if os.environ.get("PYCALLS_CALLERS"):
+        stats.print_callers(os.environ["PYCALLS_CALLERS"])
 
 
 async def profiled_calls(era: str, numbers, profiler) -> None:

@@ -6,6 +6,7 @@ import functools
 import weakref
 
 import redis.asyncio as aredis
+import redis.exceptions
 
 from ..conf import get_config
 from .cluster import _cluster_class, riding_cluster_class
@@ -18,7 +19,14 @@ _probe_clients = weakref.WeakKeyDictionary()  # the loop -> ((seconds, target), 
 
 
 def _sentinel_connection_class(target):
-    return packing_in_c(_failover_connection(bool(target.options.get("ssl"))))
+    return tuned(_failover_connection(bool(target.options.get("ssl"))))
+
+
+def tuned(connection_class):
+    """The connection class of the app's asyncio pools (the single server's, the Sentinel
+    master's): packing in C, sending without a task. redis-py's asyncio Cluster client fixes
+    its own class."""
+    return writing_at_once(packing_in_c(connection_class))
 
 
 @functools.cache
@@ -44,6 +52,45 @@ def packing_in_c(connection_class):
 
     PackingInC.__name__ = PackingInC.__qualname__ = f"PackingInC{connection_class.__name__}"
     return PackingInC
+
+
+@functools.cache
+def writing_at_once(connection_class):
+    """``connection_class`` sending a command without a task of its own when the socket takes it
+    at once. redis-py bounds every send by ``socket_timeout`` with ``asyncio.wait_for``, which on
+    Python 3.11 wraps the write in a new task: two more turns of the loop for each round trip,
+    although a command below the transport's high-water mark never waits. Only a send that
+    fills the buffer (the transport pauses) waits, and redis-py's own path bounds that wait."""
+
+    class WritingAtOnce(connection_class):
+        async def send_packed_command(self, command, check_health=True):
+            if not self.socket_timeout or not self.is_connected or check_health and self.health_check_interval and \
+                    asyncio.get_running_loop().time() > self.next_health_check:
+                return await super().send_packed_command(command, check_health)
+            if isinstance(command, str):
+                command = command.encode()
+            transport = self._writer.transport
+            if transport.is_closing() or transport.get_write_buffer_size():
+                return await super().send_packed_command(command, check_health)
+            self._writer.writelines([command] if isinstance(command, bytes) else command)
+            if transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]:
+                await self._drain_within_timeout()
+
+        async def _drain_within_timeout(self):
+            try:
+                await asyncio.wait_for(self._writer.drain(), self.socket_timeout)
+            except asyncio.TimeoutError:
+                await self.disconnect(nowait=True)
+                raise redis.exceptions.TimeoutError("Timeout writing to socket") from None
+            except OSError as exc:
+                await self.disconnect(nowait=True)
+                raise redis.exceptions.ConnectionError(f"Error while writing to socket: {exc}.") from exc
+            except BaseException:  # cancelled half-way: the connection cannot be trusted (as redis-py)
+                await self.disconnect(nowait=True)
+                raise
+
+    WritingAtOnce.__name__ = WritingAtOnce.__qualname__ = f"WritingAtOnce{connection_class.__name__}"
+    return WritingAtOnce
 
 
 def _pool_wait() -> float:
@@ -78,7 +125,7 @@ def _async_client(target: RedisTarget, max_connections: int, pool_wait: float = 
     # every connection is busy waiting for its reply.
     pool = aredis.BlockingConnectionPool.from_url(target.url, max_connections=max_connections,
                                                   timeout=pool_wait, **common)
-    pool.connection_class = packing_in_c(pool.connection_class)  # before its first connection
+    pool.connection_class = tuned(pool.connection_class)  # before its first connection
     return aredis.Redis(connection_pool=pool)
 
 

@@ -194,4 +194,32 @@ async def test_the_async_client_packs_in_c():
     from mcp_transport.connections import async_redis
 
     assert type(async_redis().connection_pool).__name__ == "BlockingConnectionPool"
-    assert async_redis().connection_pool.connection_class.__name__.startswith("PackingInC")
+    assert "PackingInC" in async_redis().connection_pool.connection_class.__name__
+
+
+async def test_a_command_is_sent_without_a_task_of_its_own(server):
+    """redis-py bounds a send with asyncio.wait_for, a task per command on Python 3.11; a
+    command the socket takes at once needs none (connections/clients.py ``writing_at_once``)."""
+    import asyncio
+
+    from mcp_transport.connections import parse_redis_url
+    from mcp_transport.connections.clients import _async_client
+
+    client = _async_client(parse_redis_url(server.url), 2)
+    await client.ping()  # connected: the first command's connect may use tasks of its own
+    loop, made = asyncio.get_running_loop(), []
+    default_factory = loop.get_task_factory()
+
+    def counting(loop, coro, **kwargs):
+        made.append(coro)
+        return asyncio.Task(coro, loop=loop, **kwargs) if default_factory is None else default_factory(loop, coro)
+
+    loop.set_task_factory(counting)
+    try:
+        assert await client.set("k", "v") and await client.get("k") == "v"
+    finally:
+        loop.set_task_factory(default_factory)
+    assert made == []
+    big = "x" * (4 << 20)  # past the transport's high-water mark: the send waits, within the timeout
+    assert await client.set("big", big) and len(await client.get("big")) == len(big)
+    await client.aclose()
