@@ -41,6 +41,8 @@ SCOPE = "mcp_transport"
 #: cardinality span names").
 _ATTRIBUTES = {"tool": "gen_ai.tool.name", "prompt": "gen_ai.prompt.name", "resource": "mcp.resource.uri"}
 _NAMING = {"gen_ai.tool.name", "gen_ai.prompt.name"}
+#: The targets a metric labels by name (a registered one's only): tools and prompts.
+_NAMED = {"tool", "prompt"}
 _NETWORK = {"http": {"network.transport": "tcp", "network.protocol.name": "http"},
             "pipe": {"network.transport": "pipe"}}
 
@@ -59,7 +61,7 @@ _KEYS = ("traceparent", "tracestate")
 #: exists (apps.connect_layers), so a client sending random names makes no new span names.
 known_target = None
 #: ``target_of(request)``: (kind, value) of what the request acts on, as its method declares it
-#: (apps.connect_layers: the methods' table), or None.
+#: (apps.connect_layers: the methods' table; value "" when the request names none), or None.
 target_of = None
 #: The method names the server serves in either era, and ``initialize`` (apps.connect_layers: the
 #: methods' tables): a metric labels any other name ``_OTHER``, so a client sending made-up
@@ -158,9 +160,9 @@ def _attributes(request, params, session, transport="http"):
     if target:
         attribute = _ATTRIBUTES[kind]
         attributes[attribute] = target[:MAX_VALUE]
-        if attribute in _NAMING and (known_target is None or known_target(method, target)):
+        if attribute in _NAMING and (known_target is None or known_target(kind, target)):
             name = f"{method} {target}"
-    if method == "tools/call":
+    if kind == "tool":
         # "SHOULD be set to execute_tool when the operation describes a tool call".
         attributes["gen_ai.operation.name"] = "execute_tool"
     return attributes, name
@@ -219,15 +221,12 @@ def operation_labels(request, message, known: Optional[bool] = None) -> tuple:
     if method_names is not None and method not in method_names:
         method = OTHER_METHOD
     tool = prompt = error = ""
-    params = request.params if isinstance(request.params, dict) else {}
-    name = params.get("name") if method in ("tools/call", "prompts/get") else None
-    if known is None:
-        known = isinstance(name, str) and (known_target is None or known_target(method, name))
-    if known and isinstance(name, str):
-        if method == "tools/call":
-            tool = name
-        else:
-            prompt = name
+    kind, name = (target_of(request) if target_of is not None else None) or (None, "")
+    if kind in _NAMED and name:
+        if known is None:
+            known = known_target is None or known_target(kind, name)
+        if known:
+            tool, prompt = (name, "") if kind == "tool" else ("", name)
     if isinstance(message, dict):
         failure, result = message.get("error"), message.get("result")
         if isinstance(failure, dict):

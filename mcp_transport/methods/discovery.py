@@ -23,6 +23,7 @@ from ..protocol import apps
 from ..protocol.errors import InvalidParams
 from ..protocol.jsonrpc import Request
 from . import content
+from .method_table import target_of
 from .registry import make_tool, registry
 from .tool_search import ToolIndex
 
@@ -103,7 +104,7 @@ def resolve(request: Request, strict: bool = True) -> Request:
     names (its ``_meta``, ``task`` and id kept), anything else is itself. Bad ``call_tool``
     arguments raise InvalidParams (``strict``), or leave the request as it is."""
     params = request.params
-    if request.method != "tools/call" or params.get("name") != CALL_TOOL or not searching():
+    if params.get("name") != CALL_TOOL or target_of(request) != ("tool", CALL_TOOL) or not searching():
         return request
     try:
         name, arguments = _target(params.get("arguments"))
@@ -190,4 +191,5 @@ def _search_arguments(arguments) -> tuple:
 
 def caller_dependent(request: Request) -> bool:
     """The result of ``request`` is the caller's own (search_tools: what it may use)."""
-    return request.method == "tools/call" and request.params.get("name") == SEARCH_TOOLS
+    # The name first: every 2026-07-28 result asks (its cache hint), few name search_tools.
+    return request.params.get("name") == SEARCH_TOOLS and target_of(request) == ("tool", SEARCH_TOOLS)

@@ -140,16 +140,17 @@ def spec_of(request: Request):
     return METHODS.get(request.method, UNKNOWN)
 
 
-def is_known_target(method: str, name: str) -> bool:
-    """A tool or prompt of this name is registered (tracing names spans only after those)."""
-    return name in (registry.tools if method == "tools/call" else registry.prompts)
+def is_known_target(kind: str, name: str) -> bool:
+    """A tool or prompt (``kind``, as a method declares its target) of this name is registered:
+    tracing names spans and labels metrics only after those."""
+    return name in (registry.tools if kind == "tool" else registry.prompts)
 
 
 def target_of(request: Request):
-    """(kind, value) of the tool, prompt or resource the request names, or None."""
+    """(kind, value) of the tool, prompt or resource the request's method acts on (value "" when
+    the request names none), or None for a method without a target."""
     spec = spec_of(request)
-    value = spec.target_of(request.params) if spec.target_kind else ""
-    return (spec.target_kind, value) if value else None
+    return (spec.target_kind, spec.target_of(request.params)) if spec.target_kind else None
 
 
 def counts_as_call(request: Request) -> bool:

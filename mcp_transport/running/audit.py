@@ -33,6 +33,7 @@ session, cookie ...) is ``"<redacted>"`` always, even if listed as kept.
 import math
 import re
 
+from ..methods.method_table import target_of
 from ..methods.registry import registry
 from ..protocol.errors import ErrorCode
 
@@ -53,6 +54,16 @@ MAX_INT = 10 ** 18
 
 #: ``changes_state``'s ``tool`` when the caller did not look it up.
 LOOK_UP = object()
+NOT_A_TOOL_CALL = object()
+
+
+def _tool_named(request):
+    """The registered tool a tool call names (None: none of that name), or NOT_A_TOOL_CALL, as
+    the request's method declares its target (methods/specs.py)."""
+    target = target_of(request)
+    if target is None or target[0] != "tool":
+        return NOT_A_TOOL_CALL
+    return registry.tools.get(target[1])
 
 
 def changes_state(request, message, changed=None, tool=LOOK_UP) -> bool:
@@ -61,15 +72,11 @@ def changes_state(request, message, changed=None, tool=LOOK_UP) -> bool:
     Costs a dict lookup on the request path."""
     if changed is False:
         return False
-    method = request.method
-    if method == "tools/call":
-        if tool is LOOK_UP:  # a call with no route (its tool is known when it has one)
-            params = request.params
-            name = params.get("name") if isinstance(params, dict) else None
-            tool = registry.tools.get(name) if isinstance(name, str) else None  # a list is unhashable
-        if tool is None or (tool.annotations or {}).get("readOnlyHint") is True:
-            return False
-    elif method not in STEERING:
+    if tool is LOOK_UP:  # a call with no route, or not a tool's (a route knows its tool)
+        tool = _tool_named(request)
+    if tool is not NOT_A_TOOL_CALL:
+        return tool is not None and (tool.annotations or {}).get("readOnlyHint") is not True and not refused(message)
+    if request.method not in STEERING:
         return False
     elif changed is None:  # its handler said nothing: it failed before it could (-32603), or changed nothing
         return failed(message)

@@ -26,6 +26,7 @@ from contextlib import aclosing
 
 from ...running import job_streams, jobs
 from ...running.jobs import following, rows
+from ...running.routes import TOOLS_CALL as METHOD  # the method whose request state a job's rounds seal
 from . import request_state
 from .tasks import stateless_session_id
 from ...logs import short_id
@@ -35,7 +36,6 @@ from ...protocol.ids import new_stream_key
 
 logger = logging.getLogger(__name__)
 
-METHOD = "tools/call"
 #: The error a job cancelled by its client's leaving keeps (the admin shows it).
 CLIENT_LEFT = "The client closed the request."
 

@@ -48,7 +48,8 @@ def test_scopes_calls_log_and_span_read_the_declared_target():
     assert dispatch.target_of(Request(id=1, method="resources/unsubscribe", params={"uri": "x://y"})) == \
         ("resource", "x://y")
     assert dispatch.target_spec(Request(id=1, method="resources/unsubscribe", params={"uri": "x://y"})) is None
-    assert dispatch.target_of(Request(id=1, method="tools/call", params={"name": ["a list"]})) is None
+    # A tool call that names no tool (or not with a string) is still a tool call: the span says so.
+    assert dispatch.target_of(Request(id=1, method="tools/call", params={"name": ["a list"]})) == ("tool", "")
     assert dispatch.target_of(Request(id=1, method="nope", params={"name": "x"})) is None
 
 
