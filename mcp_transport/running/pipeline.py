@@ -89,10 +89,6 @@ class Responder(Protocol):
     #: A handler's ProtocolError is answered in-band, with 200 (2025-11-25); False: with the
     #: status the era gives it (2026-07-28: 404 for an unknown method...).
     in_band_errors: bool
-    #: The session's running background calls, when the transport's read of it counted them
-    #: (admission then needs no round trip of its own); None otherwise.
-    running_calls: Optional[int]
-
     async def check(self, request: Request, call: Call) -> None:
         """The era's checks, raising the ProtocolError the request is refused with."""
 
@@ -197,7 +193,7 @@ async def serve(request: Request, call: Call, responder: Responder, *, scope=Non
         if call.rate is None:
             call.rate = route.rate_charge(call.caller)
         try:
-            call.quota = await admit(call, route.background, responder.running_calls)
+            call.quota = await admit(call, route.background)
         except ProtocolError as exc:  # 429: the session or caller runs its most calls already, or spent its rate
             return await refused(request, call, responder, exc)
     try:
@@ -211,11 +207,12 @@ async def serve(request: Request, call: Call, responder: Responder, *, scope=Non
             await quotas.release_call(call.quota)  # a no-op once released, or once a job holds it
 
 
-def admit(call: Call, background: bool, running: Optional[int] = None) -> Awaitable[quotas.Slot]:
-    """The call's place: among its session's calls, or its caller's when it has no session (and
-    in its caller's rate window, ``call.rate``)."""
+def admit(call: Call, background: bool) -> Awaitable[quotas.Slot]:
+    """The call's place: among its session's calls (``call.running_calls``: its session's
+    running background calls, if its read counted them), or its caller's when it has no session
+    (and in its caller's rate window, ``call.rate``)."""
     if call.session.id:
-        return quotas.admit_call(call.session.id, running, background=background, rate=call.rate)
+        return quotas.admit_call(call.session.id, call.running_calls, background=background, rate=call.rate)
     return quotas.admit_caller(call.caller.key, background, call.rate)
 
 

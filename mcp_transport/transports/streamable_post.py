@@ -32,11 +32,11 @@ class PostResponder(era_2025.SessionResponder):
     """The request pipeline's side of a 2025-11-25 POST (running/pipeline.py): a JSON reply, or an
     SSE stream of the call's events, which a client that drops it resumes on any process."""
 
-    __slots__ = ("exchange", "running_calls")
+    __slots__ = ("exchange",)
 
     def __init__(self, exchange: "PostExchange", session):
         super().__init__(session)
-        self.exchange, self.running_calls = exchange, exchange.running_calls
+        self.exchange = exchange
 
     def wants_stream(self, may_send: bool, blocks: bool = False) -> bool:
         return self.exchange.wants_sse(may_send)
@@ -188,7 +188,7 @@ async def post_request(exchange: PostExchange, session, request, route, caller, 
     logs.bind_request(request.id)
     call = pipeline.begin(request, session, exchange.headers, principal=exchange.principal, user=exchange.user,
                           request_bytes=exchange.body_size, address=session.address, caller=caller, route=route,
-                          rate=rate)
+                          rate=rate, running_calls=exchange.running_calls)
     answer = await pipeline.serve(request, call, PostResponder(exchange, session), scope=exchange.scope,
                                   headers=exchange.headers)
     if answer is not None:

@@ -77,8 +77,6 @@ class SessionResponder:
     resumable_jobs = True
     #: "Errors in the request ... are answered with a JSON-RPC error": in-band, 200.
     in_band_errors = True
-    #: The session's running background calls, when the session's read counted them.
-    running_calls = None
     #: The revisions its ``initialize`` may negotiate (the message transports add 2024-11-05).
     versions = versions.SUPPORTED
 

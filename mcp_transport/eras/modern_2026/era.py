@@ -113,8 +113,6 @@ class StatelessResponder:
     resumable_jobs = False
     #: Errors keep the statuses 2026-07-28 gives them (404 for an unknown method ...).
     in_band_errors = False
-    #: No session, so no count of its running calls (its caller's is remembered: quotas.py).
-    running_calls = None
 
     def __init__(self, request, reply, headers: dict, body_size: int):
         self.request, self.reply, self.headers, self.body_size = request, reply, headers, body_size
