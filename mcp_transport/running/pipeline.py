@@ -37,6 +37,7 @@ its caller's key when it has none, set here for every era.
 """
 import asyncio
 import logging
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, NamedTuple, Optional, Protocol
 
 from .. import auth, tracing
@@ -76,9 +77,10 @@ class CallStream(Protocol):
         """Send the call's answer (None: cancelled) and end the stream."""
 
 
-class Responder(Protocol):
-    """What one era and transport contribute to a call: how its request is checked, what its
-    answers look like, and how they reach the client. Nothing else."""
+@dataclass(frozen=True)
+class EraRules:
+    """What an era says of every call, whatever carries it, that the run phase reads: one value
+    per era (``eras/*/era.py: RULES``)."""
 
     #: The era's methods (their facts: counts as a call, may send before its result).
     methods: MethodTable
@@ -89,6 +91,14 @@ class Responder(Protocol):
     #: A handler's ProtocolError is answered in-band, with 200 (2025-11-25); False: with the
     #: status the era gives it (2026-07-28: 404 for an unknown method...).
     in_band_errors: bool
+
+
+class Responder(Protocol):
+    """What one era and transport contribute to a call: how its request is checked, what its
+    answers look like, and how they reach the client. Nothing else."""
+
+    #: Its era's rules.
+    rules: EraRules
     async def check(self, request: Request, call: Call) -> None:
         """The era's checks, raising the ProtocolError the request is refused with."""
 
@@ -114,7 +124,7 @@ class Responder(Protocol):
         """Open the stream the call's messages and answer go on."""
 
     async def open_job_stream(self, stream_key: str) -> Optional[Callable[[], Awaitable[None]]]:
-        """(``resumable_jobs`` only) Open the stream a background job will write; returns what
+        """(``rules.resumable_jobs`` only) Open the stream a background job will write; returns what
         follows it once the job is submitted (or None: the transport's follower finds it)."""
 
 
@@ -171,7 +181,7 @@ async def serve(request: Request, call: Call, responder: Responder, *, scope=Non
     transport to write, or None when it answers on a stream of its own. ``scope`` and
     ``headers``: the HTTP request that carried it, whose principal needs the target's scopes
     (none for stdio)."""
-    route = call.route = call.route or Route.of(request, responder.methods)
+    route = call.route = call.route or Route.of(request, responder.rules.methods)
     request = route.request  # call_tool(name, arguments) is that tool's own call: every rule applies to it
     try:
         if not route.opens_session:  # SESSION_OPEN_RATE counts those
@@ -197,7 +207,7 @@ async def serve(request: Request, call: Call, responder: Responder, *, scope=Non
         except ProtocolError as exc:  # 429: the session or caller runs its most calls already, or spent its rate
             return await refused(request, call, responder, exc)
     try:
-        if route.background and responder.resumable_jobs:
+        if route.background and responder.rules.resumable_jobs:
             return await run_in_worker(request, call, responder)
         if route.streamed:
             return await run_on_stream(request, call, responder)
@@ -225,7 +235,7 @@ async def respond(request: Request, call: Call, responder: Responder) -> tuple:
     try:
         result = await responder.handle(request, call)
     except ProtocolError as exc:
-        return responder.error_reply(request.id, exc), None if responder.in_band_errors else exc
+        return responder.error_reply(request.id, exc), None if responder.rules.in_band_errors else exc
     except (ToolCancelled, asyncio.CancelledError):
         if not call.stopped:
             raise
