@@ -2,8 +2,8 @@
 authenticated caller to its one answer. This is the run phase, written once.
 
 Each transport (Streamable HTTP in both eras, stdio, 2024-11-05 HTTP+SSE) adapts to it through
-a small ``Responder``: what its era's answers look like, and how a stream of the call's own
-reaches the client. The pipeline owns everything else, in this order, so that a safeguard added
+a small ``Responder``: its era's rules and the form of its answers, and how a stream of the
+call's own reaches the client. The pipeline owns everything else, in this order, so that a safeguard added
 here holds on every front door (as Django's ``BaseHandler`` does for its middleware, Celery's
 ``build_tracer`` for a task's life):
 
@@ -94,18 +94,18 @@ class EraRules:
 
 
 class Responder(Protocol):
-    """What one era and transport contribute to a call: how its request is checked, what its
-    answers look like, and how they reach the client. Nothing else."""
+    """What one era and transport contribute to a call, nothing else. The era's half
+    (eras/*/era.py): its rules, its checks, its handler and the form of its answers. The
+    transport's half (transports/), mixed in: whether a call runs on a stream of its own, and
+    that stream."""
 
-    #: Its era's rules.
+    # -- the era's ---------------------------------------------------------------------------
+
+    #: What the era says of every call (one value per era).
     rules: EraRules
+
     async def check(self, request: Request, call: Call) -> None:
         """The era's checks, raising the ProtocolError the request is refused with."""
-
-    def wants_stream(self, may_send: bool, blocks: bool = False) -> bool:
-        """Whether the call runs on a stream of its own (``may_send``: its method may send
-        before its result; ``blocks``: it runs the project's sync code, which a stream's task
-        can cancel) rather than answering with one message."""
 
     async def handle(self, request: Request, call: Call) -> dict:
         """The request's result in this era, or the ProtocolError it raises (``call.background``:
@@ -118,14 +118,23 @@ class Responder(Protocol):
         """The era's form of an error."""
 
     def inline_channel(self, request: Request, call: Call):
-        """The channel of a call answered with one message."""
+        """The era's channel (what the call's Context talks to) of a call answered with one
+        message."""
+
+    # -- the transport's ---------------------------------------------------------------------
+
+    def wants_stream(self, may_send: bool, blocks: bool = False) -> bool:
+        """Whether the call runs on a stream of its own (``may_send``: its method may send
+        before its result; ``blocks``: it runs the project's sync code, which a stream's task
+        can cancel) rather than answering with one message."""
 
     async def open_stream(self, request: Request, call: Call) -> CallStream:
-        """Open the stream the call's messages and answer go on."""
+        """Open the stream the call's messages and answer go on, written by this process."""
 
     async def open_job_stream(self, stream_key: str) -> Optional[Callable[[], Awaitable[None]]]:
-        """(``rules.resumable_jobs`` only) Open the stream a background job will write; returns what
-        follows it once the job is submitted (or None: the transport's follower finds it)."""
+        """(``rules.resumable_jobs`` only) Open the stream a background job's worker will write;
+        returns what follows it once the job is submitted (or None: the transport's follower
+        finds it)."""
 
 
 class Answer(NamedTuple):
