@@ -39,6 +39,9 @@ class Call:
     #: A tools/call's place in its caller's rate window (a rates.Charge: Route.rate_charge),
     #: taken at admission (or by a 2025-11-25 session's read); None when not rate limited.
     rate: Any = None
+    #: Its session's running background calls, when the transport's read of the session counted
+    #: them (admission then needs no round trip of its own); None otherwise.
+    running_calls: Optional[int] = None
     #: True once a task of its own runs it (that task releases the quota).
     started: bool = False
     #: For the calls log (running/calls.py): when it began (monotonic), its body's size, and

@@ -2,8 +2,8 @@
 authenticated caller to its one answer. This is the run phase, written once.
 
 Each transport (Streamable HTTP in both eras, stdio, 2024-11-05 HTTP+SSE) adapts to it through
-a small ``Responder``: what its era's answers look like, and how a stream of the call's own
-reaches the client. The pipeline owns everything else, in this order, so that a safeguard added
+a small ``Responder``: its era's rules and the form of its answers, and how a stream of the
+call's own reaches the client. The pipeline owns everything else, in this order, so that a safeguard added
 here holds on every front door (as Django's ``BaseHandler`` does for its middleware, Celery's
 ``build_tracer`` for a task's life):
 
@@ -37,6 +37,7 @@ its caller's key when it has none, set here for every era.
 """
 import asyncio
 import logging
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, NamedTuple, Optional, Protocol
 
 from .. import auth, tracing
@@ -76,9 +77,10 @@ class CallStream(Protocol):
         """Send the call's answer (None: cancelled) and end the stream."""
 
 
-class Responder(Protocol):
-    """What one era and transport contribute to a call: how its request is checked, what its
-    answers look like, and how they reach the client. Nothing else."""
+@dataclass(frozen=True)
+class EraRules:
+    """What an era says of every call, whatever carries it, that the run phase reads: one value
+    per era (``eras/*/era.py: RULES``)."""
 
     #: The era's methods (their facts: counts as a call, may send before its result).
     methods: MethodTable
@@ -89,17 +91,21 @@ class Responder(Protocol):
     #: A handler's ProtocolError is answered in-band, with 200 (2025-11-25); False: with the
     #: status the era gives it (2026-07-28: 404 for an unknown method...).
     in_band_errors: bool
-    #: The session's running background calls, when the transport's read of it counted them
-    #: (admission then needs no round trip of its own); None otherwise.
-    running_calls: Optional[int]
+
+
+class Responder(Protocol):
+    """What one era and transport contribute to a call, nothing else. The era's half
+    (eras/*/era.py): its rules, its checks, its handler and the form of its answers. The
+    transport's half (transports/), mixed in: whether a call runs on a stream of its own, and
+    that stream."""
+
+    # -- the era's ---------------------------------------------------------------------------
+
+    #: What the era says of every call (one value per era).
+    rules: EraRules
 
     async def check(self, request: Request, call: Call) -> None:
         """The era's checks, raising the ProtocolError the request is refused with."""
-
-    def wants_stream(self, may_send: bool, blocks: bool = False) -> bool:
-        """Whether the call runs on a stream of its own (``may_send``: its method may send
-        before its result; ``blocks``: it runs the project's sync code, which a stream's task
-        can cancel) rather than answering with one message."""
 
     async def handle(self, request: Request, call: Call) -> dict:
         """The request's result in this era, or the ProtocolError it raises (``call.background``:
@@ -112,14 +118,23 @@ class Responder(Protocol):
         """The era's form of an error."""
 
     def inline_channel(self, request: Request, call: Call):
-        """The channel of a call answered with one message."""
+        """The era's channel (what the call's Context talks to) of a call answered with one
+        message."""
+
+    # -- the transport's ---------------------------------------------------------------------
+
+    def wants_stream(self, may_send: bool, blocks: bool = False) -> bool:
+        """Whether the call runs on a stream of its own (``may_send``: its method may send
+        before its result; ``blocks``: it runs the project's sync code, which a stream's task
+        can cancel) rather than answering with one message."""
 
     async def open_stream(self, request: Request, call: Call) -> CallStream:
-        """Open the stream the call's messages and answer go on."""
+        """Open the stream the call's messages and answer go on, written by this process."""
 
     async def open_job_stream(self, stream_key: str) -> Optional[Callable[[], Awaitable[None]]]:
-        """(``resumable_jobs`` only) Open the stream a background job will write; returns what
-        follows it once the job is submitted (or None: the transport's follower finds it)."""
+        """(``rules.resumable_jobs`` only) Open the stream a background job's worker will write;
+        returns what follows it once the job is submitted (or None: the transport's follower
+        finds it)."""
 
 
 class Answer(NamedTuple):
@@ -175,7 +190,7 @@ async def serve(request: Request, call: Call, responder: Responder, *, scope=Non
     transport to write, or None when it answers on a stream of its own. ``scope`` and
     ``headers``: the HTTP request that carried it, whose principal needs the target's scopes
     (none for stdio)."""
-    route = call.route = call.route or Route.of(request, responder.methods)
+    route = call.route = call.route or Route.of(request, responder.rules.methods)
     request = route.request  # call_tool(name, arguments) is that tool's own call: every rule applies to it
     try:
         if not route.opens_session:  # SESSION_OPEN_RATE counts those
@@ -197,11 +212,11 @@ async def serve(request: Request, call: Call, responder: Responder, *, scope=Non
         if call.rate is None:
             call.rate = route.rate_charge(call.caller)
         try:
-            call.quota = await admit(call, route.background, responder.running_calls)
+            call.quota = await admit(call, route.background)
         except ProtocolError as exc:  # 429: the session or caller runs its most calls already, or spent its rate
             return await refused(request, call, responder, exc)
     try:
-        if route.background and responder.resumable_jobs:
+        if route.background and responder.rules.resumable_jobs:
             return await run_in_worker(request, call, responder)
         if route.streamed:
             return await run_on_stream(request, call, responder)
@@ -211,11 +226,12 @@ async def serve(request: Request, call: Call, responder: Responder, *, scope=Non
             await quotas.release_call(call.quota)  # a no-op once released, or once a job holds it
 
 
-def admit(call: Call, background: bool, running: Optional[int] = None) -> Awaitable[quotas.Slot]:
-    """The call's place: among its session's calls, or its caller's when it has no session (and
-    in its caller's rate window, ``call.rate``)."""
+def admit(call: Call, background: bool) -> Awaitable[quotas.Slot]:
+    """The call's place: among its session's calls (``call.running_calls``: its session's
+    running background calls, if its read counted them), or its caller's when it has no session
+    (and in its caller's rate window, ``call.rate``)."""
     if call.session.id:
-        return quotas.admit_call(call.session.id, running, background=background, rate=call.rate)
+        return quotas.admit_call(call.session.id, call.running_calls, background=background, rate=call.rate)
     return quotas.admit_caller(call.caller.key, background, call.rate)
 
 
@@ -228,7 +244,7 @@ async def respond(request: Request, call: Call, responder: Responder) -> tuple:
     try:
         result = await responder.handle(request, call)
     except ProtocolError as exc:
-        return responder.error_reply(request.id, exc), None if responder.in_band_errors else exc
+        return responder.error_reply(request.id, exc), None if responder.rules.in_band_errors else exc
     except (ToolCancelled, asyncio.CancelledError):
         if not call.stopped:
             raise

@@ -3,6 +3,7 @@ request goes to its era (as a ``PostExchange``), an ``initialize`` opens a sessi
 goes to the request pipeline (running/pipeline.py) through ``PostResponder``, a notification or
 a response to the server's request is taken in."""
 import asyncio
+import dataclasses
 import logging
 
 import redis
@@ -32,11 +33,11 @@ class PostResponder(era_2025.SessionResponder):
     """The request pipeline's side of a 2025-11-25 POST (running/pipeline.py): a JSON reply, or an
     SSE stream of the call's events, which a client that drops it resumes on any process."""
 
-    __slots__ = ("exchange", "running_calls")
+    __slots__ = ("exchange",)
 
     def __init__(self, exchange: "PostExchange", session):
         super().__init__(session)
-        self.exchange, self.running_calls = exchange, exchange.running_calls
+        self.exchange = exchange
 
     def wants_stream(self, may_send: bool, blocks: bool = False) -> bool:
         return self.exchange.wants_sse(may_send)
@@ -125,7 +126,7 @@ class PostHandling:
         if is_request:
             # Its route and caller, made once: a rate limited call's place in its caller's
             # window is taken by the session's read.
-            route = Route.of(message, era_2025.SessionResponder.methods)
+            route = Route.of(message, era_2025.RULES.methods)
             caller = Caller.of(consumer.principal, consumer.client_address)
             rate = route.rate_charge(caller) if route.counts_as_call else None
         initialized = isinstance(message, Notification) and message.method == "notifications/initialized"
@@ -170,7 +171,8 @@ class OpeningResponder(PostResponder):
     a one-event SSE stream once the session exists), and a refusal keeps its HTTP status
     (429: MAX_SESSIONS_PER_ADDRESS)."""
 
-    in_band_errors = False
+    #: The session era's rules, except that an error keeps its HTTP status (429 above).
+    rules = dataclasses.replace(era_2025.RULES, in_band_errors=False)
 
     def wants_stream(self, may_send: bool, blocks: bool = False) -> bool:
         return False
@@ -188,7 +190,7 @@ async def post_request(exchange: PostExchange, session, request, route, caller, 
     logs.bind_request(request.id)
     call = pipeline.begin(request, session, exchange.headers, principal=exchange.principal, user=exchange.user,
                           request_bytes=exchange.body_size, address=session.address, caller=caller, route=route,
-                          rate=rate)
+                          rate=rate, running_calls=exchange.running_calls)
     answer = await pipeline.serve(request, call, PostResponder(exchange, session), scope=exchange.scope,
                                   headers=exchange.headers)
     if answer is not None:

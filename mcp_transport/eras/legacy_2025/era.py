@@ -7,11 +7,11 @@ import asyncio
 
 from ...conf import get_config
 from ...methods import dispatch
-from ...methods.specs import MethodTable
 from ...protocol import jsonrpc, versions
 from ...protocol.errors import InvalidParams, ProtocolError
 from ...protocol.session import SessionState, next_state
 from ...running import jobs, streams
+from ...running.pipeline import EraRules
 from ...state import metrics, sessions
 
 #: Revisions a client may ask for over a transport that carries messages: Streamable HTTP's,
@@ -64,6 +64,11 @@ def take_initialize(session, params: dict, supported=versions.SUPPORTED) -> str:
 #: The method that opens a session ("The initialization phase MUST be the first interaction").
 INITIALIZE = "initialize"
 
+#: The session era's rules: a background tool's job writes the request's stream, which the
+#: client may resume anywhere; "Errors in the request ... are answered with a JSON-RPC error":
+#: in-band, 200.
+RULES = EraRules(dispatch.METHODS, resumable_jobs=True, in_band_errors=True)
+
 
 class SessionResponder:
     """The era's half of a request pipeline responder (running/pipeline.py) for a request in a
@@ -72,13 +77,7 @@ class SessionResponder:
 
     __slots__ = ("session",)
 
-    methods: MethodTable = dispatch.METHODS
-    #: A background tool's job writes the request's stream; the client may resume it anywhere.
-    resumable_jobs = True
-    #: "Errors in the request ... are answered with a JSON-RPC error": in-band, 200.
-    in_band_errors = True
-    #: The session's running background calls, when the session's read counted them.
-    running_calls = None
+    rules = RULES
     #: The revisions its ``initialize`` may negotiate (the message transports add 2024-11-05).
     versions = versions.SUPPORTED
 

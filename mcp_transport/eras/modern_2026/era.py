@@ -21,11 +21,12 @@ from ...methods.specs import UNKNOWN
 from ...protocol import bounds, modern, tasks_extension
 from ...protocol.errors import ErrorCode, ProtocolError
 from ...protocol.jsonrpc import error_message, notification_message, result_message
+from ...running.pipeline import EraRules
 from ...state import metrics, sessions
 from . import jobs as modern_jobs, tasks as modern_tasks, rounds
 from .methods import METHODS, cache_hint, declares
 
-__all__ = ["METHODS", "StatelessResponder", "ModernChannel", "stateless_session", "error_reply"]
+__all__ = ["METHODS", "RULES", "StatelessResponder", "ModernChannel", "stateless_session", "error_reply"]
 
 
 def served(spec, method: str):
@@ -93,6 +94,11 @@ def error_reply(request_id, exc: ProtocolError) -> dict:
     return error_message(request_id, code, exc.message, exc.data)
 
 
+#: The stateless era's rules: a background tool's job is relayed on the call's own response
+#: (``StatelessResponder.handle``); errors keep the statuses 2026-07-28 gives them (404 for an
+#: unknown method ...).
+RULES = EraRules(METHODS, resumable_jobs=False, in_band_errors=False)
+
 #: The answer of a background call whose job someone else (the admin) cancelled: the call
 #: still gets its one answer.
 CANCELLED_ELSEWHERE = "The call was cancelled before it finished."
@@ -108,13 +114,7 @@ class StatelessResponder:
 
     __slots__ = ("request", "reply", "headers", "body_size", "meta", "handler")
 
-    methods = METHODS
-    #: A background tool's job is relayed on the call's own response (``handle``).
-    resumable_jobs = False
-    #: Errors keep the statuses 2026-07-28 gives them (404 for an unknown method ...).
-    in_band_errors = False
-    #: No session, so no count of its running calls (its caller's is remembered: quotas.py).
-    running_calls = None
+    rules = RULES
 
     def __init__(self, request, reply, headers: dict, body_size: int):
         self.request, self.reply, self.headers, self.body_size = request, reply, headers, body_size
