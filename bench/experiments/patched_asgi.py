@@ -19,6 +19,8 @@ only in the benchmark's server process. ``BENCH_PATCHES`` (comma or plus separat
                uvicorn) allows at best on this machine, before any MCP work.
 ``chfloor``    CEILING ONLY: the same smallest replies from a Channels ``AsyncHttpConsumer`` (no
                Django middleware, no MCP): what the design's shell (Channels on the server) allows.
+``nolog``      keep no calls-log row of a call that changes nothing (as ``CALL_LOG_SAMPLE`` 0 would,
+               for this process only): what the calls log's 100 rows a second cost a busy server.
 ``sessioncache`` UPPER BOUND ONLY, not a proposal as is: serve ``sessions.load`` from an in-process
                cache for 1 s, i.e. no Redis GETEX per request.
 """
@@ -59,6 +61,12 @@ if "asyncecho" in PATCHES:
 
         spec.func = echo
     APPLIED.append("asyncecho")
+
+if "nolog" in PATCHES:
+    from mcp_transport.running import calls
+
+    calls._kept = lambda call, status, message: False
+    APPLIED.append("nolog")
 
 if "sessioncache" in PATCHES:
     from mcp_transport.state import sessions

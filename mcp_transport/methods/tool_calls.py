@@ -1,7 +1,6 @@
 """tools/call: the tool's arguments bound, a task-augmented call handed to the tasks utility, the
 tool run within TOOL_MAX_SECONDS; and which calls the handler decides as tasks (``task_requested``).
 """
-import asyncio
 import logging
 
 from ..state import metrics
@@ -16,6 +15,7 @@ from .invoke import make_context, run_sync_or_async
 from .method_table import METHODS, declares
 from .params import object_param, string_param
 from .registry import ArgumentError, ToolError, registry
+from .time_limits import TimeLimit
 
 #: A tool that raised is logged under the name it always had (dispatch's), which LOGGING may name.
 logger = logging.getLogger("mcp_transport.methods.dispatch")
@@ -96,7 +96,7 @@ def task_requested(spec, params) -> bool:
 
 
 async def _run_tool(spec, kwargs, call):
-    limit = asyncio.timeout(get_config()["TOOL_MAX_SECONDS"])
+    limit = TimeLimit(get_config()["TOOL_MAX_SECONDS"])
     try:
         async with limit:
             value = await run_sync_or_async(spec.func, kwargs=kwargs, call=call, lane=threads.TOOLS,
