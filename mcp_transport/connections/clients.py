@@ -7,6 +7,7 @@ import weakref
 
 import redis.asyncio as aredis
 import redis.exceptions
+from redis.asyncio.observability import recorder as redis_recorder
 
 from ..conf import get_config
 from .cluster import _cluster_class, riding_cluster_class
@@ -93,6 +94,45 @@ def writing_at_once(connection_class):
     return WritingAtOnce
 
 
+class HandingOutAtOnce(aredis.BlockingConnectionPool):
+    """redis-py's blocking pool, handing an idle connection out (and taking it back) at once
+    while nothing else needs the pool's care.
+
+    Its own ``get_connection`` takes the pool's condition, starts a timeout and records wait
+    metrics; its ``release`` takes the condition and the pool's lock and dispatches an event:
+    about 80 Python calls a command, a tenth of a 2025-11-25 echo call and more of a session's
+    five round trips. None of it does anything while a connection is idle, no command waits for
+    one, no maintenance runs, redis-py's own metrics are off and no re-authentication is due:
+    then the connection is taken or given back as redis-py's code does it. Otherwise, and for
+    every wait, redis-py's path runs as it is."""
+
+    def _left_alone(self) -> bool:
+        return not (self._in_maintenance or self._condition._waiters or _redis_metrics_on())
+
+    async def get_connection(self, *args, **kwargs):
+        if not (self._available_connections and self._left_alone()):
+            return await super().get_connection(*args, **kwargs)
+        connection = self._available_connections.pop()
+        self._in_use_connections.add(connection)
+        try:
+            await self.ensure_connection(connection)
+        except BaseException:
+            await self.release(connection)
+            raise
+        return connection
+
+    async def release(self, connection):
+        if not self._left_alone() or connection.should_reconnect() or connection._re_auth_token is not None:
+            return await super().release(connection)
+        self._in_use_connections.remove(connection)
+        self._available_connections.append(connection)
+
+
+def _redis_metrics_on() -> bool:
+    """Whether redis-py records its own OpenTelemetry metrics (its pool's wait and count)."""
+    return redis_recorder._get_or_create_collector() is not None
+
+
 def _pool_wait() -> float:
     return max(20.0, _tolerance() * 2)
 
@@ -123,8 +163,7 @@ def _async_client(target: RedisTarget, max_connections: int, pool_wait: float = 
     # at 100).
     # It waits for a free connection as long as a command rides out an outage: during a stall
     # every connection is busy waiting for its reply.
-    pool = aredis.BlockingConnectionPool.from_url(target.url, max_connections=max_connections,
-                                                  timeout=pool_wait, **common)
+    pool = HandingOutAtOnce.from_url(target.url, max_connections=max_connections, timeout=pool_wait, **common)
     pool.connection_class = tuned(pool.connection_class)  # before its first connection
     return aredis.Redis(connection_pool=pool)
 

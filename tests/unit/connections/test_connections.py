@@ -193,7 +193,7 @@ def test_what_redis_py_refuses_to_pack_is_refused_packed_in_c():
 async def test_the_async_client_packs_in_c():
     from mcp_transport.connections import async_redis
 
-    assert type(async_redis().connection_pool).__name__ == "BlockingConnectionPool"
+    assert isinstance(async_redis().connection_pool, aredis.BlockingConnectionPool)
     assert "PackingInC" in async_redis().connection_pool.connection_class.__name__
 
 
@@ -222,4 +222,48 @@ async def test_a_command_is_sent_without_a_task_of_its_own(server):
     assert made == []
     big = "x" * (4 << 20)  # past the transport's high-water mark: the send waits, within the timeout
     assert await client.set("big", big) and len(await client.get("big")) == len(big)
+    await client.aclose()
+
+
+async def test_an_idle_connection_is_handed_out_and_taken_back_without_the_pools_wait(server, monkeypatch):
+    """connections/clients.py ``HandingOutAtOnce``: redis-py's condition, timeout and event
+    only when something needs them."""
+    from mcp_transport.connections import parse_redis_url
+    from mcp_transport.connections.clients import _async_client
+
+    client = _async_client(parse_redis_url(server.url), 2)
+    await client.ping()
+    waited = []
+    base = aredis.BlockingConnectionPool
+    for name in ("get_connection", "release"):
+        original = getattr(base, name)
+
+        async def counted(self, *args, _original=original, _name=name, **kwargs):
+            waited.append(_name)
+            return await _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(base, name, counted)
+    for n in range(5):
+        assert await client.set(f"k{n}", n)
+    assert waited == []
+    await client.aclose()
+
+
+async def test_a_command_waiting_for_a_connection_gets_it_when_one_is_given_back(server):
+    """Past the pool's size a command waits (redis-py's path) and is served in turn: a busy
+    pool's fast path does not take the connection it waits for."""
+    import asyncio
+
+    from mcp_transport.connections import parse_redis_url
+    from mcp_transport.connections.clients import _async_client
+
+    client = _async_client(parse_redis_url(server.url), 1)
+    await client.ping()
+    pool = client.connection_pool
+    held = await pool.get_connection()  # the pool's one connection, taken
+    waiting = asyncio.create_task(client.set("waited", "yes"))
+    while not pool._condition._waiters:
+        await asyncio.sleep(0.01)
+    await pool.release(held)
+    assert await waiting and await client.get("waited") == "yes"
     await client.aclose()
