@@ -21,6 +21,8 @@ only in the benchmark's server process. ``BENCH_PATCHES`` (comma or plus separat
                Django middleware, no MCP): what the design's shell (Channels on the server) allows.
 ``nolog``      keep no calls-log row of a call that changes nothing (as ``CALL_LOG_SAMPLE`` 0 would,
                for this process only): what the calls log's 100 rows a second cost a busy server.
+``gcstat``     MEASURES ONLY: every 5 s, the garbage collector's runs and their time, per generation, on
+               stderr (the server's log in bench/out/).
 ``sessioncache`` UPPER BOUND ONLY, not a proposal as is: serve ``sessions.load`` from an in-process
                cache for 1 s, i.e. no Redis GETEX per request.
 """
@@ -67,6 +69,31 @@ if "nolog" in PATCHES:
 
     calls._kept = lambda call, status, message: False
     APPLIED.append("nolog")
+
+if "gcstat" in PATCHES:
+    import gc
+    import sys
+    import threading
+
+    _gc_seen, _gc_started = {0: [0, 0.0], 1: [0, 0.0], 2: [0, 0.0]}, {}
+
+    def _gc_timer(phase, info):
+        if phase == "start":
+            _gc_started["at"] = time.perf_counter()
+        else:
+            seen = _gc_seen[info["generation"]]
+            seen[0] += 1
+            seen[1] += time.perf_counter() - _gc_started.pop("at", time.perf_counter())
+
+    def _gc_report():
+        while True:
+            time.sleep(5)
+            print("[gcstat]", {g: (n, round(s * 1000, 1)) for g, (n, s) in _gc_seen.items()},
+                  "threshold", gc.get_threshold(), "counts", gc.get_count(), file=sys.stderr, flush=True)
+
+    gc.callbacks.append(_gc_timer)
+    threading.Thread(target=_gc_report, daemon=True).start()
+    APPLIED.append("gcstat")
 
 if "sessioncache" in PATCHES:
     from mcp_transport.state import sessions
