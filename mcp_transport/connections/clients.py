@@ -122,7 +122,7 @@ class HandingOutAtOnce(aredis.BlockingConnectionPool):
         return connection
 
     async def release(self, connection):
-        if not self._left_alone() or connection.should_reconnect() or connection._re_auth_token is not None:
+        if not self._left_alone() or connection.should_reconnect() or getattr(connection, "_re_auth_token", None):
             return await super().release(connection)
         self._in_use_connections.remove(connection)
         self._available_connections.append(connection)

@@ -11,9 +11,11 @@ The stop is asyncio.timeout's: the run's task is cancelled, and the cancel it ca
 of the ``async with`` as ``TimeoutError`` (a cancel from anyone else goes through as it came).
 """
 import asyncio
+import weakref
 
-#: loop -> the TimeLimits of the tools running on it (the entry goes when none runs).
-_running = {}
+#: loop -> the TimeLimits of the tools running on it (the entry goes when none runs, or with a
+#: loop closed before its watch looked again).
+_running = weakref.WeakKeyDictionary()
 
 
 class TimeLimit:

@@ -59,3 +59,19 @@ async def test_no_limit_is_no_watch():
     async with TimeLimit(None) as limit:
         await asyncio.sleep(0)
     assert not limit.expired() and asyncio.get_running_loop() not in time_limits._running
+
+
+def test_a_loop_closed_before_its_watch_looked_again_is_not_kept():
+    import gc
+
+    async def run():
+        async with TimeLimit(600):
+            await asyncio.sleep(0)
+
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(run())
+    assert loop in time_limits._running  # its watch has not looked again yet
+    loop.close()
+    del loop
+    gc.collect()
+    assert not any(loop.is_closed() for loop in time_limits._running)
