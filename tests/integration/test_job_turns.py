@@ -21,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from mcp_transport.testing import HttpClient, LiveWorker, ModernClient
+from mcp_transport.testing import LiveWorker
+
+from .addresses import ClientAt, ModernClientAt
 
 ROOT = Path(__file__).resolve().parents[2]
 #: For a loaded machine: how long a condition may take, not a measured figure.
@@ -46,26 +48,11 @@ def server(start_server, own_queue, server_env):
     worker.stop()
 
 
-class SessionAt(HttpClient):
-    """A 2025-11-25 session at ``address`` (X-Forwarded-For)."""
-
-    def __init__(self, url, address):
-        super().__init__(url)
-        self.address = address
-
-    def headers(self, extra=None, session=True):
-        return super().headers({"X-Forwarded-For": self.address, **(extra or {})}, session)
-
-
-class CallerAt(ModernClient):
+class CallerAt(ModernClientAt):
     """A 2026-07-28 client with the tasks extension, at ``address`` (X-Forwarded-For)."""
 
     def __init__(self, url, address):
-        super().__init__(url, TASKS)
-        self.address = address
-
-    def headers(self, extra=None, session=True):
-        return super().headers({"X-Forwarded-For": self.address, **(extra or {})}, session)
+        super().__init__(url, address, TASKS)
 
     def task(self, call) -> str:
         reply = self.post("tools/call", call)
@@ -106,7 +93,7 @@ def test_a_freed_slot_runs_a_third_callers_job_before_either_hogs_second_one(ser
     sent = [[hog.task(LONG) for hog in hogs] for _ in range(3)]  # first, second and third jobs
     firsts, seconds = sent[0], sent[1]
     rows_of(server_env, firsts, "all(r['status'] == 'working' for r in rows.values())")
-    victim = SessionAt(server.url, VICTIM)
+    victim = ClientAt(server.url, VICTIM)
     victim.initialize()
     call = victim.stream("POST", victim.message("tools/call", SHORT), timeout=DEADLINE)
     everyone = [job for jobs in sent for job in jobs]
