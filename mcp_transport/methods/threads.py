@@ -291,7 +291,7 @@ def lanes() -> Lanes:
 
 
 def owner_of(session_id):
-    """The fairness key of a call: its session; a call without one (the stateless era) is its own."""
+    """The fairness key of a call: its session; a call without one (the modern era) is its own."""
     return session_id or object()
 
 

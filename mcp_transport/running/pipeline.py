@@ -24,7 +24,7 @@ here holds on every front door (as Django's ``BaseHandler`` does for its middlew
 4. the run: inline, its ``Answer`` returned for the transport to write; on a stream of its own
    (a task of its own answers); or, for a background tool in an era whose streams are
    resumable, in a Celery worker that writes the call's stream (``run_in_worker``; "could not be
-   started" is an answer too). A stateless era relays a background tool's job on the call's own
+   started" is an answer too). The modern era relays a background tool's job on the call's own
    stream, so its call runs the second way;
 5. the release of the call's place before the answer goes out (the client may send its next
    call as soon as it has it), and the record.
@@ -109,17 +109,15 @@ class Responder(Protocol):
 
     async def handle(self, request: Request, call: Call) -> dict:
         """The request's result in this era, or the ProtocolError it raises (``call.background``:
-        a background tool's call, in an era that relays its job on the call's stream)."""
+        a background tool's call, in an era that relays its job on the call's stream). A call
+        answered with one message comes without a channel (``call.channel`` None): the era gives
+        it its own, what the call's Context talks to."""
 
     def result_reply(self, request: Request, result: dict) -> dict:
         """The era's form of a result."""
 
     def error_reply(self, request_id, exc: ProtocolError) -> dict:
         """The era's form of an error."""
-
-    def inline_channel(self, request: Request, call: Call):
-        """The era's channel (what the call's Context talks to) of a call answered with one
-        message."""
 
     # -- the transport's ---------------------------------------------------------------------
 
@@ -261,8 +259,8 @@ async def respond(request: Request, call: Call, responder: Responder) -> tuple:
 
 
 async def run_inline(request: Request, call: Call, responder: Responder) -> Answer:
-    """A one-message answer: it has nowhere to put messages sent before the result."""
-    call.channel = responder.inline_channel(request, call)
+    """A one-message answer: it has nowhere to put messages sent before the result (the era's
+    ``handle`` gives the call its channel)."""
     task = drain.tracking(call)  # a process told to stop waits for the answer
     try:
         answer = Answer(*await respond(request, call, responder))

@@ -323,7 +323,7 @@ class HttpClient:
 
 
 class ModernClient(HttpClient):
-    """A raw HTTP client of the stateless 2026-07-28 era: every request carries ``params._meta``
+    """A raw HTTP client of the modern era (2026-07-28, stateless): every request carries ``params._meta``
     and the standard headers (MCP-Protocol-Version, Mcp-Method, Mcp-Name); no session."""
 
     VERSION = "2026-07-28"

@@ -102,7 +102,7 @@ async def _receive_request(session, request, principal, scope, headers):
         await reply(session.id, answer.message)
 
 
-class MessageResponder(era.SessionResponder):
+class MessageResponder(era.LegacyResponder):
     """The pipeline's side of a transport that carries messages (stdio, HTTP+SSE): every
     message reaches the client through the session's follower, from the streams it lists."""
 

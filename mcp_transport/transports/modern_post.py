@@ -73,7 +73,7 @@ async def post(exchange: Exchange, message) -> None:
         await responder.reply.finish(answer.message, answer.error)
 
 
-class ModernPostResponder(era.StatelessResponder):
+class ModernPostResponder(era.ModernResponder):
     """The era's responder, answering on the request's own HTTP response (``ModernReply``)."""
 
     __slots__ = ("exchange",)

@@ -1,8 +1,8 @@
 """How to add a transport: a whole one in a few dozen lines, over the request pipeline
 (running/pipeline.py). It carries messages in memory, so what it "sends" is a list; everything
 else (checks, admission, inline / streamed / background runs, release, the calls-log record) is
-the pipeline's, and what the answers look like is the era's (``SessionResponder`` for
-2025-11-25 sessions, ``StatelessResponder`` for 2026-07-28 requests).
+the pipeline's, and what the answers look like is the era's (``LegacyResponder`` for
+2025-11-25 sessions, ``ModernResponder`` for 2026-07-28 requests).
 
 Run as a program (tests/integration/test_fake_transport.py does, next to a Celery worker, with
 the servers' environment), it serves a few requests in each era and prints, per request, the
@@ -82,8 +82,8 @@ class FakeStream:
 async def serve(era: str, request_id, method: str, params: dict) -> list:
     """The messages one request gets through the fake transport, in ``era``."""
     from mcp_transport.auth import Principal
-    from mcp_transport.eras.legacy_2025.era import SessionResponder
-    from mcp_transport.eras.modern_2026.era import StatelessResponder, stateless_session
+    from mcp_transport.eras.legacy_2025.era import LegacyResponder
+    from mcp_transport.eras.modern_2026.era import ModernResponder, stateless_session
     from mcp_transport.protocol.ids import new_session_id
     from mcp_transport.protocol.jsonrpc import Request
     from mcp_transport.running import pipeline
@@ -95,17 +95,17 @@ async def serve(era: str, request_id, method: str, params: dict) -> list:
                                          client_info={}, client_capabilities={}, log_level="debug")
         await sessions.create(session)
 
-        class Responder(FakeTransport, SessionResponder):
+        class Responder(FakeTransport, LegacyResponder):
             def __init__(self):
-                SessionResponder.__init__(self, session)
+                LegacyResponder.__init__(self, session)
                 FakeTransport.__init__(self, sent)
         responder = Responder()
     else:
         session = stateless_session(params.get("_meta"), None)
 
-        class Responder(FakeTransport, StatelessResponder):
+        class Responder(FakeTransport, ModernResponder):
             def __init__(self):
-                StatelessResponder.__init__(self, request, self, modern_headers(request), 0)
+                ModernResponder.__init__(self, request, self, modern_headers(request), 0)
                 FakeTransport.__init__(self, sent)
 
             async def send(self, message):  # the reply a 2026-07-28 channel sends on

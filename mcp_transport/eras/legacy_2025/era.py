@@ -1,7 +1,7 @@
-"""What the session era (2025-11-25, and 2024-11-05 before it) says of a request, whatever
+"""What the legacy era (2025-11-25, and 2024-11-05 before it) says of a request, whatever
 carries it (Streamable HTTP, stdio, HTTP+SSE): the session's lifecycle, the version it
 negotiates, what a client notification does, and the form of its answers. How those answers
-reach the client is the transport's (``SessionResponder``'s subclasses in transports/).
+reach the client is the transport's (``LegacyResponder``'s subclasses in transports/).
 """
 import asyncio
 
@@ -64,13 +64,13 @@ def take_initialize(session, params: dict, supported=versions.SUPPORTED) -> str:
 #: The method that opens a session ("The initialization phase MUST be the first interaction").
 INITIALIZE = "initialize"
 
-#: The session era's rules: a background tool's job writes the request's stream, which the
+#: The legacy era's rules: a background tool's job writes the request's stream, which the
 #: client may resume anywhere; "Errors in the request ... are answered with a JSON-RPC error":
 #: in-band, 200.
 RULES = EraRules(dispatch.METHODS, resumable_jobs=True, in_band_errors=True)
 
 
-class SessionResponder:
+class LegacyResponder:
     """The era's half of a request pipeline responder (running/pipeline.py) for a request in a
     session: its checks, its methods, its answers' form. A transport adds how they are sent, and
     how a session its ``initialize`` opened is kept (``keep_session``)."""
@@ -90,6 +90,8 @@ class SessionResponder:
     async def handle(self, request, call) -> dict:
         if request.method == INITIALIZE:  # the lifecycle's own method: it opens the session
             return await self.initialize(request.params)
+        if call.channel is None:  # answered with one message: nothing goes out before its result
+            call.channel = streams.JsonReplyChannel(request.id)
         return await dispatch.dispatch(request, call)
 
     async def initialize(self, params: dict) -> dict:
@@ -109,6 +111,3 @@ class SessionResponder:
 
     def error_reply(self, request_id, exc: ProtocolError) -> dict:
         return jsonrpc.error_message(request_id, exc.code, exc.message, exc.data)
-
-    def inline_channel(self, request, call):
-        return streams.JsonReplyChannel(request.id)

@@ -1,4 +1,4 @@
-"""The 2026-07-28 era: stateless requests answered by the era-independent methods of dispatch.py.
+"""The modern era (2026-07-28): stateless requests answered by the era-independent methods of dispatch.py.
 The wire rules are in protocol/modern.py; this is what the era says of a request, whatever
 carries it: its checks (the ``_meta`` ladder, the method, the tool's param headers), its methods,
 the form of its answers, and what a tool's Context talks to. How the answers reach the client
@@ -26,7 +26,7 @@ from ...state import metrics, sessions
 from . import jobs as modern_jobs, tasks as modern_tasks, rounds
 from .methods import METHODS, cache_hint, declares
 
-__all__ = ["METHODS", "RULES", "StatelessResponder", "ModernChannel", "stateless_session", "error_reply"]
+__all__ = ["METHODS", "RULES", "ModernResponder", "ModernChannel", "stateless_session", "error_reply"]
 
 
 def served(spec, method: str):
@@ -94,8 +94,8 @@ def error_reply(request_id, exc: ProtocolError) -> dict:
     return error_message(request_id, code, exc.message, exc.data)
 
 
-#: The stateless era's rules: a background tool's job is relayed on the call's own response
-#: (``StatelessResponder.handle``); errors keep the statuses 2026-07-28 gives them (404 for an
+#: The modern era's rules: a background tool's job is relayed on the call's own response
+#: (``ModernResponder.handle``); errors keep the statuses 2026-07-28 gives them (404 for an
 #: unknown method ...).
 RULES = EraRules(METHODS, resumable_jobs=False, in_band_errors=False)
 
@@ -107,7 +107,7 @@ CANCELLED_ELSEWHERE = "The call was cancelled before it finished."
 PRIVATE_NOW = (0, "private")
 
 
-class StatelessResponder:
+class ModernResponder:
     """The era's half of a request pipeline responder (running/pipeline.py) for one 2026-07-28
     request: its checks, its methods and its answers' form. A transport adds how they are sent
     (``reply``: what a ``ModernChannel`` sends on)."""
@@ -137,6 +137,8 @@ class StatelessResponder:
         check_tool_headers(sent_tool, self.request, self.headers)
 
     async def handle(self, request, call) -> dict:
+        if call.channel is None:  # answered with one message: it still reads the request's log level
+            call.channel = self.channel(call)
         tool = call.route.tool
         if tool is None:
             return await self.handler(request.params, call)
@@ -159,9 +161,6 @@ class StatelessResponder:
 
     def error_reply(self, request_id, exc: ProtocolError) -> dict:
         return error_reply(request_id, exc)
-
-    def inline_channel(self, request, call):
-        return self.channel(call)
 
     def channel(self, call) -> "ModernChannel":
         channel = ModernChannel(self.reply, self.request.id, (self.meta or {}).get(modern.META_LOG_LEVEL))

@@ -130,10 +130,10 @@ def caller_of(job) -> str:
 
 async def load_task(task_id, principal, *, session_id=None, modern=False, by=None):
     """The task ``task_id`` names, if it is a task of this era owned by ``principal`` (and, in the
-    session era, of ``session_id``); else None: another's task is as unknown as one that never
+    legacy era, of ``session_id``); else None: another's task is as unknown as one that never
     existed. Our task ids are job ids (``new_job_id``): anything else is not looked up (a NUL,
     say, which the database would refuse in a query). An expired task is returned
-    (``task_expired``): the session era tells it apart. ``by``: the Call reading it (``load``)."""
+    (``task_expired``): the legacy era tells it apart. ``by``: the Call reading it (``load``)."""
     job = await load(task_id, by=by) if is_job_id(task_id) else None
     if job is None or not job.is_task or is_2026_job(job) != modern or job.principal != principal:
         return None
