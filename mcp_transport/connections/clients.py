@@ -101,7 +101,7 @@ class HandingOutAtOnce(aredis.BlockingConnectionPool):
     Its own ``get_connection`` takes the pool's condition, starts a timeout and records wait
     metrics; its ``release`` takes the condition and the pool's lock and dispatches an event:
     about 80 Python calls a command, a tenth of a 2025-11-25 echo call and more of a session's
-    five round trips. None of it does anything while a connection is idle, no command waits for
+    four round trips. None of it does anything while a connection is idle, no command waits for
     one, no maintenance runs, redis-py's own metrics are off and no re-authentication is due:
     then the connection is taken or given back as redis-py's code does it. Otherwise, and for
     every wait, redis-py's path runs as it is."""

@@ -283,15 +283,36 @@ def on_close(hook) -> None:
 SERVER = ("", "")
 
 
-async def close(session_id: str, reason: str, running: Optional[int] = None, by: tuple = SERVER) -> None:
+async def close(session_id: str, reason: str, by: tuple = SERVER) -> None:
     """Close the session everywhere: row, live copy, buffered events; every process ends its
-    open streams and stops its running requests (the ``closed`` control message). ``running``:
-    its background calls as the request's read counted them (``load_for_call``): with none,
-    nothing is asked about its jobs and its row is written behind (a client's DELETE). ``by``:
-    who closed it (a principal key and a client address)."""
-    if running is None:
-        return await close_many([session_id], reason, by)
-    await asyncio.shield(_close_many([session_id], reason, running=running, by=by))
+    open streams and stops its running requests (the ``closed`` control message). ``by``: who
+    closed it (a principal key and a client address)."""
+    await close_many([session_id], reason, by)
+
+
+async def close_own(session_id: str, principal: str, by: tuple) -> bool:
+    """A client's DELETE: ``close()`` the session if it is open and ``principal``'s, checked by
+    the close's own script (one round trip for both); False if it is not: to this principal it
+    does not exist. Its row is written behind, and its jobs and events are asked about only if
+    the close found any. It goes on if the client leaves meanwhile."""
+    return await asyncio.shield(_close_own(session_id, principal, by))
+
+
+async def _close_own(session_id, principal, by) -> bool:
+    from ..storage import get_event_store
+
+    (closed,) = await _close_keys([session_id], "deleted", by, owner=principal)
+    if closed is None:
+        return False
+    _closed_here([session_id], "deleted")
+    session_rows.writer().closing([session_id], "deleted")
+    running, events, uris = closed
+    if running:  # its background jobs end once its keys are gone: a job it still submits ends too
+        await _end_jobs([session_id], "deleted", by)
+    await _unsubscribe([session_id], [uris])
+    if events:  # a DELETE of a session that never stored an event costs the store nothing
+        await asyncio.shield(get_event_store().delete_sessions([session_id]))
+    return True
 
 
 async def close_many(session_ids: list, reason: str, by: tuple = SERVER) -> None:
@@ -306,16 +327,22 @@ CLOSE_LUA = """
 -- KEYS: the session's live copy, its GET stream's reader, outbound ids, subscriptions, running
 -- calls, closed marker, and the event store's set of its streams. ARGV: session id, reason, the
 -- marker's ttl (s), the control message, the prefix of address sets, now (ms), the control
--- channel. Frees its place at its address at once, deletes its keys, marks it closed (before its
+-- channel; (a client's DELETE) the principal the session must belong to, else it returns nil
+-- and changes nothing. Frees its place at its address at once, deletes its keys, marks it closed (before its
 -- events go: an event a request still running appends after this is not stored, as the store's
 -- append script and batch writer look for the marker) and tells every process. Returns how many
 -- background calls it ran, whether it has stored events, and the URIs it subscribed to.
 local raw = redis.call('GET', KEYS[1])
+local record = nil
 if raw then
-  local ok, record = pcall(cjson.decode, raw)
-  if ok and type(record) == 'table' and type(record.address) == 'string' and record.address ~= '' then
-    redis.call('ZREM', ARGV[5] .. record.address, ARGV[1])
-  end
+  local ok, decoded = pcall(cjson.decode, raw)
+  if ok and type(decoded) == 'table' then record = decoded end
+end
+if ARGV[8] then  -- a client's DELETE: only of an open session of its own, else nothing is done
+  if not record or record.principal ~= ARGV[8] then return false end
+end
+if record and type(record.address) == 'string' and record.address ~= '' then
+  redis.call('ZREM', ARGV[5] .. record.address, ARGV[1])
 end
 local uris = redis.call('SMEMBERS', KEYS[4])
 redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', ARGV[6])
@@ -333,32 +360,26 @@ def _close_script():
                          else CLOSE_LUA)
 
 
-async def _close_many(session_ids, reason, running=None, by=SERVER):
-    """``running``: a client's DELETE, whose read counted its session's background calls: its
-    row is written behind, its jobs and events are asked about only if it had any. Else (the
-    cleanup, the admin) the rows are written first, and every session's jobs and events go."""
+async def _close_many(session_ids, reason, by=SERVER):
+    """The cleanup's and the admin's close: the rows are written first, every session's jobs
+    end before its keys go, and its events go."""
     from ..storage import get_event_store
 
+    _closed_here(session_ids, reason)
+    # After what waits for these rows, with the others closing meanwhile (one UPDATE).
+    await session_rows.writer().close(session_ids, reason)
+    await _end_jobs(session_ids, reason, by)
+    closed = await _close_keys(session_ids, reason, by)
+    await _unsubscribe(session_ids, [uris for _, _, uris in closed])
+    await asyncio.shield(get_event_store().delete_sessions(session_ids))
+
+
+def _closed_here(session_ids, reason) -> None:
+    """What this process does of sessions that close: forgets them, logs and counts it."""
     for session_id in session_ids:
         forget(session_id)
         logger.info("session closed: %s", reason, extra={"mcp_session_id": session_id})
-    if running is None:  # after what waits for these rows, with the others closing meanwhile (one UPDATE)
-        await session_rows.writer().close(session_ids, reason)
-    else:
-        session_rows.writer().closing(session_ids, reason)
     metrics.incr(f"sessions_closed:{reason}", len(session_ids))
-    if running is None or running:
-        await _end_jobs(session_ids, reason, by)
-    closed = await _close_keys(session_ids, reason, by)
-    if running == 0:  # a job submitted after the read that said there was none ends all the same
-        started = [session_id for session_id, (count, _, _) in zip(session_ids, closed) if count]
-        if started:
-            await _end_jobs(started, reason, by)
-    await _unsubscribe(session_ids, [uris for _, _, uris in closed])
-    with_events = [session_id for session_id, (_, events, _) in zip(session_ids, closed)
-                   if events or running is None]
-    if with_events:  # a DELETE of a session that never stored an event costs the store nothing
-        await asyncio.shield(get_event_store().delete_sessions(with_events))
 
 
 async def _end_jobs(session_ids, reason, by):
@@ -369,13 +390,15 @@ async def _end_jobs(session_ids, reason, by):
         await hook(session_ids, reason, by)
 
 
-async def _close_keys(session_ids, reason, by=SERVER) -> list:
+async def _close_keys(session_ids, reason, by=SERVER, owner=None) -> list:
     """One CLOSE_LUA call a session (pipelined, else side by side on a Cluster, whose pipelines
-    refuse scripts): [(background calls, has events, subscribed URIs)] in ``session_ids`` order."""
+    refuse scripts): [(background calls, has events, subscribed URIs)] in ``session_ids`` order;
+    ``owner``: only a session open and of that principal is closed (else None in its place)."""
     from ..storage import get_event_store
 
     names, store, script = keys(), get_event_store(), _close_script()
     ttl, now, channel = get_config()["STREAM_TTL"], int(time.time() * 1000), names.control_channel()
+    owned = () if owner is None else (owner,)
 
     def call(session_id, client=None):
         return script(keys=[names.session(session_id), names.reader(session_id, GET_STREAM),
@@ -386,7 +409,7 @@ async def _close_keys(session_ids, reason, by=SERVER) -> list:
                             store.sessions_events_key(session_id) or names.closed(session_id)],
                       # Why and by whom: a worker whose job stops on it records that (worker/run.py).
                       args=[session_id, reason, ttl, control.message("closed", session_id, why=reason, by=list(by)),
-                            names.address_sessions(""), now, channel], client=client)
+                            names.address_sessions(""), now, channel, *owned], client=client)
 
     if len(session_ids) == 1 or is_cluster():
         return await asyncio.gather(*(call(session_id) for session_id in session_ids))

@@ -29,6 +29,10 @@ from .sse_writer import SSE_HEADERS, SseWriter, priming_frame
 
 logger = logging.getLogger(__name__)
 
+#: "respond to requests containing that session ID with HTTP 404 Not Found" (a session of
+#: another principal does not exist to this one).
+SESSION_NOT_FOUND = "Session not found: it expired or was terminated; initialize a new one."
+
 
 class McpHttpConsumer(HttpEndpoint):
     """Serves one HTTP request on the MCP endpoint (POST, GET or DELETE)."""
@@ -70,6 +74,13 @@ class McpHttpConsumer(HttpEndpoint):
         else:
             await self.delete()
 
+    def session_id_sent(self) -> str:
+        """The request's Mcp-Session-Id, or 400."""
+        session_id = self.headers.get("mcp-session-id")
+        if session_id is None:
+            raise TransportError("Missing Mcp-Session-Id header: send initialize first.")
+        return session_id
+
     async def open_session(self, resume=False, for_call=False, rate=None, initialized=False) -> sessions.SessionRecord:
         """The request's session, or 400 / 404. ``for_call``: the request counts as a call, so
         the read also counts the session's running background calls (``self.running_calls``),
@@ -77,9 +88,7 @@ class McpHttpConsumer(HttpEndpoint):
         (``rate``, given back if the request goes no further): one round trip for all.
         ``initialized``: the request is notifications/initialized, and the read makes the session
         ready (``load_initialized``)."""
-        session_id = self.headers.get("mcp-session-id")
-        if session_id is None:
-            raise TransportError("Missing Mcp-Session-Id header: send initialize first.")
+        session_id = self.session_id_sent()
         if not ids.is_session_id(session_id):
             session = None
         elif for_call:
@@ -92,8 +101,7 @@ class McpHttpConsumer(HttpEndpoint):
             # A session belongs to its principal: to anyone else it does not exist.
             if session is None or session.principal != self.principal.key:
                 # "respond to requests containing that session ID with HTTP 404 Not Found"
-                raise TransportError("Session not found: it expired or was terminated; initialize a new one.",
-                                     http_status=404)
+                raise TransportError(SESSION_NOT_FOUND, http_status=404)
             self.version = http.request_version(self.headers.get("mcp-protocol-version"), session.protocol_version)
         except TransportError:
             await rates.give_back(rate)
@@ -114,13 +122,15 @@ class McpHttpConsumer(HttpEndpoint):
     # -- DELETE ------------------------------------------------------------------------------
 
     async def delete(self):
-        # Its read counts its background calls too: a session that runs none costs its close no
-        # question about jobs (one round trip for both).
-        session = await self.open_session(for_call=True)
-        # "Terminating a session ... closes its open SSE streams, cancels its in-flight work"
-        # (checklist G2): sessions.close() tells every process.
-        await sessions.close(session.id, "deleted", running=self.running_calls,
-                             by=(self.principal.key, self.client_address()))
+        """End the session: its check (open, and this principal's) and its close are one round
+        trip. "Terminating a session ... closes its open SSE streams, cancels its in-flight work"
+        (checklist G2): sessions.close_own() tells every process."""
+        session_id = self.session_id_sent()
+        http.request_version(self.headers.get("mcp-protocol-version"), "")  # 400 for an unsupported one
+        if not ids.is_session_id(session_id) or not await sessions.close_own(
+                session_id, self.principal.key, by=(self.principal.key, self.client_address())):
+            raise TransportError(SESSION_NOT_FOUND, http_status=404)
+        logs.bind_session(session_id)
         await self.send_empty(200)
 
     # -- responses ---------------------------------------------------------------------------
