@@ -37,7 +37,6 @@ A refusal is counted as ``limit_refusals:<limit>`` (metrics.py).
 import functools
 import hashlib
 import logging
-import math
 import secrets
 import time
 import weakref
@@ -181,7 +180,7 @@ async def admit_session(address: str, session_id: str, copy: str, ttl: int) -> N
     wait = await script(ADMIT_SESSION_LUA)(keys=script_keys, args=args)
     if wait < -1:  # -(1 + ms until a token is back)
         metrics.incr("limit_refusals:session_open_rate")
-        seconds = max(1, min(rate.seconds, math.ceil((-wait - 1) / 1000)))
+        seconds = rates.token_retry_after((-wait - 1) / 1000, rate)
         raise LimitReached(f"This address has opened its {rate.calls} sessions per {rate.period} "
                            f"(SESSION_OPEN_RATE {rate.text}): retry in {seconds} s.", retry_after=seconds)
     if wait >= 0:

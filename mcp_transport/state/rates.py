@@ -111,6 +111,13 @@ def retry_after(wait_ms: int, rate: Rate) -> int:
     return max(1, min(rate.seconds, math.ceil(wait_ms / 1000)))
 
 
+def token_retry_after(wait_s: float, rate: Rate) -> int:
+    """Whole seconds until a token of a ``rate`` bucket is back (Retry-After): rounded up, at
+    least 1, at most the time one token takes to come back (a bucket another process's clock put
+    a little ahead would otherwise say one second more)."""
+    return max(1, min(math.ceil(rate.seconds / rate.calls), math.ceil(wait_s)))
+
+
 def take_args(rate: Rate, wanted: int = 1, now_us: Optional[int] = None, given_back: int = 0) -> list:
     """``take_tokens``'s five ARGV entries: ``wanted`` tokens of a ``rate`` bucket at ``now_us``
     (microseconds; the clock by default), ``given_back`` taken earlier and not used. A token

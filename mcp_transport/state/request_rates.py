@@ -20,7 +20,6 @@ within a twentieth of a period.
 A refusal is remembered until the next token is back, when it would be anyway (another process
 can only take tokens meanwhile): a client hammering at its limit costs Redis nothing more.
 """
-import math
 import time
 from collections import OrderedDict
 from typing import Optional
@@ -105,6 +104,6 @@ def _kept(caller: str) -> Lease:
 def refusal(rate: rates.Rate, wait: float) -> LimitReached:
     """The 429 of a request over REQUEST_RATE_LIMIT: one sentence naming the limit."""
     metrics.incr("limit_refusals:request_rate")
-    seconds = max(1, min(rate.seconds, math.ceil(wait)))
+    seconds = rates.token_retry_after(wait, rate)
     return LimitReached(f"This client has made its {rate.calls} requests per {rate.period} "
                         f"(REQUEST_RATE_LIMIT {rate.text}): retry in {seconds} s.", retry_after=seconds)

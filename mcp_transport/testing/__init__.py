@@ -294,12 +294,14 @@ class HttpClient:
             assert notified.status == 202, (notified.status, notified.body)
         return reply
 
-    def call(self, method, params=None, headers=None) -> dict:
-        """A request answered with JSON or SSE; returns the JSON-RPC response message."""
+    def call(self, method, params=None, headers=None, timeout=30.0) -> dict:
+        """A request answered with JSON or SSE; returns the JSON-RPC response message. A stream
+        may stay silent up to ``timeout`` seconds between events (a background job waiting for a
+        busy worker sends nothing until KEEPALIVE_SECONDS)."""
         message = self.message(method, params)
-        stream = self.stream("POST", message, headers)
+        stream = self.stream("POST", message, headers, timeout=timeout)
         if stream.headers.get("content-type", "").startswith("text/event-stream"):
-            responses = [m for m in stream.messages() if m.get("id") == message["id"] and "method" not in m]
+            responses = [m for m in stream.messages(timeout) if m.get("id") == message["id"] and "method" not in m]
             assert len(responses) == 1, responses
             return responses[0]
         body = stream.response.read()

@@ -42,6 +42,15 @@ def test_tokens_given_back_unused_can_be_taken_again():
     assert takes("4/8s", [(0, 4), (1, 1), (2, 2, 3), (3, 2), (4, 1)]) == [4, -2000, 2, 1, -2000]
 
 
+def test_retry_after_is_at_most_the_time_one_token_takes_to_come_back():
+    six_an_hour, many_a_minute = rates.parse("6/h"), rates.parse("1200/m")
+    # A bucket another process's clock put a little ahead says a token is 600.0005 s away.
+    assert rates.token_retry_after(600.0005, six_an_hour) == 600
+    assert rates.token_retry_after(599.2, six_an_hour) == 600
+    assert rates.token_retry_after(0.2, six_an_hour) == 1
+    assert rates.token_retry_after(0.049, many_a_minute) == 1
+
+
 def test_a_wait_under_a_millisecond_is_one_not_zero():
     assert takes("1000/s", [(0, 1000), (999, 1)]) == [1000, -1]
 
