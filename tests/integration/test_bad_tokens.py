@@ -6,6 +6,7 @@ no memory of a refusal and no bound: a flood of them made a user's first call 3.
 a refusal is remembered for AUTH_FAILURE_CACHE_SECONDS, and the lookups of one client network are
 bounded per window: past it, 429 with Retry-After before any lookup (mcp_transport/auth/failures.py).
 The loopback peer is a trusted proxy here, so each test's client sends from an address of its own."""
+import itertools
 import json
 import os
 import secrets
@@ -40,8 +41,15 @@ def token_lookups(log) -> int:
     return sum(1 for line in log.read_text().splitlines() if any(table in line for table in TOKEN_TABLES))
 
 
+#: Each call of ``address()`` is a client network of its own: a random one could be the network
+#: another test pushed past the bound (1 in 500 for two IPv4 draws), and be refused with 429.
+_networks = itertools.count(1)
+
+
 def address() -> str:
-    return f"198.51.100.{secrets.randbelow(250) + 1}" if secrets.randbelow(2) else f"2001:db8:{secrets.token_hex(2)}::1"
+    """An IPv4 address or an IPv6 /64, in turn, that no other test here uses."""
+    n = next(_networks)
+    return f"198.51.100.{n}" if n % 2 else f"2001:db8:{n:x}::1"
 
 
 def post(server, token, sender):
