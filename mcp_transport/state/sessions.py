@@ -272,7 +272,8 @@ _on_close = []
 
 
 def on_close(hook) -> None:
-    """Await ``hook(session_ids, reason, by)`` in ``close_many()``, before the sessions' keys go.
+    """Await ``hook(session_ids, reason, by)`` in ``close_many()``, before the sessions' keys go
+    (in a client's DELETE, ``close_own()``, after them, and only if the close counted a call).
     Registered when the app is ready (apps.py): running/jobs/settling.py ends the sessions'
     background jobs (and the audit trail records who stopped them: ``by``)."""
     if hook not in _on_close:
