@@ -23,7 +23,9 @@ def _create(client, name, arguments, ttl=None, **params):
     return reply["result"]["task"]
 
 
-def _poll(client, task_id, until=("completed", "failed", "cancelled"), timeout=15):
+def _poll(client, task_id, until=("completed", "failed", "cancelled"), timeout=120):
+    """The task once its status is one of ``until``. The deadline is a failsafe, not a margin: the
+    run's worker is shared with other tests, whose jobs may hold its slots for a while."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         task = client.call("tasks/get", {"taskId": task_id})["result"]
