@@ -155,8 +155,14 @@ class Reply:
         return self.headers.get("content-type", "").split(";")[0]
 
 
+#: How long a read waits between two events by default: past KEEPALIVE_SECONDS (15 s by default),
+#: within which a live stream always sends something, even a job's that waits for a busy worker.
+EVENT_GAP = 30.0
+
+
 class SseStream:
-    """An open SSE response, read event by event."""
+    """An open SSE response, read event by event (each read waits ``timeout`` seconds at most for
+    the next event, EVENT_GAP by default)."""
 
     def __init__(self, connection, response):
         self.connection, self.response = connection, response
@@ -167,7 +173,7 @@ class SseStream:
         self.raw = b""
         self.closed_by_server = False
 
-    def next_event(self, timeout=10.0):
+    def next_event(self, timeout=EVENT_GAP):
         """The next event, or None when the server ended the stream."""
         self.connection.sock.settimeout(timeout)
         while not self._pending:
@@ -179,14 +185,14 @@ class SseStream:
             self._pending.extend(self.decoder.feed(chunk))
         return self._pending.pop(0)
 
-    def events(self, timeout=10.0):
+    def events(self, timeout=EVENT_GAP):
         """All events until the server ends the stream."""
         collected = []
         while (event := self.next_event(timeout)) is not None:
             collected.append(event)
         return collected
 
-    def next_message(self, timeout=10.0) -> dict:
+    def next_message(self, timeout=EVENT_GAP) -> dict:
         """The next JSON-RPC message (events without data, such as priming events, are skipped)."""
         while True:
             event = self.next_event(timeout)
@@ -199,7 +205,7 @@ class SseStream:
         """The id of the last event read: what a client resumes from (``HttpClient.resume``)."""
         return self.decoder.last_event_id
 
-    def messages(self, timeout=10.0):
+    def messages(self, timeout=EVENT_GAP):
         return [json.loads(e.data) for e in self.events(timeout) if e.data]
 
     def close(self):
