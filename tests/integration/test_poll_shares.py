@@ -33,9 +33,12 @@ POLLS = 12
 
 
 @pytest.fixture(scope="module")
-def server(start_server):
-    """Callers told apart by their address; no worker takes the jobs (they stay queued)."""
-    return start_server(MCP_TRANSPORT_JSON=json.dumps({"TRUSTED_PROXIES": ["127.0.0.1"],
+def server(start_server, own_queue):
+    """Callers told apart by their address; no worker takes the jobs (they stay queued on the
+    module's own queue: on the run's, the shared one-slot worker would run their 2 minutes each
+    and hold up every later job test of the run)."""
+    return start_server(CELERY_QUEUE=own_queue,
+                        MCP_TRANSPORT_JSON=json.dumps({"TRUSTED_PROXIES": ["127.0.0.1"],
                                                        "STATEMENT_TIMEOUT_SECONDS": DEADLINE}))
 
 
